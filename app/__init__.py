@@ -1,0 +1,1 @@
+"""SparseGDN Explorer, the Streamlit app: a thin UI over `analysis` (see app/README.md)."""

@@ -1,0 +1,260 @@
+"""Figures: each a function from polars frames (the records of `analysis.records`) to a plotly figure.
+
+No Streamlit here; tests call these on frames they build. Overviews are binned through
+`app.tables`; hover labels say how many chunks a column covers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from app import tables
+
+SELECTED_SCALE = [[0.0, "#f1f3f6"], [1.0, "#1f5fbf"]]
+ERROR_SCALE = "Viridis"
+DENSE_COLOUR = "#7f7f7f"
+SPARSE_COLOUR = "#1f5fbf"
+OTHER_COLOUR = "#d9711c"
+
+
+def _chunk_span_labels(columns: np.ndarray, width: int) -> list[str]:
+    if width == 1:
+        return [f"chunk {int(c)}" for c in columns]
+    return [f"chunks {int(c)}–{int(c) + width - 1}" for c in columns]
+
+
+def _mark_chunk(fig: go.Figure, chunk: int | None, **where) -> None:
+    if chunk is not None:
+        fig.add_vline(x=chunk, line_width=1.5, line_dash="dot", line_color="#d62728", **where)
+
+
+def layer_overview(events: pl.DataFrame, max_columns: int = 512, chunk: int | None = None) -> go.Figure:
+    """Layer x chunk heatmap of the share of head pairs' events selected (binned over chunks)."""
+    share, width = tables.selected_share_by_layer(events, max_columns)
+    layers, columns, z = tables.to_matrix(share, "layer", "chunk_bin", "share_selected")
+    spans = _chunk_span_labels(columns, width)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=columns,
+            y=layers,
+            customdata=np.broadcast_to(np.array(spans, dtype=object), z.shape),
+            colorscale="Blues",
+            zmin=0.0,
+            zmax=1.0,
+            colorbar={"title": "share<br>selected", "tickformat": ".0%"},
+            hovertemplate="layer %{y}<br>%{customdata}<br>selected %{z:.0%}<extra></extra>",
+        )
+    )
+    binned = "" if width == 1 else f" ({width} chunks per column)"
+    fig.update_layout(
+        title=f"Events selected, all layers{binned}",
+        xaxis_title="chunk",
+        yaxis_title="layer",
+        height=max(260, 16 * len(layers) + 120),
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+    fig.update_yaxes(autorange="reversed", dtick=max(1, len(layers) // 12))
+    _mark_chunk(fig, chunk)
+    return fig
+
+
+def event_heatmap(
+    events: pl.DataFrame,
+    layer: int,
+    value: str = "selected",
+    chunk_window: tuple[int, int] | None = None,
+    max_columns: int = 1024,
+    previews: list[str] | None = None,
+    chunk: int | None = None,
+) -> go.Figure:
+    """Head pair x chunk heatmap of one layer, with a document strip below to pick a chunk.
+
+    `value` is "selected", "score" or "rel_err_o". The strip is a scatter trace (one point per
+    column, hover shows the chunk's text) because heatmaps cannot be selected in Streamlit.
+    """
+    grid, width = tables.layer_event_grid(events, layer, value, chunk_window, max_columns)
+    head_pairs, columns, z = tables.to_matrix(grid, "head_pair", "chunk_bin", value)
+    spans = _chunk_span_labels(columns, width)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.86, 0.14], vertical_spacing=0.03)
+    if value == "selected":
+        colour = {"colorscale": SELECTED_SCALE if width == 1 else "Blues", "zmin": 0.0, "zmax": 1.0}
+        label, fmt = ("selected" if width == 1 else "share selected"), ".0%"
+    else:
+        colour = {"colorscale": ERROR_SCALE}
+        label, fmt = value, ".3g"
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=columns,
+            y=head_pairs,
+            customdata=np.broadcast_to(np.array(spans, dtype=object), z.shape),
+            colorbar={"title": label, "tickformat": fmt, "len": 0.85, "y": 0.57},
+            hovertemplate=f"head pair %{{y}}<br>%{{customdata}}<br>{label} %{{z:{fmt}}}<extra></extra>",
+            **colour,
+        ),
+        row=1,
+        col=1,
+    )
+    hover = spans
+    if previews is not None:
+        hover = [f"{span}: {previews[int(c)] if int(c) < len(previews) else ''}" for span, c in zip(spans, columns)]
+    fig.add_trace(
+        go.Scatter(
+            x=columns,
+            y=np.zeros(len(columns)),
+            mode="markers",
+            marker={"symbol": "square", "size": 9, "color": "#9aa5b1"},
+            text=hover,
+            hovertemplate="%{text}<extra></extra>",
+            name="document",
+            showlegend=False,
+        ),
+        row=2,
+        col=1,
+    )
+    binned = "" if width == 1 else f" ({width} chunks per column)"
+    fig.update_layout(
+        title=f"Layer {layer}: {label} per head pair and chunk{binned}",
+        height=560,
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+        clickmode="event+select",
+        dragmode="zoom",
+    )
+    fig.update_yaxes(title_text="head pair", autorange="reversed", row=1, col=1)
+    fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
+    fig.update_xaxes(title_text="chunk (click the strip to read a chunk)", row=2, col=1)
+    _mark_chunk(fig, chunk, row="all", col=1)
+    return fig
+
+
+def _bars_with_even_split(frame: pl.DataFrame, x: str, title: str, x_title: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(x=frame[x].to_list(), y=frame["events_selected"].to_list(), name="events received", marker_color=SPARSE_COLOUR)
+    )
+    even = float(frame["even_split"][0]) if frame.height else 0.0
+    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:.1f}")
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="events", height=360, showlegend=False,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def allocation_by_head_pair(per_head_pair: pl.DataFrame, layer: int) -> go.Figure:
+    """Bars of events per head pair (`tables.events_per_head_pair`) against the even split."""
+    return _bars_with_even_split(per_head_pair, "head_pair", f"Layer {layer}: events per head pair", "head pair")
+
+
+def allocation_by_layer(per_layer: pl.DataFrame) -> go.Figure:
+    """Bars of events per layer (`tables.events_per_layer`) against the even split."""
+    return _bars_with_even_split(per_layer, "layer", "Events per layer", "layer")
+
+
+def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
+    """Layer x head pair heatmap of events received, relative to the layer's even split."""
+    frame = heads.with_columns(
+        (pl.col("events_selected") / pl.col("events_selected").mean().over("layer")).alias("relative")
+    )
+    layers, head_pairs, z = tables.to_matrix(frame, "layer", "head_pair", "relative")
+    fig = go.Figure(
+        go.Heatmap(z=z, x=head_pairs, y=layers, colorscale="RdBu", zmid=1.0,
+                   colorbar={"title": "x even<br>split"},
+                   hovertemplate="layer %{y}, head pair %{x}<br>%{z:.2f} x even split<extra></extra>")
+    )
+    fig.update_layout(title="Events received relative to an even split", xaxis_title="head pair",
+                      yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def error_heatmap(heads: pl.DataFrame, column: str = "rel_err_o") -> go.Figure:
+    """Layer x head pair heatmap of a relative error column of the heads table."""
+    layers, head_pairs, z = tables.to_matrix(heads, "layer", "head_pair", column)
+    fig = go.Figure(
+        go.Heatmap(z=z, x=head_pairs, y=layers, colorscale=ERROR_SCALE, colorbar={"title": column},
+                   hovertemplate=f"layer %{{y}}, head pair %{{x}}<br>{column} %{{z:.3g}}<extra></extra>")
+    )
+    fig.update_layout(title=f"Relative error versus dense ({column}) per layer and head pair",
+                      xaxis_title="head pair", yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def error_by_layer(layers: pl.DataFrame) -> go.Figure:
+    """Bars of each layer's relative output error versus dense."""
+    fig = go.Figure(go.Bar(x=layers["layer"].to_list(), y=layers["rel_err_o"].to_list(), marker_color=SPARSE_COLOUR,
+                           hovertemplate="layer %{x}<br>rel_err_o %{y:.3g}<extra></extra>"))
+    fig.update_layout(title="Relative output error versus dense, per layer", xaxis_title="layer",
+                      yaxis_title="||o_sparse − o_dense|| / ||o_dense||", height=340,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def error_along_document(events: pl.DataFrame, layer: int | None = None, max_columns: int = 512,
+                         chunk: int | None = None) -> go.Figure:
+    """Chunk output error along the document: mean over head pairs, one line per layer."""
+    frame, width = tables.error_along_document(events, layer, max_columns)
+    fig = go.Figure()
+    for (layer_id,), part in frame.group_by("layer", maintain_order=True):
+        fig.add_trace(go.Scatter(x=part["chunk_bin"].to_list(), y=part["rel_err_o_mean"].to_list(), mode="lines",
+                                 name=f"layer {layer_id}",
+                                 hovertemplate=f"layer {layer_id}<br>chunk %{{x}}<br>mean rel_err_o %{{y:.3g}}<extra></extra>"))
+    binned = "" if width == 1 else f" ({width} chunks per point)"
+    fig.update_layout(title=f"Output error along the document, mean over head pairs{binned}", xaxis_title="chunk",
+                      yaxis_title="relative error", yaxis_type="log", height=380,
+                      showlegend=layer is not None or frame["layer"].n_unique() <= 12,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    _mark_chunk(fig, chunk)
+    return fig
+
+
+def timings_by_layer(layers: pl.DataFrame, device: str) -> go.Figure:
+    """Grouped bars of the GDN-core time per layer, dense against sparse."""
+    long = tables.timings_long(layers)
+    fig = go.Figure()
+    for path, colour in (("dense", DENSE_COLOUR), ("sparse", SPARSE_COLOUR)):
+        part = long.filter(pl.col("path") == path)
+        fig.add_trace(go.Bar(x=part["layer"].to_list(), y=part["core_ms"].to_list(), name=path, marker_color=colour,
+                             hovertemplate=f"{path}<br>layer %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
+    fig.update_layout(title=f"GDN-core time per layer on {device}", xaxis_title="layer", yaxis_title="ms",
+                      barmode="group", height=360, margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def prefill_totals(summary: dict, core_dense_ms: float, core_sparse_ms: float) -> go.Figure:
+    """Whole prefill against GDN core, dense and sparse, so neither is mistaken for the other."""
+    fig = go.Figure()
+    rows = [("whole prefill", summary.get("prefill_ms_dense"), summary.get("prefill_ms_sparse")),
+            ("GDN core (sum of layers)", core_dense_ms, core_sparse_ms)]
+    for name, index, colour in (("dense", 1, DENSE_COLOUR), ("sparse", 2, SPARSE_COLOUR)):
+        fig.add_trace(go.Bar(y=[r[0] for r in rows], x=[r[index] for r in rows], name=name, orientation="h",
+                             marker_color=colour, hovertemplate=f"{name}<br>%{{y}}: %{{x:.4g}} ms<extra></extra>"))
+    fig.update_layout(title=f"Prefill on {summary.get('device', '?')}: whole model and GDN core", xaxis_title="ms",
+                      barmode="group", height=260, margin={"l": 160, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def timing_history(history: pl.DataFrame) -> go.Figure:
+    """The session's runs: whole-prefill time dense and sparse, one group per run."""
+    fig = go.Figure()
+    labels = history["label"].to_list()
+    for column, name, colour in (("prefill_ms_dense", "dense", DENSE_COLOUR), ("prefill_ms_sparse", "sparse", SPARSE_COLOUR)):
+        fig.add_trace(go.Bar(x=labels, y=history[column].to_list(), name=name, marker_color=colour,
+                             hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} ms<extra></extra>"))
+    fig.update_layout(title="This session's runs: whole prefill", yaxis_title="ms", barmode="group", height=340,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 80})
+    return fig
+
+
+def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[str, str], y_title: str) -> go.Figure:
+    """Grouped bars of one per-layer column for two runs of the same document."""
+    fig = go.Figure()
+    for frame, label, colour in ((a, labels[0], SPARSE_COLOUR), (b, labels[1], OTHER_COLOUR)):
+        fig.add_trace(go.Bar(x=frame["layer"].to_list(), y=frame[column].to_list(), name=label, marker_color=colour))
+    fig.update_layout(title=f"{y_title} per layer", xaxis_title="layer", yaxis_title=y_title, barmode="group",
+                      height=340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    return fig

@@ -1,0 +1,82 @@
+"""App settings: defaults here, overridden by SPARSEGDN_* environment variables.
+
+Server-level settings (address, port, upload size) live in .streamlit/config.toml;
+`max_upload_mb` here must not exceed `server.maxUploadSize` there (the server
+rejects bigger files before the app sees them).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as error:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from error
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _env_paths(name: str, default: list[Path]) -> list[Path]:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    return [Path(part).expanduser() for part in raw.split(os.pathsep) if part]
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_upload_mb: int = 20
+    max_tokens: int = 131072
+    model_roots: list[Path] = field(default_factory=lambda: [REPO_ROOT / "models"])
+    examples_dir: Path = REPO_ROOT / "data" / "examples"
+    # Finished runs are also saved here so a shared link (?run=KEY) reopens after a restart;
+    # None keeps runs in memory only.
+    runs_dir: Path | None = REPO_ROOT / "runs"
+    run_cache_size: int = 16
+    # Name of a prepared example in examples_dir to open on (teaching/demo mode), or None.
+    demo: str | None = None
+    device: str = "auto"
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return self.max_upload_mb * 1024 * 1024
+
+
+def load_settings() -> Settings:
+    runs_dir_raw = os.environ.get("SPARSEGDN_RUNS_DIR")
+    if runs_dir_raw is None:
+        runs_dir = Settings.runs_dir
+    else:
+        runs_dir = Path(runs_dir_raw).expanduser() if runs_dir_raw.strip() else None
+    demo = os.environ.get("SPARSEGDN_DEMO", "").strip() or None
+    return Settings(
+        max_upload_mb=_env_int("SPARSEGDN_MAX_UPLOAD_MB", Settings.max_upload_mb),
+        max_tokens=_env_int("SPARSEGDN_MAX_TOKENS", Settings.max_tokens),
+        model_roots=_env_paths("SPARSEGDN_MODEL_ROOTS", [REPO_ROOT / "models"]),
+        examples_dir=Path(os.environ.get("SPARSEGDN_EXAMPLES_DIR", Settings.examples_dir)),
+        runs_dir=runs_dir,
+        run_cache_size=_env_int("SPARSEGDN_RUN_CACHE", Settings.run_cache_size),
+        demo=demo,
+        device=os.environ.get("SPARSEGDN_DEVICE", "auto").strip() or "auto",
+    )
+
+
+def resolve_device(setting: str) -> str:
+    """'auto' means CUDA where present, else CPU."""
+    if setting != "auto":
+        return setting
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,0 +1,97 @@
+"""The view state that a link carries: which run, layer, chunk and chunk window are shown.
+
+The page itself is the URL path (st.navigation); the rest is the query string, e.g.
+`/events?run=3f2a…&layer=5&chunk=120&from=96&to=160&value=score`. Parsing is forgiving:
+a link that names something this server no longer has opens the default view, never fails.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+
+VALUES = ("selected", "score", "rel_err_o")
+_KEY = re.compile(r"^[0-9a-f]{8,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+
+
+@dataclass(frozen=True)
+class View:
+    run: str | None = None  # key of a run in the run store
+    example: str | None = None  # name of a prepared example (data/examples/<name>)
+    compare: str | None = None  # key of the second run on the Compare page
+    layer: int | None = None
+    chunk: int | None = None
+    window_start: int | None = None  # chunk window [start, end) of the per-layer heatmap
+    window_end: int | None = None
+    value: str = "selected"
+
+    def with_(self, **changes) -> "View":
+        return replace(self, **changes)
+
+
+_PARAM_NAMES = {"window_start": "from", "window_end": "to"}
+
+
+def _first(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return str(value[0]) if value else ""
+    return str(value)
+
+
+def _int(raw: str) -> int | None:
+    try:
+        number = int(raw)
+    except ValueError:
+        return None
+    return number if number >= 0 else None
+
+
+def parse_view(params: Mapping[str, object]) -> View:
+    """Read a View from query parameters; unknown or malformed values are dropped."""
+    raw = {key: _first(value) for key, value in params.items()}
+    run = raw.get("run", "").lower()
+    example = raw.get("example", "")
+    compare = raw.get("compare", "").lower()
+    value = raw.get("value", "selected")
+    view = View(
+        run=run if _KEY.match(run) else None,
+        example=example if _NAME.match(example) else None,
+        compare=compare if _KEY.match(compare) else None,
+        layer=_int(raw.get("layer", "")),
+        chunk=_int(raw.get("chunk", "")),
+        window_start=_int(raw.get("from", "")),
+        window_end=_int(raw.get("to", "")),
+        value=value if value in VALUES else "selected",
+    )
+    if view.window_start is not None and view.window_end is not None and view.window_end <= view.window_start:
+        view = view.with_(window_start=None, window_end=None)
+    return view
+
+
+def view_to_params(view: View) -> dict[str, str]:
+    """Query parameters for a View; defaults are left out so links stay short."""
+    params: dict[str, str] = {}
+    for name, value in asdict(view).items():
+        if value is None or (name == "value" and value == "selected"):
+            continue
+        params[_PARAM_NAMES.get(name, name)] = str(value)
+    return params
+
+
+def clamp(view: View, n_layers: int, n_chunks: int, layers: list[int] | None = None) -> View:
+    """Fit a View to a run: layer among `layers`, chunk and window inside the document."""
+    layer = view.layer
+    if layers:
+        layer = layer if layer in layers else layers[0]
+    elif layer is not None and layer >= n_layers:
+        layer = None
+    chunk = view.chunk if view.chunk is not None and view.chunk < n_chunks else None
+    start, end = view.window_start, view.window_end
+    if start is not None and end is not None:
+        end = min(end, n_chunks)
+        if start >= end:
+            start = end = None
+    else:
+        start = end = None
+    return view.with_(layer=layer, chunk=chunk, window_start=start, window_end=end)

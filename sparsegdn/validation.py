@@ -1,0 +1,97 @@
+"""Input checks of the public API (SPEC section 5): every problem is a ValueError naming the argument."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .reference import num_chunks
+from .selection import SELECTORS
+
+SPARSE_BACKENDS = ("auto", "torch", "triton")
+DENSE_BACKENDS = ("auto", "torch", "fla")
+
+
+def _tensor(name, x, ndim):
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+
+
+def check_inputs(q, k, v, g, beta, initial_state):
+    """Shapes, ranks, dtypes and devices. Returns (B, T, H, HV, K, V)."""
+    _tensor("q", q, 4)
+    _tensor("k", k, 4)
+    _tensor("v", v, 4)
+    _tensor("g", g, 3)
+    _tensor("beta", beta, 3)
+    batch, num_tokens, key_heads, key_dim = q.shape
+    if num_tokens == 0:
+        raise ValueError("q: the sequence length T is 0; at least one token is needed")
+    if batch == 0 or key_heads == 0 or key_dim == 0:
+        raise ValueError(f"q: every dimension must be non-empty, got shape {tuple(q.shape)}")
+    if k.shape != q.shape:
+        raise ValueError(f"k: shape {tuple(k.shape)} must equal q's {tuple(q.shape)}")
+    if v.shape[:2] != (batch, num_tokens):
+        raise ValueError(f"v: shape {tuple(v.shape)} must start with (B, T) = {(batch, num_tokens)}")
+    value_heads, value_dim = v.shape[2], v.shape[3]
+    if value_heads == 0 or value_dim == 0:
+        raise ValueError(f"v: every dimension must be non-empty, got shape {tuple(v.shape)}")
+    if value_heads % key_heads:
+        raise ValueError(f"v: value heads HV={value_heads} must be a multiple of key heads H={key_heads}")
+    for name, x in (("g", g), ("beta", beta)):
+        if x.shape != (batch, num_tokens, value_heads):
+            raise ValueError(f"{name}: expected shape {(batch, num_tokens, value_heads)}, got {tuple(x.shape)}")
+    if initial_state is not None:
+        _tensor("initial_state", initial_state, 4)
+        expected = (batch, value_heads, key_dim, value_dim)
+        if tuple(initial_state.shape) != expected:
+            raise ValueError(f"initial_state: expected shape {expected}, got {tuple(initial_state.shape)}")
+    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
+        if x is not None and x.device != q.device:
+            raise ValueError(f"{name}: on {x.device}, but q is on {q.device}")
+    return batch, num_tokens, key_heads, value_heads, key_dim, value_dim
+
+
+def check_values(q, k, v, g, beta, initial_state):
+    """Non-finite inputs and positive log decays, with a single device sync for all tensors."""
+    named = [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)]
+    if initial_state is not None:
+        named.append(("initial_state", initial_state))
+    flags = torch.stack([torch.isfinite(x).all() for _, x in named] + [(g <= 0).all()]).tolist()
+    for (name, _), ok in zip(named, flags):
+        if not ok:
+            raise ValueError(f"{name}: contains NaN or infinite values")
+    if not flags[-1]:
+        raise ValueError("g: log decays must be <= 0 (g > 0 would grow the state without bound)")
+
+
+def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                              or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+                               or not 0 < budget <= 1):
+        raise ValueError(f"budget: expected a fraction in (0, 1], got {budget!r}")
+    if band is not None and (isinstance(band, bool) or not isinstance(band, numbers.Integral)
+                             or not 0 <= band <= 3):
+        raise ValueError(f"band: expected an integer in 0..3, got {band!r}")
+    if selector is not None and selector not in SELECTORS:
+        raise ValueError(f"selector: unknown policy {selector!r}; choose one of {', '.join(SELECTORS)}")
+    if backend is not None and backend not in backends:
+        raise ValueError(f"backend: unknown backend {backend!r}; choose one of {', '.join(backends)}")
+
+
+def check_events(events, batch, value_heads, num_tokens, device):
+    expected = (batch, value_heads, num_chunks(num_tokens))
+    if not isinstance(events, torch.Tensor) or events.dtype != torch.bool:
+        got = events.dtype if isinstance(events, torch.Tensor) else type(events).__name__
+        raise ValueError(f"events: expected a bool tensor of shape {expected}, got {got}")
+    if tuple(events.shape) != expected:
+        raise ValueError(f"events: expected shape {expected} (B, HV, NC), got {tuple(events.shape)}")
+    if events.device != device:
+        raise ValueError(f"events: on {events.device}, but q is on {device}")
