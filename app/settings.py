@@ -7,7 +7,7 @@ rejects bigger files before the app sees them).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +26,10 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
-def _env_paths(name: str, default: list[Path]) -> list[Path]:
+def _env_paths(name: str) -> list[Path] | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
-        return default
+        return None
     return [Path(part).expanduser() for part in raw.split(os.pathsep) if part]
 
 
@@ -37,7 +37,8 @@ def _env_paths(name: str, default: list[Path]) -> list[Path]:
 class Settings:
     max_upload_mb: int = 20
     max_tokens: int = 131072
-    model_roots: list[Path] = field(default_factory=lambda: [REPO_ROOT / "models"])
+    # Where checkpoints may be loaded from; None = analysis.models' default (data/ and the HF cache).
+    model_roots: list[Path] | None = None
     examples_dir: Path = REPO_ROOT / "data" / "examples"
     # Finished runs are also saved here so a shared link (?run=KEY) reopens after a restart;
     # None keeps runs in memory only.
@@ -62,7 +63,7 @@ def load_settings() -> Settings:
     return Settings(
         max_upload_mb=_env_int("SPARSEGDN_MAX_UPLOAD_MB", Settings.max_upload_mb),
         max_tokens=_env_int("SPARSEGDN_MAX_TOKENS", Settings.max_tokens),
-        model_roots=_env_paths("SPARSEGDN_MODEL_ROOTS", [REPO_ROOT / "models"]),
+        model_roots=_env_paths("SPARSEGDN_MODEL_ROOTS"),
         examples_dir=Path(os.environ.get("SPARSEGDN_EXAMPLES_DIR", Settings.examples_dir)),
         runs_dir=runs_dir,
         run_cache_size=_env_int("SPARSEGDN_RUN_CACHE", Settings.run_cache_size),

@@ -1,0 +1,352 @@
+"""Loading Qwen3.5 models for analysis: the embedded default, a timing preset, local checkpoints.
+
+Specs accepted by `load_model`:
+- "default": `data/default-model/` when it holds a checkpoint (config.json + safetensors +
+  tokenizer.json); until then a small seeded random-weight Qwen3.5, labelled "random weights".
+- "qwen3.5-4b-shape": random weights in the Qwen3.5-4B shape (24 GDN + 8 attention layers), for
+  timing on a GPU; its outputs mean nothing.
+- a checkpoint directory under a configured root, or a Hugging Face cache id ("Qwen/Qwen3.5-4B")
+  already in the local cache. Nothing is downloaded and `trust_remote_code` is never enabled.
+
+Roots: `SPARSEGDN_MODEL_ROOTS` (os.pathsep-separated); default `data/` and the HF hub cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import AnalysisError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODEL_DIR = REPO_ROOT / "data" / "default-model"
+ROOTS_ENV = "SPARSEGDN_MODEL_ROOTS"
+
+# The text stacks we know how to patch: the dense Qwen3.5 models and the MoE ones (VLM checkpoints
+# load as their text-only causal LM, which transformers maps for qwen3_5 / qwen3_5_moe).
+SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+PRESETS = ("default", "qwen3.5-4b-shape")
+SUPPORTED_TEXT = (
+    "supported: 'default', 'qwen3.5-4b-shape', a Qwen3.5 checkpoint directory "
+    f"(model_type {', '.join(SUPPORTED_MODEL_TYPES)}) under the model roots, "
+    "or the id of a Qwen3.5 model already in the local Hugging Face cache"
+)
+
+
+class ModelError(AnalysisError):
+    """The model spec cannot be loaded; the message names what is supported."""
+
+
+# ---------------------------------------------------------------------------------- tokenizers
+
+class ByteTokenizer:
+    """UTF-8 bytes as token ids 0..255: the tokenizer of the random-weight models (no vocab files)."""
+
+    vocab_size = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Token ids and, for each, the (start, end) character span it came from."""
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        for position, char in enumerate(text):
+            encoded = char.encode("utf-8")
+            ids.extend(encoded)
+            offsets.extend([(position, position + 1)] * len(encoded))
+        return ids, offsets
+
+
+class HFTokenizer:
+    """A Hugging Face fast tokenizer behind the same three methods as `ByteTokenizer`."""
+
+    def __init__(self, tokenizer: Any):
+        self.inner = tokenizer
+        self.vocab_size = len(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.inner(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.inner.decode(list(ids))
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        encoded = self.inner(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(encoded["input_ids"]), [tuple(span) for span in encoded["offset_mapping"]]
+
+
+# ---------------------------------------------------------------------------------- records
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    name: str
+    description: str
+    random_weights: bool
+    n_layers: int
+    gdn_layers: list[int]
+    head_pairs: int
+    max_tokens: int
+    device: str
+    dtype: str = "float32"
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    spec: str           # what to pass to load_model
+    label: str          # what the UI shows
+    description: str
+    random_weights: bool
+
+
+# ---------------------------------------------------------------------------------- configs
+
+def default_random_config():
+    """The small random-weight stand-in for the trained default: 3 GDN + 1 attention layer, HV = 2H."""
+    from transformers import Qwen3_5TextConfig
+
+    return Qwen3_5TextConfig(
+        vocab_size=ByteTokenizer.vocab_size, hidden_size=128, intermediate_size=256,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, max_position_embeddings=131072, tie_word_embeddings=True,
+    )
+
+
+def qwen35_4b_shape_config():
+    """Qwen3.5-4B's text stack: 32 layers (every 4th full attention), GDN H=16, HV=32, K=V=128."""
+    from transformers import Qwen3_5TextConfig
+
+    return Qwen3_5TextConfig(
+        vocab_size=248320, hidden_size=2560, intermediate_size=9216, num_hidden_layers=32,
+        num_attention_heads=16, num_key_value_heads=4, head_dim=256,
+        linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+        linear_value_head_dim=128, linear_conv_kernel_dim=4, max_position_embeddings=262144,
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
+    )
+
+
+# ---------------------------------------------------------------------------------- loading
+
+def model_roots(roots: list[Path | str] | None = None) -> list[Path]:
+    """The directories checkpoints may be loaded from (resolved)."""
+    if roots is None:
+        raw = os.environ.get(ROOTS_ENV, "").strip()
+        if raw:
+            roots = [part for part in raw.split(os.pathsep) if part]
+        else:
+            from huggingface_hub import constants
+
+            roots = [REPO_ROOT / "data", constants.HF_HUB_CACHE]
+    return [Path(root).expanduser().resolve() for root in roots]
+
+
+def _resolve_dtype(dtype: Any, device: str):
+    import torch
+
+    if dtype is None:
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    if isinstance(dtype, str):
+        names = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32,
+                 "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16}
+        if dtype not in names:
+            raise ModelError(f"Unknown dtype {dtype!r}: use bf16 or fp32.")
+        return names[dtype]
+    return dtype
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"Device {device!r} was asked for but no CUDA GPU is available; use --device cpu.")
+
+
+def _finish(model, tokenizer, *, name, description, random_weights, device, dtype) -> LoadedModel:
+    config = model.config
+    layer_types = list(config.layer_types)
+    gdn_layers = [i for i, kind in enumerate(layer_types) if kind == "linear_attention"]
+    if not gdn_layers:
+        raise ModelError(f"{name} has no Gated DeltaNet (linear_attention) layers; {SUPPORTED_TEXT}.")
+    model.eval()
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, name=name, description=description,
+        random_weights=random_weights, n_layers=len(layer_types), gdn_layers=gdn_layers,
+        head_pairs=int(config.linear_num_value_heads), max_tokens=int(config.max_position_embeddings),
+        device=str(device), dtype=str(dtype).removeprefix("torch."),
+    )
+
+
+def _random_model(config, *, seed: int, device: str, dtype):
+    import torch
+    from transformers import Qwen3_5ForCausalLM
+
+    # Build directly on the target device and dtype: a 4B-shape model in fp32 on the CPU first
+    # would need 16 GB of host memory for nothing.
+    with torch.device(device):
+        torch.manual_seed(seed)
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            model = Qwen3_5ForCausalLM(config)
+        finally:
+            torch.set_default_dtype(previous)
+    return model.to(device=device, dtype=dtype)
+
+
+def _has_checkpoint(directory: Path) -> bool:
+    return (directory / "config.json").is_file() and any(directory.glob("*.safetensors"))
+
+
+def _read_model_type(directory: Path) -> str:
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelError(f"{directory} has no readable config.json ({error}); {SUPPORTED_TEXT}.") from None
+    return str(config.get("model_type", ""))
+
+
+def _load_tokenizer(directory: Path):
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer_file = directory / "tokenizer.json"
+    if tokenizer_file.is_file():
+        # The tokenizer file is data (a BPE vocabulary), never code: no remote code path exists.
+        return HFTokenizer(PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file)))
+    raise ModelError(f"{directory} has no tokenizer.json; a Qwen3.5 checkpoint directory needs one.")
+
+
+def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> LoadedModel:
+    from transformers import AutoModelForCausalLM
+
+    model_type = _read_model_type(directory)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(f"{name} is a {model_type or 'unknown'!r} model, not Qwen3.5; {SUPPORTED_TEXT}.")
+    tokenizer = _load_tokenizer(directory)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(directory), dtype=dtype, trust_remote_code=False, local_files_only=True,
+        ).to(device)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelError(f"Could not load {name}: {error}") from None
+    description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
+    return _finish(model, tokenizer, name=name, description=description, random_weights=False,
+                   device=device, dtype=dtype)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The local snapshot directory of a hub id, or None; never touches the network."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any failure means "not in the cache"
+        return None
+
+
+def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> LoadedModel:
+    """Load a Qwen3.5 model by spec (see the module docstring); raises `ModelError`."""
+    _check_device(device)
+    torch_dtype = _resolve_dtype(dtype, device)
+    spec = (spec or "").strip()
+    if spec == "default":
+        if _has_checkpoint(DEFAULT_MODEL_DIR):
+            loaded = _load_checkpoint(DEFAULT_MODEL_DIR, name="default", device=device, dtype=torch_dtype)
+            loaded.description = "Embedded default: " + loaded.description
+            return loaded
+        model = _random_model(default_random_config(), seed=0, device=device, dtype=torch_dtype)
+        return _finish(
+            model, ByteTokenizer(), name="default (random weights)",
+            description=("Small Qwen3.5 (3 GDN + 1 attention layer) with seeded RANDOM weights: a "
+                         "stand-in until the trained default lands; its text predictions mean nothing."),
+            random_weights=True, device=device, dtype=torch_dtype,
+        )
+    if spec == "qwen3.5-4b-shape":
+        model = _random_model(qwen35_4b_shape_config(), seed=0, device=device, dtype=torch_dtype)
+        return _finish(
+            model, ByteTokenizer(), name="qwen3.5-4b-shape (random weights)",
+            description="Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing.",
+            random_weights=True, device=device, dtype=torch_dtype,
+        )
+    if not spec:
+        raise ModelError(f"No model given; {SUPPORTED_TEXT}.")
+    allowed = model_roots(roots)
+    path = Path(spec).expanduser()
+    if path.exists():
+        resolved = path.resolve()
+        if not _inside(resolved, allowed):
+            raise ModelError(
+                f"{spec} is outside the model roots ({', '.join(map(str, allowed))}); add its folder "
+                f"to {ROOTS_ENV} to allow it."
+            )
+        if not resolved.is_dir() or not _has_checkpoint(resolved):
+            raise ModelError(f"{spec} is not a checkpoint directory (config.json + *.safetensors); {SUPPORTED_TEXT}.")
+        return _load_checkpoint(resolved, name=spec, device=device, dtype=torch_dtype)
+    if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
+        snapshot = _cached_snapshot(spec)
+        if snapshot is not None:
+            if not _inside(snapshot.resolve(), allowed) and not _inside(snapshot, allowed):
+                raise ModelError(f"The cache of {spec} is outside the model roots; add it to {ROOTS_ENV}.")
+            return _load_checkpoint(snapshot, name=spec, device=device, dtype=torch_dtype)
+        raise ModelError(f"{spec} is not in the local Hugging Face cache (nothing is downloaded); {SUPPORTED_TEXT}.")
+    raise ModelError(f"Unknown model {spec!r}; {SUPPORTED_TEXT}.")
+
+
+def list_models(roots=None) -> list[ModelChoice]:
+    """What the UI offers: the presets, checkpoint directories under the roots, cached hub models."""
+    choices = []
+    if _has_checkpoint(DEFAULT_MODEL_DIR):
+        choices.append(ModelChoice("default", "Default (embedded, trained)",
+                                   "The small Qwen3.5 trained for this app (data/default-model).", False))
+    else:
+        choices.append(ModelChoice("default", "Default (random weights)",
+                                   "Small random-weight Qwen3.5 until the trained default lands.", True))
+    choices.append(ModelChoice("qwen3.5-4b-shape", "Qwen3.5-4B shape (random weights)",
+                               "For GPU timing only; outputs mean nothing.", True))
+    seen = {DEFAULT_MODEL_DIR.resolve()}
+    for root in model_roots(roots):
+        if not root.is_dir():
+            continue
+        if root.name == "hub" or (root / "models--").exists() or any(root.glob("models--*")):
+            choices.extend(_cached_choices(root))
+            continue
+        for config_file in sorted(root.glob("*/config.json")) + sorted(root.glob("*/*/config.json")):
+            directory = config_file.parent.resolve()
+            if directory in seen or not _has_checkpoint(directory):
+                continue
+            seen.add(directory)
+            if _read_model_type_quiet(directory) in SUPPORTED_MODEL_TYPES:
+                choices.append(ModelChoice(str(directory), directory.name, f"Checkpoint at {directory}", False))
+    return choices
+
+
+def _read_model_type_quiet(directory: Path) -> str:
+    try:
+        return _read_model_type(directory)
+    except ModelError:
+        return ""
+
+
+def _cached_choices(cache: Path) -> list[ModelChoice]:
+    choices = []
+    for repo in sorted(cache.glob("models--*")):
+        repo_id = repo.name.removeprefix("models--").replace("--", "/", 1)
+        for snapshot in sorted((repo / "snapshots").glob("*")):
+            if _has_checkpoint(snapshot) and _read_model_type_quiet(snapshot) in SUPPORTED_MODEL_TYPES:
+                choices.append(ModelChoice(repo_id, repo_id, f"Hugging Face cache: {repo_id}", False))
+                break
+    return choices

@@ -1,0 +1,222 @@
+"""Swap the Gated DeltaNet core of a transformers Qwen3.5 model, and put it back.
+
+Only the core changes (the chunked gated delta rule: q, k, v, g, beta -> o, state); projections,
+convolutions, norms, attention layers and the cache stay transformers' own. Two layouts exist:
+
+- transformers <= 5.14: each GDN module holds the core as an instance attribute
+  (`self.chunk_gated_delta_rule`, `self.recurrent_gated_delta_rule`) -> patched per instance;
+- transformers >= 5.16: `forward` calls module-level functions (`torch_chunk_gated_delta_rule`,
+  `torch_recurrent_gated_delta_rule`) -> the module globals are replaced by a dispatcher that
+  knows, through forward hooks, which layer is calling.
+
+Both the chunked (prefill) and the token-recurrent (one-token) entry points go through the new
+core, so a one-token last segment is handled like any other. Usage:
+
+    with swap_gdn_core(model, sparse_core(budget=0.29)):
+        model(input_ids)
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+import sparsegdn
+
+# (instance attribute of the <= 5.14 layout, module global of the >= 5.16 layout)
+ENTRY_POINTS = (
+    ("chunk_gated_delta_rule", "torch_chunk_gated_delta_rule"),
+    ("recurrent_gated_delta_rule", "torch_recurrent_gated_delta_rule"),
+)
+
+# One patched model at a time per process: the >= 5.16 layout patches module globals shared by all
+# models of that class. Re-entrant so a core may run the model's own code while patched.
+_PATCH_LOCK = threading.RLock()
+_calling = threading.local()   # .module: the GDN module whose forward is running in this thread
+
+
+class PatchError(RuntimeError):
+    """The model's GDN layers do not have a layout this module knows."""
+
+
+@dataclass
+class CoreCall:
+    """One call of the GDN core, in the SPEC layout: q, k [B,T,H,K] (one per key head), v [B,T,HV,V]."""
+
+    layer: int
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    g: torch.Tensor
+    beta: torch.Tensor
+    initial_state: Optional[torch.Tensor]
+    output_final_state: bool
+    use_qk_l2norm_in_kernel: bool
+    scale: Optional[float]
+    original: Callable          # transformers' own core, for an exact "unpatched" comparison
+
+
+Core = Callable[[CoreCall], tuple]   # CoreCall -> (o [B,T,HV,V], final_state or None)
+
+
+def gdn_modules(model) -> list:
+    """The Gated DeltaNet modules of a Qwen3.5 model (dense or MoE), in layer order."""
+    found = [m for m in model.modules() if type(m).__name__.endswith("GatedDeltaNet") and hasattr(m, "layer_idx")]
+    return sorted(found, key=lambda m: m.layer_idx)
+
+
+def layout_of(module) -> str:
+    """'instance' (<= 5.14) or 'module' (>= 5.16)."""
+    if "chunk_gated_delta_rule" in vars(module):
+        return "instance"
+    if hasattr(sys.modules[type(module).__module__], "torch_chunk_gated_delta_rule"):
+        return "module"
+    raise PatchError(f"{type(module).__name__} has neither an instance core nor a module-level "
+                     "torch_chunk_gated_delta_rule: this transformers version is not supported.")
+
+
+def _deduplicate_key_heads(x: torch.Tensor, key_heads: int) -> torch.Tensor:
+    """transformers repeat_interleaves q and k to HV heads; SparseGDN takes the H key heads."""
+    group = x.shape[2] // key_heads
+    return x if group == 1 else x[:, :, ::group]
+
+
+def _adapter(module, original: Callable, core: Core) -> Callable:
+    """A function with transformers' core signature that hands a `CoreCall` to `core`."""
+
+    def gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
+                         output_final_state=False, use_qk_l2norm_in_kernel=False, scale=None,
+                         cu_seqlens=None, **kwargs):
+        if cu_seqlens is not None:
+            raise NotImplementedError("packed sequences (cu_seqlens) are not supported by the GDN core swap")
+        if initial_state is not None:
+            initial_state = initial_state.float()
+        call = CoreCall(
+            layer=int(module.layer_idx),
+            q=_deduplicate_key_heads(query, module.num_k_heads),
+            k=_deduplicate_key_heads(key, module.num_k_heads),
+            v=value, g=g.float(), beta=beta, initial_state=initial_state,
+            output_final_state=bool(output_final_state),
+            use_qk_l2norm_in_kernel=bool(use_qk_l2norm_in_kernel), scale=scale, original=original,
+        )
+        o, state = core(call)
+        return o.to(query.dtype), state
+
+    return gated_delta_rule
+
+
+@contextmanager
+def swap_gdn_core(model, core: Core):
+    """Route every GDN core call of `model` to `core` inside the block; restore on exit (also on error)."""
+    modules = gdn_modules(model)
+    if not modules:
+        raise PatchError(f"{type(model).__name__} has no Gated DeltaNet layers.")
+    with _PATCH_LOCK:
+        undo: list[Callable[[], None]] = []
+        try:
+            for module in modules:
+                if layout_of(module) == "instance":
+                    for attribute, _ in ENTRY_POINTS:
+                        if attribute in vars(module):
+                            original = vars(module)[attribute]
+                            setattr(module, attribute, _adapter(module, original, core))
+                            undo.append(lambda m=module, a=attribute, o=original: setattr(m, a, o))
+            module_layout = [m for m in modules if layout_of(m) == "module"]
+            if module_layout:
+                _patch_module_globals(module_layout, core, undo)
+            yield model
+        finally:
+            for action in reversed(undo):
+                action()
+
+
+def _patch_module_globals(modules: list, core: Core, undo: list) -> None:
+    by_python_module: dict[str, list] = {}
+    for module in modules:
+        by_python_module.setdefault(type(module).__module__, []).append(module)
+    for python_module_name, members in by_python_module.items():
+        python_module = sys.modules[python_module_name]
+        patched = {id(m): m for m in members}
+        for _, name in ENTRY_POINTS:
+            original = getattr(python_module, name, None)
+            if original is None:
+                continue
+            setattr(python_module, name, _dispatcher(patched, original, core))
+            undo.append(lambda pm=python_module, n=name, o=original: setattr(pm, n, o))
+        for module in members:
+            undo.append(module.register_forward_pre_hook(_enter).remove)
+            undo.append(module.register_forward_hook(_leave, always_call=True).remove)
+
+
+def _enter(module, args):
+    _calling.module = module
+
+
+def _leave(module, args, output):
+    _calling.module = None
+
+
+def _dispatcher(patched: dict, original: Callable, core: Core) -> Callable:
+    adapters = {key: _adapter(module, original, core) for key, module in patched.items()}
+
+    def gated_delta_rule(*args, **kwargs):
+        module = getattr(_calling, "module", None)
+        adapter = adapters.get(id(module)) if module is not None else None
+        # A model that is not the patched one (another thread, another instance) keeps its core.
+        return (adapter or original)(*args, **kwargs)
+
+    return gated_delta_rule
+
+
+# ---------------------------------------------------------------------------------- cores
+
+def original_core(call: CoreCall):
+    """transformers' own core (FLA when installed, else its torch reference): the unpatched path."""
+    group = call.v.shape[2] // call.q.shape[2]
+    q, k = (x.repeat_interleave(group, dim=2) if group > 1 else x for x in (call.q, call.k))
+    return call.original(q, k, call.v, g=call.g, beta=call.beta, initial_state=call.initial_state,
+                         output_final_state=call.output_final_state,
+                         use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel)
+
+
+def dense_core(backend: str = "auto") -> Core:
+    """sparsegdn's dense core ('torch' reference, 'fla', or 'auto')."""
+
+    def core(call: CoreCall):
+        return sparsegdn.dense_gated_delta_rule(
+            call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
+            output_final_state=call.output_final_state,
+            use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=backend)
+
+    return core
+
+
+def sparse_core(budget: float = 0.29, selector: str = "score", band: int = 1, backend: str = "auto",
+                on_call: Optional[Callable] = None) -> Core:
+    """SparseGDN as the core; `on_call(call, o, final_state, info)` sees every call (for records)."""
+
+    def core(call: CoreCall):
+        o, state, info = sparsegdn.sparse_gated_delta_rule(
+            call.q, call.k, call.v, call.g, call.beta, budget=budget, selector=selector, band=band,
+            scale=call.scale, initial_state=call.initial_state, output_final_state=call.output_final_state,
+            use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=backend)
+        if on_call is not None:
+            on_call(call, o, state, info)
+        return o, state
+
+    return core
+
+
+def core_by_name(name: str, *, budget=0.29, selector="score", band=1) -> Core:
+    """'original' | 'dense-torch' | 'dense-fla' | 'sparse-torch' | 'sparse-triton' (CLI/bench names)."""
+    if name == "original":
+        return original_core
+    if name.startswith("dense-"):
+        return dense_core(name.removeprefix("dense-"))
+    if name.startswith("sparse-"):
+        return sparse_core(budget, selector, band, name.removeprefix("sparse-"))
+    raise ValueError(f"core: unknown {name!r}; use original, dense-torch, dense-fla, sparse-torch or sparse-triton")

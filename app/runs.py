@@ -1,0 +1,142 @@
+"""The run store: finished analyses shared by every browser session of one server process.
+
+A run is identified by its key, a hash of (model, document text, RunConfig); the same
+document and configuration from any session reuse one result. Results are read-only once
+stored (pages only read frames). The store keeps the newest `capacity` runs in memory and,
+when given a directory, also saves each run there (RunResult.save) so links survive restarts.
+No Streamlit here: `app/session.py` holds the one store per process.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.records import RunResult
+
+DOCUMENT_FILE = "document.txt"
+
+
+def document_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def run_key(model: str, text: str, config) -> str:
+    """Key of a run: the same model, text and configuration give the same key in any process."""
+    payload = json.dumps(
+        {"model": model, "document": document_hash(text), "config": config.to_dict()},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    key: str
+    result: RunResult
+    text: str
+
+
+class RunStore:
+    """Thread-safe LRU of finished runs, optionally persisted under `directory/<key>/`."""
+
+    def __init__(self, capacity: int = 16, directory: Path | None = None):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.directory = Path(directory) if directory is not None else None
+        self._runs: OrderedDict[str, StoredRun] = OrderedDict()
+        self._lock = threading.Lock()
+        # One lock per key so two sessions asking for the same run compute it once.
+        self._key_locks: dict[str, threading.Lock] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._runs)
+
+    def get(self, key: str) -> StoredRun | None:
+        with self._lock:
+            stored = self._runs.get(key)
+            if stored is not None:
+                self._runs.move_to_end(key)
+                return stored
+        return self._load(key)
+
+    def put(self, key: str, result: RunResult, text: str) -> StoredRun:
+        stored = StoredRun(key, result, text)
+        self._save(stored)
+        self._remember(stored)
+        return stored
+
+    def get_or_compute(self, key: str, compute: Callable[[], tuple[RunResult, str]]) -> tuple[StoredRun, bool]:
+        """The stored run for `key`, computing it (once, across threads) if absent.
+
+        Returns (run, cached) where cached tells a stored result from a fresh one.
+        """
+        stored = self.get(key)
+        if stored is not None:
+            return stored, True
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            stored = self.get(key)
+            if stored is not None:
+                return stored, True
+            result, text = compute()
+            stored = self.put(key, result, text)
+        with self._lock:
+            self._key_locks.pop(key, None)
+        return stored, False
+
+    def _remember(self, stored: StoredRun) -> None:
+        with self._lock:
+            self._runs[stored.key] = stored
+            self._runs.move_to_end(stored.key)
+            while len(self._runs) > self.capacity:
+                self._runs.popitem(last=False)
+
+    def _save(self, stored: StoredRun) -> None:
+        if self.directory is None:
+            return
+        target = self.directory / stored.key
+        if target.exists():
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # Write to a temp dir and rename, so a crash never leaves a half-written run to load.
+        staging = Path(tempfile.mkdtemp(prefix=f".{stored.key}-", dir=self.directory))
+        try:
+            stored.result.save(staging)
+            if stored.result.document is None:
+                (staging / DOCUMENT_FILE).write_text(stored.text, encoding="utf-8")
+            staging.rename(target)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not target.exists():
+                raise
+
+    def _load(self, key: str) -> StoredRun | None:
+        if self.directory is None:
+            return None
+        source = self.directory / key
+        if not (source / "summary.json").is_file():
+            return None
+        stored = load_saved_run(source, key)
+        self._remember(stored)
+        return stored
+
+
+def load_saved_run(directory: Path, key: str) -> StoredRun:
+    """A run saved by RunResult.save (an example or a persisted run) with its document text."""
+    result = RunResult.load(directory)
+    return StoredRun(key, result, result.document or "")

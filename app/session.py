@@ -1,0 +1,297 @@
+"""Streamlit glue: the per-process caches and the per-session state of the explorer.
+
+Shared by every browser session of a process (st.cache_resource): the settings, each loaded
+model (read-only), the run store and the prepared examples. Per session (st.session_state,
+never shared): the current document, the current run, the session's run history, the view.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from analysis.documents import DocumentError, list_samples, load_document
+from analysis.models import ModelError, list_models, load_model
+from analysis.pipeline import AnalysisError, RunConfig, analyze
+from app import runs, viewstate
+from app.settings import Settings, load_settings, resolve_device
+
+EXAMPLE_PREFIX = "example:"
+
+
+# ---- shared by all sessions of this process ------------------------------------------------
+
+
+@st.cache_resource
+def settings() -> Settings:
+    return load_settings()
+
+
+@st.cache_resource
+def device() -> str:
+    return resolve_device(settings().device)
+
+
+@st.cache_resource
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@st.cache_resource(show_spinner="Loading the model (once per server process)…", max_entries=2)
+def get_model(spec: str, device_name: str):
+    """The loaded model for `spec`, shared read-only by every session (never mutate it)."""
+    return load_model(spec, device=device_name, roots=settings().model_roots)
+
+
+@st.cache_resource
+def run_store() -> runs.RunStore:
+    config = settings()
+    return runs.RunStore(capacity=config.run_cache_size, directory=config.runs_dir)
+
+
+@st.cache_resource
+def run_lock() -> threading.Lock:
+    """One analysis at a time per process: runs share the model and the device."""
+    return threading.Lock()
+
+
+@st.cache_resource(max_entries=8)
+def load_example(name: str) -> runs.StoredRun:
+    return runs.load_saved_run(settings().examples_dir / name, EXAMPLE_PREFIX + name)
+
+
+@st.cache_data(max_entries=64, show_spinner="Counting tokens…")
+def token_count(spec: str, device_name: str, text: str) -> int:
+    return len(get_model(spec, device_name).tokenizer.encode(text))
+
+
+def model_choices():
+    return list_models(roots=settings().model_roots)
+
+
+def samples():
+    return list_samples()
+
+
+def examples() -> list[str]:
+    directory = settings().examples_dir
+    if not directory.is_dir():
+        return []
+    return sorted(p.name for p in directory.iterdir() if (p / "summary.json").is_file())
+
+
+# ---- per session -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    name: str
+    text: str
+
+    @property
+    def hash(self) -> str:
+        return runs.document_hash(self.text)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    key: str
+    label: str
+    source: str  # "computed", "cached", "saved" (loaded from a link) or "example"
+    document: str
+    model: str
+    spec: str = "default"  # the load_model spec, to run another configuration on the same model
+    config: dict = field(default_factory=dict)
+    seconds: float | None = None
+    when: float = field(default_factory=time.time)
+
+
+def init() -> None:
+    """First script run of a session: read the view from the URL and open what it names."""
+    state = st.session_state
+    if "view" in state:
+        return
+    view = viewstate.parse_view(st.query_params.to_dict())
+    state["view"] = view
+    state["history"] = []
+    state["current"] = None
+    state["document"] = None
+    if view.run:
+        stored = run_store().get(view.run)
+        if stored is not None:
+            _open(stored, "saved", label=_label(stored.result.summary))
+    example = view.example or settings().demo
+    if state["current"] is None and example:
+        if example == "1" and examples():
+            example = examples()[0]
+        if example in examples():
+            open_example(example)
+
+
+def view() -> viewstate.View:
+    return st.session_state["view"]
+
+
+def set_view(**changes) -> viewstate.View:
+    st.session_state["view"] = view().with_(**changes)
+    return st.session_state["view"]
+
+
+def put_view(new: viewstate.View) -> viewstate.View:
+    st.session_state["view"] = new
+    return new
+
+
+def sync_url() -> None:
+    """Write the session's view into the address bar, so the link reopens this view."""
+    params = viewstate.view_to_params(view())
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+
+
+def current() -> HistoryEntry | None:
+    return st.session_state.get("current")
+
+
+def current_run() -> runs.StoredRun | None:
+    entry = current()
+    if entry is None:
+        return None
+    return stored_run(entry.key)
+
+
+def stored_run(key: str) -> runs.StoredRun | None:
+    if key.startswith(EXAMPLE_PREFIX):
+        return load_example(key[len(EXAMPLE_PREFIX):])
+    return run_store().get(key)
+
+
+def history() -> list[HistoryEntry]:
+    return st.session_state.setdefault("history", [])
+
+
+def document() -> Document | None:
+    return st.session_state.get("document")
+
+
+def set_document(doc: Document | None) -> None:
+    st.session_state["document"] = doc
+
+
+def _label(summary: dict) -> str:
+    return (
+        f"{summary.get('selector', '?')} ρ={summary.get('budget', '?')} band {summary.get('band', '?')}"
+        f" · {summary.get('n_tokens', '?')} tokens"
+    )
+
+
+def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None = None,
+          document_name: str = "") -> HistoryEntry:
+    summary = stored.result.summary
+    entry = HistoryEntry(
+        key=stored.key,
+        label=label,
+        source=source,
+        document=document_name or summary.get("document", "") or "document",
+        model=str(summary.get("model", "")),
+        config=dict(summary.get("config") or {}),
+        seconds=seconds,
+    )
+    st.session_state["current"] = entry
+    history().append(entry)
+    is_example = stored.key.startswith(EXAMPLE_PREFIX)
+    set_view(run=None if is_example else stored.key,
+             example=stored.key[len(EXAMPLE_PREFIX):] if is_example else None)
+    return entry
+
+
+def open_example(name: str) -> HistoryEntry:
+    stored = load_example(name)
+    return _open(stored, "example", label=f"example {name}: {_label(stored.result.summary)}", document_name=name)
+
+
+def open_entry(entry: HistoryEntry) -> None:
+    """Show an earlier run of this session again (it may have left the store)."""
+    if stored_run(entry.key) is None:
+        raise LookupError("that run is no longer in the server's cache; run it again")
+    st.session_state["current"] = entry
+    is_example = entry.key.startswith(EXAMPLE_PREFIX)
+    set_view(run=None if is_example else entry.key,
+             example=entry.key[len(EXAMPLE_PREFIX):] if is_example else None)
+
+
+class RunFailed(Exception):
+    """A run could not finish; the message says why and what to do."""
+
+
+def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_current: bool = True) -> HistoryEntry:
+    """Run (or reuse) the analysis of `doc` under `config`; raise RunFailed with a plain message."""
+    device_name = device()
+    try:
+        loaded = get_model(spec, device_name)
+    except ModelError as error:
+        raise RunFailed(str(error)) from error
+    key = runs.run_key(f"{loaded.name}@{device_name}", doc.text, config)
+    started = time.perf_counter()
+
+    def compute():
+        with run_lock():
+            return analyze(loaded, doc.text, config, progress=progress), doc.text
+
+    try:
+        stored, cached = run_store().get_or_compute(key, compute)
+    except AnalysisError as error:
+        _free_device_memory()
+        raise RunFailed(str(error)) from error
+    except Exception as error:
+        if _is_out_of_memory(error):
+            _free_device_memory()
+            raise RunFailed(
+                "The GPU ran out of memory during the run. Try a shorter document, a smaller "
+                "segment size, or turn off 'compare with dense' (it keeps a second copy of the outputs)."
+            ) from error
+        raise
+    seconds = time.perf_counter() - started
+    label = f"{doc.name}: {_label(stored.result.summary)}"
+    entry = HistoryEntry(key=key, label=label, source="cached" if cached else "computed", document=doc.name,
+                         model=loaded.name, spec=spec, config=config.to_dict(), seconds=seconds)
+    history().append(entry)
+    if make_current:
+        st.session_state["current"] = entry
+        set_view(run=key, example=None)
+    return entry
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return isinstance(error, torch.cuda.OutOfMemoryError)
+
+
+def _free_device_memory() -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def read_upload(name: str, data: bytes) -> Document:
+    """A Document from an uploaded file (kept in memory only); DocumentError says what is wrong."""
+    text = load_document(name, data, max_bytes=settings().max_upload_bytes)
+    return Document(Path(name).name, text)
+
+
+__all__ = [
+    "AnalysisError", "Document", "DocumentError", "HistoryEntry", "ModelError", "RunConfig", "RunFailed",
+]

@@ -1,0 +1,1 @@
+"""The explorer's pages (scripts run by st.navigation in app/Home.py) and their shared parts."""

@@ -1,0 +1,82 @@
+"""Parts every page shares: the sidebar, the 'no run yet' guard, the summary line."""
+from __future__ import annotations
+
+import datetime
+
+import streamlit as st
+
+from app import session
+
+SELECTORS = ("score", "uniform", "random", "oracle", "all")
+BACKENDS = ("auto", "torch", "triton")
+SOURCE_BADGES = {
+    "computed": "computed now",
+    "cached": "cached result (same document and configuration ran before)",
+    "saved": "saved result (opened from a link)",
+    "example": "prepared example (no model loaded)",
+}
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        entry = session.current()
+        st.caption("Current run")
+        if entry is None:
+            st.write("none yet")
+        else:
+            st.write(f"**{entry.label}**")
+            st.caption(SOURCE_BADGES.get(entry.source, entry.source))
+        entries = session.history()
+        if len(entries) > 1:
+            labels = [f"{i + 1}. {e.label} ({e.source})" for i, e in enumerate(entries)]
+            chosen = st.selectbox("This session's runs", range(len(entries)), index=len(entries) - 1,
+                                  format_func=lambda i: labels[i], key="history_pick")
+            if entries[chosen] is not entry and st.button("Show this run", key="history_show"):
+                try:
+                    session.open_entry(entries[chosen])
+                    st.rerun()
+                except LookupError as error:
+                    st.warning(str(error))
+        names = session.examples()
+        if names:
+            st.caption("Prepared examples (open instantly)")
+            for name in names:
+                if st.button(f"Open example: {name}", key=f"example_{name}"):
+                    session.open_example(name)
+                    st.rerun()
+
+
+def require_run():
+    """The current StoredRun, or a pointer to the run page and a stop."""
+    stored = session.current_run()
+    if stored is None:
+        if session.current() is not None:
+            st.warning("The current run has left the server's cache. Run it again from Model and document.")
+        else:
+            st.info("No run yet. Choose a model and a document and run it, or open a prepared example "
+                    "from the sidebar.")
+        st.page_link("views/run.py", label="Go to Model and document", icon="▶")
+        st.stop()
+    return stored
+
+
+def run_caption(stored) -> None:
+    summary = stored.result.summary
+    entry = session.current()
+    source = SOURCE_BADGES.get(entry.source, entry.source) if entry else ""
+    created = summary.get("created")
+    if isinstance(created, (int, float)):
+        created = datetime.datetime.fromtimestamp(created).strftime("%Y-%m-%d %H:%M")
+    weights = " · **random weights**" if summary.get("random_weights") else ""
+    st.caption(
+        f"{summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
+        f"{summary.get('n_chunks', '?')} chunks · budget {summary.get('budget')} · selector "
+        f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
+        f"device {summary.get('device')} · {source}" + (f" · created {created}" if created else "")
+    )
+
+
+def percent_change(new, old) -> str | None:
+    if new is None or old in (None, 0):
+        return None
+    return f"{100.0 * (new - old) / old:+.2f}%"

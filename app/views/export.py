@@ -1,0 +1,50 @@
+"""Export and share: records as CSV or Parquet, figures as standalone HTML, a link to this view."""
+import streamlit as st
+
+from app import export, figures, session, viewstate
+from app.views import common
+
+st.title("Export and share")
+stored = common.require_run()
+common.run_caption(stored)
+result = stored.result
+key = stored.key.replace(session.EXAMPLE_PREFIX, "example-")
+
+st.subheader("Records")
+fmt = st.radio("Format", export.FORMATS, horizontal=True, key="export_format")
+columns = st.columns(len(export.RECORD_TABLES) + 1)
+mime = "text/csv" if fmt == "csv" else "application/octet-stream"
+for column, name in zip(columns, export.RECORD_TABLES):
+    frame = getattr(result, name)
+    column.download_button(f"{name} ({frame.height:,} rows)", export.frame_bytes(frame, fmt),
+                           file_name=f"{key}-{name}.{fmt}", mime=mime, key=f"download_{name}")
+columns[-1].download_button("everything (.zip)", export.records_zip(result, fmt, stored.text or None),
+                            file_name=f"{key}-records-{fmt}.zip", mime="application/zip", key="download_zip")
+
+st.subheader("Figures")
+view = session.view()
+layer = view.layer if view.layer is not None else int(result.layers["layer"].min())
+builders = {
+    "events_overview": lambda: figures.layer_overview(result.events),
+    f"events_layer_{layer}": lambda: figures.event_heatmap(result.events, layer),
+    "error_by_layer": lambda: figures.error_by_layer(result.layers),
+    "error_by_head_pair": lambda: figures.error_heatmap(result.heads),
+    "timings_by_layer": lambda: figures.timings_by_layer(result.layers, result.summary.get("device", "?")),
+}
+name = st.selectbox("Figure", list(builders), key="export_figure")
+st.download_button("Download as HTML (opens offline)", figures_html := export.figure_html(builders[name]()),
+                   file_name=f"{key}-{name}.html", mime="text/html", key="download_figure")
+st.caption(f"{len(figures_html) / 1e6:.1f} MB, plotly.js included.")
+
+st.subheader("Share this view")
+params = viewstate.view_to_params(view)
+query = "&".join(f"{k}={v}" for k, v in params.items())
+base = ""
+try:
+    base = str(st.context.url).split("?")[0].rsplit("/", 1)[0]
+except Exception:  # st.context.url is absent outside a browser session (tests)
+    base = ""
+st.code(f"{base}/events?{query}" if base else f"/events?{query}", language=None)
+st.caption("The address bar always carries the view (run, layer, chunk, window). A link opens the run while "
+           "this server still has it (runs are also saved under runs/ when configured).")
+session.sync_url()

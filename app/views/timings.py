@@ -1,0 +1,52 @@
+"""Prefill timings of the runs: dense against sparse, per layer and whole model, and the history."""
+import polars as pl
+import streamlit as st
+
+from app import figures, session
+from app.views import common
+
+st.title("Prefill timings")
+stored = common.require_run()
+common.run_caption(stored)
+result = stored.result
+summary = result.summary
+device = summary.get("device", "?")
+st.write(f"Measured on **{device}** when this run was made" +
+         (" (a prepared example: not measured on this machine)." if session.current().source == "example" else "."))
+core_dense = float(result.layers["core_ms_dense"].sum())
+core_sparse = float(result.layers["core_ms_sparse"].sum())
+columns = st.columns(4)
+columns[0].metric("Whole prefill, dense", f"{summary['prefill_ms_dense']:.1f} ms")
+columns[1].metric("Whole prefill, sparse", f"{summary['prefill_ms_sparse']:.1f} ms",
+                  common.percent_change(summary["prefill_ms_sparse"], summary["prefill_ms_dense"]),
+                  delta_color="inverse")
+columns[2].metric("GDN core, dense (all layers)", f"{core_dense:.2f} ms")
+columns[3].metric("GDN core, sparse (all layers)", f"{core_sparse:.2f} ms",
+                  common.percent_change(core_sparse, core_dense), delta_color="inverse")
+st.caption("The GDN core is one part of a prefill: a faster core saves its share of the whole, not more. "
+           "On CPU the timings show the reference code path, not the GPU kernels.")
+st.plotly_chart(figures.prefill_totals(summary, core_dense, core_sparse), key="timing_totals")
+st.plotly_chart(figures.timings_by_layer(result.layers, device), key="timing_layers")
+
+stages = summary.get("stages")
+if stages:
+    st.subheader("GPU stage breakdown")
+    st.dataframe(pl.DataFrame(stages) if isinstance(stages, list) else pl.DataFrame([stages]), hide_index=True)
+else:
+    st.caption("No GPU stage breakdown for this run (measured where a CUDA device runs the Triton kernels).")
+
+st.subheader("This session's runs")
+rows = []
+for entry in session.history():
+    run = session.stored_run(entry.key)
+    if run is None:
+        continue
+    s = run.result.summary
+    rows.append({"label": f"{len(rows) + 1}. {entry.label}", "source": entry.source, "device": s.get("device"),
+                 "n_tokens": s.get("n_tokens"), "prefill_ms_dense": s.get("prefill_ms_dense"),
+                 "prefill_ms_sparse": s.get("prefill_ms_sparse"), "wall_s": entry.seconds})
+if rows:
+    history = pl.DataFrame(rows)
+    st.plotly_chart(figures.timing_history(history), key="timing_history")
+    st.dataframe(history, hide_index=True)
+session.sync_url()

@@ -1,0 +1,33 @@
+"""Fresh random GDN inputs for tests (never zeros): realistic log decays and write strengths."""
+import torch
+
+
+def random_inputs(batch=1, tokens=100, key_heads=2, value_heads=4, key_dim=16, value_dim=16,
+                  dtype=torch.float64, seed=None, initial_state=False, device="cpu"):
+    gen = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(1 << 30, ())))
+    q = torch.randn(batch, tokens, key_heads, key_dim, generator=gen, dtype=torch.float64)
+    k = torch.randn(batch, tokens, key_heads, key_dim, generator=gen, dtype=torch.float64)
+    v = torch.randn(batch, tokens, value_heads, value_dim, generator=gen, dtype=torch.float64)
+    rate = torch.rand(value_heads, generator=gen, dtype=torch.float64) * 0.3 + 1e-3
+    g = -rate * torch.rand(batch, tokens, value_heads, generator=gen, dtype=torch.float64)
+    beta = torch.rand(batch, tokens, value_heads, generator=gen, dtype=torch.float64) * 0.9 + 0.05
+    tensors = [q, k, v, g, beta]
+    if initial_state:
+        tensors.append(torch.randn(batch, value_heads, key_dim, value_dim, generator=gen, dtype=torch.float64))
+    else:
+        tensors.append(None)
+    out = [t.to(device=device, dtype=dtype) if t is not None else None for t in tensors]
+    out[3] = out[3].float() if dtype != torch.float64 else out[3]        # g stays float32 or float64
+    if out[5] is not None and dtype != torch.float64:
+        out[5] = out[5].float()
+    return out
+
+
+def random_events(batch, value_heads, n_chunks, seed=0, p=0.5):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, value_heads, n_chunks, generator=gen) < p
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()

@@ -1,0 +1,114 @@
+"""Bad input raises ValueError naming the argument (SPEC section 5); property tests over shapes."""
+import math
+
+import pytest
+import torch
+from gdn_inputs import random_events, random_inputs, rel_err
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sparsegdn
+from sparsegdn.recurrence import token_recurrence
+
+
+def good(**overrides):
+    q, k, v, g, beta, _ = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=0)
+    args = dict(q=q, k=k, v=v, g=g, beta=beta)
+    args.update(overrides)
+    return args
+
+
+def call_sparse(**kwargs):
+    tensors = {name: kwargs.pop(name) for name in ("q", "k", "v", "g", "beta")}
+    return sparsegdn.sparse_gated_delta_rule(*tensors.values(), backend=kwargs.pop("backend", "torch"), **kwargs)
+
+
+def call_dense(**kwargs):
+    tensors = {name: kwargs.pop(name) for name in ("q", "k", "v", "g", "beta")}
+    return sparsegdn.dense_gated_delta_rule(*tensors.values(), backend=kwargs.pop("backend", "torch"), **kwargs)
+
+
+BASE = good()
+BAD_TENSORS = [
+    ("q", dict(q=BASE["q"][0])),                                        # wrong rank
+    ("k", dict(k=BASE["k"][:, :, :1])),                                 # shape differs from q
+    ("v", dict(v=BASE["v"][:, :69])),                                   # T differs
+    ("v", dict(v=torch.randn(1, 70, 3, 16))),                           # HV not a multiple of H
+    ("g", dict(g=BASE["g"][..., :2])),
+    ("beta", dict(beta=BASE["beta"][None])),
+    ("q", dict(q=BASE["q"][:, :0], k=BASE["k"][:, :0], v=BASE["v"][:, :0], g=BASE["g"][:, :0],
+               beta=BASE["beta"][:, :0])),                              # T = 0
+    ("q", dict(q=BASE["q"].clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))))),
+    ("v", dict(v=BASE["v"].clone().fill_(float("inf")))),
+    ("g", dict(g=BASE["g"].abs() + 0.1)),                               # positive log decay
+    ("beta", dict(beta=torch.full_like(BASE["beta"], float("nan")))),
+    ("k", dict(k=BASE["k"].long())),
+    ("initial_state", dict(initial_state=torch.randn(1, 4, 16, 15))),
+    ("initial_state", dict(initial_state=torch.full((1, 4, 16, 16), float("nan")))),
+    ("scale", dict(scale=-1.0)),
+]
+
+
+@pytest.mark.parametrize("name,overrides", BAD_TENSORS)
+@pytest.mark.parametrize("call", [call_sparse, call_dense])
+def test_bad_tensors_raise_value_error_naming_the_argument(name, overrides, call):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call(**good(**overrides))
+
+
+@pytest.mark.parametrize("name,options", [
+    ("budget", dict(budget=0.0)), ("budget", dict(budget=1.5)), ("budget", dict(budget=-0.2)),
+    ("budget", dict(budget=float("nan"))), ("budget", dict(budget="half")), ("budget", dict(budget=True)),
+    ("band", dict(band=4)), ("band", dict(band=-1)), ("band", dict(band=1.5)), ("band", dict(band=True)),
+    ("selector", dict(selector="best")), ("backend", dict(backend="cuda")),
+    ("events", dict(events=torch.ones(1, 4, 3, dtype=torch.bool))),          # NC is 2
+    ("events", dict(events=torch.ones(1, 4, 2))),                             # not bool
+    ("events", dict(events=[[True, False]])),
+])
+def test_bad_options_raise_value_error_naming_the_argument(name, options):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call_sparse(**good(), **options)
+
+
+def test_dense_rejects_unknown_backend():
+    with pytest.raises(ValueError, match=r"^backend\b"):
+        call_dense(**good(), backend="triton")
+
+
+def test_unavailable_backends_are_value_errors_on_cpu():
+    with pytest.raises(ValueError, match=r"^backend\b"):
+        call_dense(**good(), backend="fla")
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 2), tokens=st.integers(1, 140), key_heads=st.integers(1, 2),
+       group=st.sampled_from([1, 2, 4]), key_dim=st.sampled_from([4, 8, 16]), value_dim=st.sampled_from([4, 8, 12]),
+       band=st.integers(0, 3), p=st.floats(0.0, 1.0), seed=st.integers(0, 2 ** 16))
+def test_property_band3_sparse_matches_recurrence_for_any_shape(batch, tokens, key_heads, group, key_dim,
+                                                                 value_dim, band, p, seed):
+    value_heads = key_heads * group
+    q, k, v, g, beta, s0 = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim,
+                                         seed=seed, initial_state=True)
+    events = random_events(batch, value_heads, math.ceil(tokens / 64), seed=seed, p=p)
+    o, s, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=3, initial_state=s0,
+                                                   output_final_state=True, backend="torch")
+    o_ref, s_ref = token_recurrence(q, k, v, g, beta, events, initial_state=s0)
+    assert o.shape == v.shape and s.shape == (batch, value_heads, key_dim, value_dim)
+    assert rel_err(o, o_ref) <= 1e-10
+    assert rel_err(s, s_ref) <= 1e-6
+    # any band: the first 16 * (band + 1) tokens of the first chunk need no dropped block, so they are exact
+    o_band, _, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band,
+                                                     initial_state=s0, backend="torch")
+    exact = min(tokens, 16 * (band + 1))
+    assert rel_err(o_band[:, :exact], o_ref[:, :exact]) <= 1e-10
+
+
+@settings(max_examples=40, deadline=None)
+@given(budget=st.floats(1e-6, 1.0), tokens=st.integers(1, 700), value_heads=st.sampled_from([2, 4, 6]),
+       selector=st.sampled_from(["score", "uniform", "random"]))
+def test_property_budget_gives_exact_counts(budget, tokens, value_heads, selector):
+    q, k, v, g, beta, _ = random_inputs(1, tokens, 2, value_heads, 8, 8, dtype=torch.float32, seed=tokens)
+    _, _, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, budget=budget, selector=selector,
+                                                   backend="torch")
+    total = value_heads * math.ceil(tokens / 64)
+    assert int(info.events.sum()) == max(1, math.ceil(budget * total - 1e-9))
