@@ -172,7 +172,7 @@ def _check_device(device: str) -> None:
         raise ModelError(f"Device {device!r} was asked for but no CUDA GPU is available; use --device cpu.")
 
 
-def _finish(model, tokenizer, *, name, description, random_weights, device, dtype) -> LoadedModel:
+def wrap_model(model, tokenizer, *, name, description, random_weights, device, dtype) -> LoadedModel:
     config = model.config
     layer_types = list(config.layer_types)
     gdn_layers = [i for i, kind in enumerate(layer_types) if kind == "linear_attention"]
@@ -187,7 +187,7 @@ def _finish(model, tokenizer, *, name, description, random_weights, device, dtyp
     )
 
 
-def _random_model(config, *, seed: int, device: str, dtype):
+def random_model(config, *, seed: int, device: str, dtype):
     import torch
     from transformers import Qwen3_5ForCausalLM
 
@@ -202,6 +202,22 @@ def _random_model(config, *, seed: int, device: str, dtype):
         finally:
             torch.set_default_dtype(previous)
     return model.to(device=device, dtype=dtype)
+
+
+def slow_gdn_decay(model, low: float = 0.002, high: float = 0.05) -> None:
+    """Set every GDN head's decay rate A to a spread in [low, high].
+
+    transformers initialises A uniformly in (0.01, 16): most heads then forget within a few tokens,
+    every event looks unimportant and a random-weight model shows no SparseGDN error at all. Slow
+    decays make skipped events visible, as in trained models whose heads keep long memories.
+    """
+    import torch
+
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("A_log"):
+                rates = torch.linspace(low, high, parameter.numel(), dtype=torch.float32)
+                parameter.copy_(rates.log().to(parameter.dtype))
 
 
 def _has_checkpoint(directory: Path) -> bool:
@@ -240,7 +256,7 @@ def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> Loade
     except (OSError, ValueError, KeyError) as error:
         raise ModelError(f"Could not load {name}: {error}") from None
     description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
-    return _finish(model, tokenizer, name=name, description=description, random_weights=False,
+    return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
                    device=device, dtype=dtype)
 
 
@@ -248,14 +264,18 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def _cached_snapshot(repo_id: str) -> Path | None:
-    """The local snapshot directory of a hub id, or None; never touches the network."""
+def _cached_snapshot(repo_id: str, roots: list[Path]) -> Path | None:
+    """The snapshot of a hub id in a hub-cache root (models--org--name/), or None; never downloads."""
     from huggingface_hub import snapshot_download
 
-    try:
-        return Path(snapshot_download(repo_id, local_files_only=True))
-    except Exception:  # noqa: BLE001 - any failure means "not in the cache"
-        return None
+    for root in roots:
+        if not (root / f"models--{repo_id.replace('/', '--')}").is_dir():
+            continue
+        try:
+            return Path(snapshot_download(repo_id, cache_dir=str(root), local_files_only=True))
+        except Exception:  # noqa: BLE001 - any failure means "not usable from this cache"
+            continue
+    return None
 
 
 def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> LoadedModel:
@@ -268,16 +288,18 @@ def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> Loa
             loaded = _load_checkpoint(DEFAULT_MODEL_DIR, name="default", device=device, dtype=torch_dtype)
             loaded.description = "Embedded default: " + loaded.description
             return loaded
-        model = _random_model(default_random_config(), seed=0, device=device, dtype=torch_dtype)
-        return _finish(
+        model = random_model(default_random_config(), seed=0, device=device, dtype=torch_dtype)
+        slow_gdn_decay(model)
+        return wrap_model(
             model, ByteTokenizer(), name="default (random weights)",
-            description=("Small Qwen3.5 (3 GDN + 1 attention layer) with seeded RANDOM weights: a "
-                         "stand-in until the trained default lands; its text predictions mean nothing."),
+            description=("Small Qwen3.5 (3 GDN + 1 attention layer) with seeded RANDOM weights and slow "
+                         "GDN decays: a stand-in until the trained default lands; its text predictions "
+                         "mean nothing."),
             random_weights=True, device=device, dtype=torch_dtype,
         )
     if spec == "qwen3.5-4b-shape":
-        model = _random_model(qwen35_4b_shape_config(), seed=0, device=device, dtype=torch_dtype)
-        return _finish(
+        model = random_model(qwen35_4b_shape_config(), seed=0, device=device, dtype=torch_dtype)
+        return wrap_model(
             model, ByteTokenizer(), name="qwen3.5-4b-shape (random weights)",
             description="Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing.",
             random_weights=True, device=device, dtype=torch_dtype,
@@ -297,12 +319,11 @@ def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> Loa
             raise ModelError(f"{spec} is not a checkpoint directory (config.json + *.safetensors); {SUPPORTED_TEXT}.")
         return _load_checkpoint(resolved, name=spec, device=device, dtype=torch_dtype)
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
-        snapshot = _cached_snapshot(spec)
+        snapshot = _cached_snapshot(spec, allowed)
         if snapshot is not None:
-            if not _inside(snapshot.resolve(), allowed) and not _inside(snapshot, allowed):
-                raise ModelError(f"The cache of {spec} is outside the model roots; add it to {ROOTS_ENV}.")
             return _load_checkpoint(snapshot, name=spec, device=device, dtype=torch_dtype)
-        raise ModelError(f"{spec} is not in the local Hugging Face cache (nothing is downloaded); {SUPPORTED_TEXT}.")
+        raise ModelError(f"{spec} is not in a Hugging Face cache under the model roots (nothing is "
+                         f"downloaded); {SUPPORTED_TEXT}.")
     raise ModelError(f"Unknown model {spec!r}; {SUPPORTED_TEXT}.")
 
 

@@ -12,7 +12,7 @@ import streamlit as st  # noqa: E402
 from app import session  # noqa: E402
 from app.views import common  # noqa: E402
 
-st.set_page_config(page_title="SparseGDN Explorer", page_icon="◧", layout="wide")
+st.set_page_config(page_title="SparseGDN Explorer", page_icon=":material/grid_view:", layout="wide")
 session.init()
 
 # In demo mode (or when a link names an example) open on the events view, no model needed.

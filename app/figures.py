@@ -19,10 +19,20 @@ SPARSE_COLOUR = "#1f5fbf"
 OTHER_COLOUR = "#d9711c"
 
 
+def _chunk_hover(width: int) -> str:
+    """Hover text for a chunk column; a template, so no per-cell strings travel to the browser."""
+    return "chunk %{x}" if width == 1 else f"chunks %{{x}} to %{{x}}+{width - 1}"
+
+
 def _chunk_span_labels(columns: np.ndarray, width: int) -> list[str]:
     if width == 1:
         return [f"chunk {int(c)}" for c in columns]
     return [f"chunks {int(c)}–{int(c) + width - 1}" for c in columns]
+
+
+def _integer_ticks(n_values: int) -> dict:
+    """Axis settings for an integer axis (layers, head pairs): no 0.5 ticks, at most ~16 labels."""
+    return {"tickmode": "linear", "tick0": 0, "dtick": max(1, -(-n_values // 16))}
 
 
 def _mark_chunk(fig: go.Figure, chunk: int | None, **where) -> None:
@@ -34,18 +44,16 @@ def layer_overview(events: pl.DataFrame, max_columns: int = 512, chunk: int | No
     """Layer x chunk heatmap of the share of head pairs' events selected (binned over chunks)."""
     share, width = tables.selected_share_by_layer(events, max_columns)
     layers, columns, z = tables.to_matrix(share, "layer", "chunk_bin", "share_selected")
-    spans = _chunk_span_labels(columns, width)
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=columns,
             y=layers,
-            customdata=np.broadcast_to(np.array(spans, dtype=object), z.shape),
             colorscale="Blues",
             zmin=0.0,
             zmax=1.0,
             colorbar={"title": "share<br>selected", "tickformat": ".0%"},
-            hovertemplate="layer %{y}<br>%{customdata}<br>selected %{z:.0%}<extra></extra>",
+            hovertemplate=f"layer %{{y}}<br>{_chunk_hover(width)}<br>selected %{{z:.0%}}<extra></extra>",
         )
     )
     binned = "" if width == 1 else f" ({width} chunks per column)"
@@ -56,7 +64,7 @@ def layer_overview(events: pl.DataFrame, max_columns: int = 512, chunk: int | No
         height=max(260, 16 * len(layers) + 120),
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
-    fig.update_yaxes(autorange="reversed", dtick=max(1, len(layers) // 12))
+    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
     _mark_chunk(fig, chunk)
     return fig
 
@@ -90,9 +98,8 @@ def event_heatmap(
             z=z,
             x=columns,
             y=head_pairs,
-            customdata=np.broadcast_to(np.array(spans, dtype=object), z.shape),
             colorbar={"title": label, "tickformat": fmt, "len": 0.85, "y": 0.57},
-            hovertemplate=f"head pair %{{y}}<br>%{{customdata}}<br>{label} %{{z:{fmt}}}<extra></extra>",
+            hovertemplate=f"head pair %{{y}}<br>{_chunk_hover(width)}<br>{label} %{{z:{fmt}}}<extra></extra>",
             **colour,
         ),
         row=1,
@@ -123,7 +130,7 @@ def event_heatmap(
         clickmode="event+select",
         dragmode="zoom",
     )
-    fig.update_yaxes(title_text="head pair", autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="head pair", autorange="reversed", row=1, col=1, **_integer_ticks(len(head_pairs)))
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
     fig.update_xaxes(title_text="chunk (click the strip to read a chunk)", row=2, col=1)
     _mark_chunk(fig, chunk, row="all", col=1)
@@ -139,6 +146,7 @@ def _bars_with_even_split(frame: pl.DataFrame, x: str, title: str, x_title: str)
     fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:.1f}")
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="events", height=360, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    fig.update_xaxes(**_integer_ticks(frame.height))
     return fig
 
 
@@ -166,7 +174,8 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
     fig.update_layout(title="Events received relative to an even split", xaxis_title="head pair",
                       yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
-    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(**_integer_ticks(len(head_pairs)))
+    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
     return fig
 
 
@@ -180,7 +189,8 @@ def error_heatmap(heads: pl.DataFrame, column: str = "rel_err_o") -> go.Figure:
     fig.update_layout(title=f"Relative error versus dense ({column}) per layer and head pair",
                       xaxis_title="head pair", yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
-    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(**_integer_ticks(len(head_pairs)))
+    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
     return fig
 
 
@@ -191,6 +201,7 @@ def error_by_layer(layers: pl.DataFrame) -> go.Figure:
     fig.update_layout(title="Relative output error versus dense, per layer", xaxis_title="layer",
                       yaxis_title="||o_sparse − o_dense|| / ||o_dense||", height=340,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    fig.update_xaxes(**_integer_ticks(layers.height))
     return fig
 
 
@@ -222,6 +233,7 @@ def timings_by_layer(layers: pl.DataFrame, device: str) -> go.Figure:
                              hovertemplate=f"{path}<br>layer %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
     fig.update_layout(title=f"GDN-core time per layer on {device}", xaxis_title="layer", yaxis_title="ms",
                       barmode="group", height=360, margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    fig.update_xaxes(**_integer_ticks(layers.height))
     return fig
 
 
@@ -233,7 +245,8 @@ def prefill_totals(summary: dict, core_dense_ms: float, core_sparse_ms: float) -
     for name, index, colour in (("dense", 1, DENSE_COLOUR), ("sparse", 2, SPARSE_COLOUR)):
         fig.add_trace(go.Bar(y=[r[0] for r in rows], x=[r[index] for r in rows], name=name, orientation="h",
                              marker_color=colour, hovertemplate=f"{name}<br>%{{y}}: %{{x:.4g}} ms<extra></extra>"))
-    fig.update_layout(title=f"Prefill on {summary.get('device', '?')}: whole model and GDN core", xaxis_title="ms",
+    device = summary.get("device_name") or summary.get("device", "?")
+    fig.update_layout(title=f"Prefill on {device}: whole model and GDN core", xaxis_title="ms",
                       barmode="group", height=260, margin={"l": 160, "r": 20, "t": 50, "b": 40})
     return fig
 
@@ -257,4 +270,5 @@ def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[
         fig.add_trace(go.Bar(x=frame["layer"].to_list(), y=frame[column].to_list(), name=label, marker_color=colour))
     fig.update_layout(title=f"{y_title} per layer", xaxis_title="layer", yaxis_title=y_title, barmode="group",
                       height=340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(**_integer_ticks(a.height))
     return fig

@@ -1,6 +1,6 @@
 """Streamlit glue: the per-process caches and the per-session state of the explorer.
 
-Shared by every browser session of a process (st.cache_resource): the settings, each loaded
+Shared by every browser session of a process (st.cache_resource): each loaded
 model (read-only), the run store and the prepared examples. Per session (st.session_state,
 never shared): the current document, the current run, the session's run history, the view.
 """
@@ -25,14 +25,18 @@ EXAMPLE_PREFIX = "example:"
 # ---- shared by all sessions of this process ------------------------------------------------
 
 
-@st.cache_resource
 def settings() -> Settings:
+    """Read per script run (cheap); the caches below take what they depend on as arguments."""
     return load_settings()
 
 
 @st.cache_resource
+def _device(setting: str) -> str:
+    return resolve_device(setting)
+
+
 def device() -> str:
-    return resolve_device(settings().device)
+    return _device(settings().device)
 
 
 @st.cache_resource
@@ -44,16 +48,29 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _roots_key() -> tuple[str, ...] | None:
+    roots = settings().model_roots
+    return None if roots is None else tuple(str(root) for root in roots)
+
+
 @st.cache_resource(show_spinner="Loading the model (once per server process)…", max_entries=2)
+def _model(spec: str, device_name: str, roots: tuple[str, ...] | None):
+    return load_model(spec, device=device_name, roots=None if roots is None else list(roots))
+
+
 def get_model(spec: str, device_name: str):
     """The loaded model for `spec`, shared read-only by every session (never mutate it)."""
-    return load_model(spec, device=device_name, roots=settings().model_roots)
+    return _model(spec, device_name, _roots_key())
 
 
 @st.cache_resource
+def _run_store(capacity: int, directory: Path | None) -> runs.RunStore:
+    return runs.RunStore(capacity=capacity, directory=directory)
+
+
 def run_store() -> runs.RunStore:
     config = settings()
-    return runs.RunStore(capacity=config.run_cache_size, directory=config.runs_dir)
+    return _run_store(config.run_cache_size, config.runs_dir)
 
 
 @st.cache_resource
@@ -63,13 +80,21 @@ def run_lock() -> threading.Lock:
 
 
 @st.cache_resource(max_entries=8)
+def _example(directory: Path) -> runs.StoredRun:
+    return runs.load_saved_run(directory, EXAMPLE_PREFIX + directory.name)
+
+
 def load_example(name: str) -> runs.StoredRun:
-    return runs.load_saved_run(settings().examples_dir / name, EXAMPLE_PREFIX + name)
+    return _example(settings().examples_dir / name)
 
 
 @st.cache_data(max_entries=64, show_spinner="Counting tokens…")
+def _token_count(spec: str, device_name: str, roots: tuple[str, ...] | None, text: str) -> int:
+    return len(_model(spec, device_name, roots).tokenizer.encode(text))
+
+
 def token_count(spec: str, device_name: str, text: str) -> int:
-    return len(get_model(spec, device_name).tokenizer.encode(text))
+    return _token_count(spec, device_name, _roots_key(), text)
 
 
 def model_choices():

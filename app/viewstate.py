@@ -19,7 +19,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 class View:
     run: str | None = None  # key of a run in the run store
     example: str | None = None  # name of a prepared example (data/examples/<name>)
-    compare: str | None = None  # key of the second run on the Compare page
+    compare: str | None = None  # key of the second run on the Compare page (or "example:<name>")
     layer: int | None = None
     chunk: int | None = None
     window_start: int | None = None  # chunk window [start, end) of the per-layer heatmap
@@ -31,6 +31,11 @@ class View:
 
 
 _PARAM_NAMES = {"window_start": "from", "window_end": "to"}
+
+
+def _example_key(value: str) -> bool:
+    """A prepared example as a run key ("example:<name>"), as the Compare page may hold one."""
+    return value.startswith("example:") and bool(_NAME.match(value.removeprefix("example:")))
 
 
 def _first(value) -> str:
@@ -52,12 +57,12 @@ def parse_view(params: Mapping[str, object]) -> View:
     raw = {key: _first(value) for key, value in params.items()}
     run = raw.get("run", "").lower()
     example = raw.get("example", "")
-    compare = raw.get("compare", "").lower()
+    compare = raw.get("compare", "")
     value = raw.get("value", "selected")
     view = View(
         run=run if _KEY.match(run) else None,
         example=example if _NAME.match(example) else None,
-        compare=compare if _KEY.match(compare) else None,
+        compare=compare if _KEY.match(compare) or _example_key(compare) else None,
         layer=_int(raw.get("layer", "")),
         chunk=_int(raw.get("chunk", "")),
         window_start=_int(raw.get("from", "")),

@@ -55,7 +55,7 @@ def require_run():
         else:
             st.info("No run yet. Choose a model and a document and run it, or open a prepared example "
                     "from the sidebar.")
-        st.page_link("views/run.py", label="Go to Model and document", icon="▶")
+        st.page_link("views/run.py", label="Go to Model and document", icon=":material/play_arrow:")
         st.stop()
     return stored
 
@@ -66,14 +66,25 @@ def run_caption(stored) -> None:
     source = SOURCE_BADGES.get(entry.source, entry.source) if entry else ""
     created = summary.get("created")
     if isinstance(created, (int, float)):
-        created = datetime.datetime.fromtimestamp(created).strftime("%Y-%m-%d %H:%M")
+        created = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="seconds")
     weights = " · **random weights**" if summary.get("random_weights") else ""
     st.caption(
         f"{summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
         f"{summary.get('n_chunks', '?')} chunks · budget {summary.get('budget')} · selector "
         f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
-        f"device {summary.get('device')} · {source}" + (f" · created {created}" if created else "")
+        f"device {device_label(summary)} · {source}" + (f" · created {created}" if created else "")
     )
+
+
+def ms(value, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f} ms"
+
+
+def device_label(summary: dict) -> str:
+    """Where a run was measured: the card's name when the analysis recorded it."""
+    device = str(summary.get("device", "?"))
+    name = summary.get("device_name")
+    return f"{device} ({name})" if name else device
 
 
 def percent_change(new, old) -> str | None:

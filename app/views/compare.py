@@ -53,8 +53,8 @@ for column, name, result in zip(columns, names, (a, b)):
     s = result.summary
     with column:
         st.subheader(f"{name}: {s['selector']}, ρ={s['budget']}, band {s['band']}")
-        st.metric("Whole prefill, sparse", f"{s['prefill_ms_sparse']:.1f} ms",
-                  common.percent_change(s["prefill_ms_sparse"], s["prefill_ms_dense"]), delta_color="inverse")
+        st.metric("Whole prefill, sparse", common.ms(s["prefill_ms_sparse"]),
+                  common.percent_change(s["prefill_ms_sparse"], s.get("prefill_ms_dense")), delta_color="inverse")
         if s.get("kl_mean") is not None:
             st.metric("KL to dense", f"{s['kl_mean']:.4g}")
             st.metric("Top-1 agreement", f"{s['top1_agreement']:.2%}")

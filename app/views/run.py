@@ -55,9 +55,13 @@ with document_column:
     if source == "Bundled sample":
         samples = session.samples()
         if samples:
-            names = [s.name for s in samples]
-            pick = st.selectbox("Sample", range(len(samples)), format_func=lambda i: names[i], key="doc_sample")
-            doc = session.Document(samples[pick].name, samples[pick].text)
+            titles = [f"{s.title} ({s.n_bytes / 1e3:.0f} KB)" for s in samples]
+            pick = st.selectbox("Sample", range(len(samples)), format_func=lambda i: titles[i], key="doc_sample")
+            st.caption(samples[pick].description)
+            try:
+                doc = session.Document(samples[pick].name, samples[pick].read())
+            except session.DocumentError as error:
+                st.error(str(error))
         else:
             st.info("No bundled samples in data/samples/.")
     elif source == "Upload":
@@ -134,9 +138,9 @@ if stored is not None:
     common.run_caption(stored)
     summary = stored.result.summary
     columns = st.columns(4)
-    columns[0].metric("Prefill, sparse", f"{summary['prefill_ms_sparse']:.1f} ms",
-                      common.percent_change(summary["prefill_ms_sparse"], summary["prefill_ms_dense"]),
-                      delta_color="inverse", help=f"Whole model; dense {summary['prefill_ms_dense']:.1f} ms")
+    columns[0].metric("Prefill, sparse", common.ms(summary["prefill_ms_sparse"]),
+                      common.percent_change(summary["prefill_ms_sparse"], summary.get("prefill_ms_dense")),
+                      delta_color="inverse", help=f"Whole model; dense {common.ms(summary.get('prefill_ms_dense'))}")
     if summary.get("kl_mean") is not None:
         columns[1].metric("KL to dense (mean)", f"{summary['kl_mean']:.3g}")
         columns[2].metric("Top-1 agreement", f"{summary['top1_agreement']:.1%}")
@@ -145,5 +149,5 @@ if stored is not None:
                           help=f"dense {summary['ppl_dense']:.3f}")
     else:
         columns[1].write("Run with 'compare with dense' for error numbers.")
-    st.page_link("views/events.py", label="See the selected events", icon="▦")
+    st.page_link("views/events.py", label="See the selected events", icon=":material/grid_on:")
 session.sync_url()

@@ -10,19 +10,22 @@ stored = common.require_run()
 common.run_caption(stored)
 result = stored.result
 summary = result.summary
-device = summary.get("device", "?")
+device = common.device_label(summary)
 st.write(f"Measured on **{device}** when this run was made" +
          (" (a prepared example: not measured on this machine)." if session.current().source == "example" else "."))
-core_dense = float(result.layers["core_ms_dense"].sum())
+has_dense = result.layers["core_ms_dense"].null_count() < result.layers.height
+core_dense = float(result.layers["core_ms_dense"].sum()) if has_dense else None
 core_sparse = float(result.layers["core_ms_sparse"].sum())
 columns = st.columns(4)
-columns[0].metric("Whole prefill, dense", f"{summary['prefill_ms_dense']:.1f} ms")
-columns[1].metric("Whole prefill, sparse", f"{summary['prefill_ms_sparse']:.1f} ms",
-                  common.percent_change(summary["prefill_ms_sparse"], summary["prefill_ms_dense"]),
+columns[0].metric("Whole prefill, dense", common.ms(summary.get("prefill_ms_dense")))
+columns[1].metric("Whole prefill, sparse", common.ms(summary["prefill_ms_sparse"]),
+                  common.percent_change(summary["prefill_ms_sparse"], summary.get("prefill_ms_dense")),
                   delta_color="inverse")
-columns[2].metric("GDN core, dense (all layers)", f"{core_dense:.2f} ms")
-columns[3].metric("GDN core, sparse (all layers)", f"{core_sparse:.2f} ms",
+columns[2].metric("GDN core, dense (all layers)", common.ms(core_dense, 2))
+columns[3].metric("GDN core, sparse (all layers)", common.ms(core_sparse, 2),
                   common.percent_change(core_sparse, core_dense), delta_color="inverse")
+if not has_dense:
+    st.caption("This run skipped the dense pass ('compare with dense' off): no dense timings.")
 st.caption("The GDN core is one part of a prefill: a faster core saves its share of the whole, not more. "
            "On CPU the timings show the reference code path, not the GPU kernels.")
 st.plotly_chart(figures.prefill_totals(summary, core_dense, core_sparse), key="timing_totals")

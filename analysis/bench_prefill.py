@@ -1,0 +1,229 @@
+"""End-to-end prefill of a Qwen3.5-4B-shape model (random weights): GDN core swapped, time and memory.
+
+Cores compared in one process, interleaved, on the same random token ids:
+- dense-fla:      FLA's chunk_gated_delta_rule (the production dense core);
+- sparse-triton:  SparseGDN, Triton backend, budget 0.29, score selector, band 1;
+- zero:           a core that returns zeros: the floor (everything in the prefill except the core).
+
+Each measured prefill is `model(ids, use_cache=True, logits_to_keep=1)` (what serving does: logits
+of the last token only), timed with CUDA events; peak memory is torch.cuda.max_memory_allocated
+over that prefill. The GDN core's own time inside each prefill is also recorded (CUDA events
+around every core call, no sync inside the prefill). Median over --repeats runs after --warmup.
+
+GPU:  python -m analysis.bench_prefill --out analysis/results            (writes prefill_4b_32k.*)
+CPU smoke test at a tiny shape:  python -m analysis.bench_prefill --tiny --out /tmp/bench
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
+from .patching import dense_core, sparse_core, swap_gdn_core
+from .timing import Timer
+
+
+def zero_core(call):
+    batch, tokens, heads, value_dim = call.v.shape
+    state = (torch.zeros(batch, heads, call.k.shape[-1], value_dim, dtype=torch.float32, device=call.v.device)
+             if call.output_final_state else None)
+    return torch.zeros_like(call.v), state
+
+
+def make_cores(args) -> dict:
+    if args.tiny:   # the CPU stand-ins of the GPU contenders
+        return {"dense-torch": dense_core("torch"),
+                f"sparse-torch@{args.budget}": sparse_core(args.budget, args.selector, args.band, "torch"),
+                "zero": zero_core}
+    return {"dense-fla": dense_core("fla"),
+            f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton"),
+            "zero": zero_core}
+
+
+class CoreTimer:
+    """Wraps a core so every call is bracketed by timer intervals (summed per prefill)."""
+
+    def __init__(self, core, timer: Timer):
+        self.core, self.timer, self.intervals = core, timer, []
+
+    def __call__(self, call):
+        with self.timer.interval() as interval:
+            result = self.core(call)
+        self.intervals.append(interval)
+        return result
+
+
+def prefill_once(model, ids, core, timer: Timer, cuda: bool) -> dict:
+    timed_core = CoreTimer(core, timer)
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    with torch.inference_mode(), swap_gdn_core(model, timed_core):
+        with timer.interval() as whole:
+            output = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    timer.resolve()
+    result = {"prefill_ms": whole.ms, "core_ms": sum(i.ms for i in timed_core.intervals),
+              "core_calls": len(timed_core.intervals),
+              "finite": bool(torch.isfinite(output.logits).all())}
+    if cuda:
+        result["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    del output
+    return result
+
+
+def run(args) -> dict:
+    device = "cpu" if args.tiny else "cuda"
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("error: no CUDA GPU; use --tiny for the CPU smoke test")
+    dtype = torch.float32 if args.tiny else torch.bfloat16
+    config = default_random_config() if args.tiny else qwen35_4b_shape_config()
+    started = time.perf_counter()
+    model = random_model(config, seed=0, device=device, dtype=dtype).eval()
+    slow_gdn_decay(model)
+    load_s = time.perf_counter() - started
+    weights_gib = torch.cuda.memory_allocated() / 2**30 if cuda else None
+    timer = Timer(device)
+    cores = make_cores(args)
+    results = {"meta": environment(args, device, dtype, load_s, weights_gib), "runs": []}
+    for tokens in args.tokens:
+        ids = torch.randint(0, config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(tokens)).to(device)
+        samples = {name: [] for name in cores}
+        errors = {}
+        for name, core in cores.items():       # warm-up: Triton/FLA compile and autotune
+            try:
+                for _ in range(args.warmup):
+                    prefill_once(model, ids, core, timer, cuda)
+            except Exception as error:  # noqa: BLE001 - one failing contender must not hide the others
+                errors[name] = f"{type(error).__name__}: {error}"
+                print(f"[{tokens}] {name} failed: {errors[name]}", file=sys.stderr)
+                traceback.print_exc()
+                if cuda:
+                    torch.cuda.empty_cache()
+        for repeat in range(args.repeats):     # interleaved: every core once per round
+            for name, core in cores.items():
+                if name not in errors:
+                    samples[name].append(prefill_once(model, ids, core, timer, cuda))
+        for name in cores:
+            row = {"tokens": tokens, "core": name, "error": errors.get(name)}
+            if name not in errors:
+                runs = samples[name]
+                row.update({
+                    "prefill_ms_median": statistics.median(r["prefill_ms"] for r in runs),
+                    "prefill_ms_all": [round(r["prefill_ms"], 3) for r in runs],
+                    "core_ms_median": statistics.median(r["core_ms"] for r in runs),
+                    "core_calls": runs[0]["core_calls"],
+                    "finite": all(r["finite"] for r in runs),
+                })
+                if cuda:
+                    row["peak_mem_gib"] = max(r["peak_mem_gib"] for r in runs)
+            results["runs"].append(row)
+            print(format_row(row), file=sys.stderr)
+        del ids
+    add_ratios(results, args)
+    return results
+
+
+def add_ratios(results: dict, args) -> None:
+    dense = "dense-torch" if args.tiny else "dense-fla"
+    for row in results["runs"]:
+        base = next((r for r in results["runs"] if r["tokens"] == row["tokens"] and r["core"] == dense
+                     and not r["error"]), None)
+        if base and not row["error"]:
+            row["prefill_vs_dense"] = row["prefill_ms_median"] / base["prefill_ms_median"]
+            row["core_vs_dense"] = (row["core_ms_median"] / base["core_ms_median"]
+                                    if base["core_ms_median"] > 0 else None)
+
+
+def environment(args, device, dtype, load_s, weights_gib) -> dict:
+    import transformers
+
+    meta = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m analysis.bench_prefill " + " ".join(sys.argv[1:]),
+        "model": "qwen3.5-4b-shape (random weights)" if not args.tiny else "default-shape tiny (random weights)",
+        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "budget": args.budget, "selector": args.selector, "band": args.band,
+        "warmup": args.warmup, "repeats": args.repeats,
+        "model_build_s": round(load_s, 2), "weights_gib": weights_gib,
+    }
+    try:
+        import fla
+        meta["fla"] = getattr(fla, "__version__", "?")
+    except ImportError:
+        meta["fla"] = None
+    return meta
+
+
+def format_row(row: dict) -> str:
+    if row["error"]:
+        return f"{row['tokens']:>7} {row['core']:<22} FAILED: {row['error'][:120]}"
+    memory = f"{row['peak_mem_gib']:7.2f} GiB" if "peak_mem_gib" in row else ""
+    return (f"{row['tokens']:>7} {row['core']:<22} prefill {row['prefill_ms_median']:9.1f} ms   "
+            f"GDN core {row['core_ms_median']:8.1f} ms   {memory}")
+
+
+def write_markdown(results: dict, path: Path) -> None:
+    meta = results["meta"]
+    lines = [
+        f"# End-to-end prefill, {meta['model']}",
+        "",
+        f"{meta['date']} on {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
+        f"{meta['transformers']}, fla {meta['fla']}. SparseGDN budget {meta['budget']}, selector "
+        f"{meta['selector']}, band {meta['band']}. Median of {meta['repeats']} interleaved runs after "
+        f"{meta['warmup']} warm-up run(s); `model(ids, use_cache=True, logits_to_keep=1)`, CUDA events.",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "| tokens | GDN core | prefill ms | vs dense | GDN core ms (sum of layers) | core vs dense | peak memory GiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in results["runs"]:
+        if row["error"]:
+            lines.append(f"| {row['tokens']} | {row['core']} | failed: {row['error'][:80]} | | | | |")
+            continue
+        ratio = lambda key: f"{row[key]:.3f}" if row.get(key) is not None else "-"  # noqa: E731
+        memory = f"{row['peak_mem_gib']:.2f}" if "peak_mem_gib" in row else "-"
+        lines.append(f"| {row['tokens']} | {row['core']} | {row['prefill_ms_median']:.1f} | {ratio('prefill_vs_dense')} "
+                     f"| {row['core_ms_median']:.1f} | {ratio('core_vs_dense')} | {memory} |")
+    lines += ["", "`zero` replaces the GDN core by zeros: the prefill time of everything else. Core times are "
+              "bracketed per call with CUDA events inside the prefill, so they include launch gaps between "
+              "the core's kernels but not the rest of the layer.", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=None, help="default: 32768 (tiny: 512)")
+    parser.add_argument("--budget", type=float, default=0.29)
+    parser.add_argument("--selector", default="score")
+    parser.add_argument("--band", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, torch cores")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--name", default=None, help="file stem (default prefill_4b_32k / prefill_tiny)")
+    args = parser.parse_args(argv)
+    args.tokens = args.tokens or ([512] if args.tiny else [32768])
+    name = args.name or ("prefill_tiny" if args.tiny else "prefill_4b_" + "_".join(f"{t // 1024}k" for t in args.tokens))
+    results = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_markdown(results, args.out / f"{name}.md")
+    print((args.out / f"{name}.md").read_text(encoding="utf-8"))
+    return 0 if all(not r["error"] for r in results["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""`python -m analysis run ...`: the app's analysis from the command line, records written to --out.
+
+Bad input exits with status 2 and one line on stderr (no traceback); a run that fails for a reason
+of the machine (out of memory, non-finite values) exits with status 3.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import AnalysisError, ConfigError, DocumentTooLongError
+
+DEFAULT_MAX_MB = 20
+EXIT_INPUT, EXIT_RUN = 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage block
+        self.exit(EXIT_INPUT, f"error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="prefill a document dense and with SparseGDN, write the records")
+    run.add_argument("--model", default="default",
+                     help="'default', 'qwen3.5-4b-shape', a checkpoint directory or a cached HF id")
+    run.add_argument("--doc", required=True, type=Path, help=".txt, .md or .pdf file")
+    run.add_argument("--budget", type=float, default=0.29, help="fraction of events kept, in (0, 1]")
+    run.add_argument("--selector", default="score", help="score | uniform | random | oracle | all")
+    run.add_argument("--band", type=int, default=1, help="intra-chunk solver band 0..3 (3 = exact)")
+    run.add_argument("--backend", default="auto", help="SparseGDN backend: auto | torch | triton")
+    run.add_argument("--out", required=True, type=Path, help="directory for the parquet/json records")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    run.add_argument("--dtype", default=None, help="bf16 | fp32 (default: bf16 on GPU, fp32 on CPU)")
+    run.add_argument("--segment-tokens", type=int, default=8192, help="prefill segment length (multiple of 64)")
+    run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
+    run.add_argument("--max-mb", type=float, default=DEFAULT_MAX_MB, help="refuse files larger than this")
+    run.add_argument("--no-dense", action="store_true", help="skip the dense comparison (no errors, no KL)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, redrawn in place."""
+
+    WIDTH = 30
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.last = ""
+
+    def __call__(self, update) -> None:
+        filled = int(round(update.fraction * self.WIDTH))
+        line = f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {update.fraction:6.1%}  {update.message}"
+        if line != self.last:
+            self.stream.write(line.ljust(len(self.last)))
+            self.stream.flush()
+            self.last = line
+
+    def close(self) -> None:
+        if self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _format_ms(value) -> str:
+    return "-" if value is None else f"{value:,.1f} ms"
+
+
+def _format(value, spec=".4g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_summary(summary: dict, out: Path, stream=None) -> None:
+    stream = stream or sys.stdout
+    s = summary
+    weights = " (RANDOM WEIGHTS: outputs mean nothing)" if s.get("random_weights") else ""
+    lines = [
+        f"model       {s['model']}{weights}",
+        f"document    {s['n_tokens']:,} tokens, {s['n_chunks']:,} chunks, {s.get('n_segments', 1)} segment(s)",
+        f"sparse      budget {s['budget']}, selector {s['selector']}, band {s['band']}, backend {s['backend']}"
+        f" on {s['device']}; {s.get('events_selected', '?'):,} of {s.get('events_total', '?'):,} events",
+        f"prefill     dense {_format_ms(s['prefill_ms_dense'])} ({s.get('dense_backend', '?')} core), "
+        f"sparse {_format_ms(s['prefill_ms_sparse'])}",
+        f"GDN core    dense {_format_ms(s.get('core_ms_dense_total'))}, sparse {_format_ms(s.get('core_ms_sparse_total'))}",
+        f"model       KL {_format(s['kl_mean'])}, top-1 agreement {_format(s['top1_agreement'], '.2%')}, "
+        f"ppl dense {_format(s['ppl_dense'])} / sparse {_format(s['ppl_sparse'])}",
+        f"records     {out}",
+    ]
+    if s.get("non_finite"):
+        lines.append(f"warning     {s['non_finite']} non-finite value(s) recorded as null")
+    stream.write("\n".join(lines) + "\n")
+
+
+def run(args) -> int:
+    from .documents import load_document
+    from .pipeline import RunConfig
+
+    config = RunConfig(budget=args.budget, selector=args.selector, band=args.band, backend=args.backend,
+                       compare_dense=not args.no_dense, segment_tokens=args.segment_tokens,
+                       max_tokens=args.max_tokens)
+    if not args.doc.is_file():
+        raise ConfigError(f"{args.doc}: no such file.")
+    text = load_document(args.doc.name, args.doc.read_bytes(), max_bytes=int(args.max_mb * 1024 * 1024))
+
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    from .models import load_model
+
+    # transformers warns that its torch GDN fallback is slow: irrelevant here, the core is swapped.
+    transformers_logging.set_verbosity_error()
+    from .pipeline import analyze
+
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    loaded = load_model(args.model, device=device, dtype=args.dtype)
+    bar = None if args.quiet else ProgressBar()
+    try:
+        result = analyze(loaded, text, config, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    result.save(args.out)
+    print_summary(result.summary, args.out)
+    return 0
+
+
+INPUT_ERRORS = (ConfigError, DocumentTooLongError)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except AnalysisError as error:
+        from .documents import DocumentError
+        from .models import ModelError
+
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_INPUT if isinstance(error, INPUT_ERRORS + (DocumentError, ModelError)) else EXIT_RUN
+    except OSError as error:  # unreadable file, full disk for --out
+        print(f"error: {error.strerror or error} ({error.filename or ''})", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

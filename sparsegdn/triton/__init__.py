@@ -1,0 +1,27 @@
+"""The Triton backend of SparseGDN (`backend="triton"`): our own kernels, see forward.py."""
+import os
+
+
+def is_available() -> bool:
+    """Triton importable and a CUDA device present (or the interpreter asked for)."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
+                       output_final_state, use_qk_l2norm_in_kernel):
+    """Inputs already validated by the caller. events: None or bool[B,HV,NC] (then selector/budget are
+    ignored); selector one of "score", "uniform", "all" when events is None; scale a float.
+
+    Returns (o [B,T,HV,V] in v.dtype, final_state float32 [B,HV,K,V] or None,
+             events bool[B,HV,NC], scores float32[B,HV,NC], budget_per_head int64[B,HV]).
+    """
+    from .forward import sparse_gdn_forward as forward
+
+    return forward(q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
+                   initial_state=initial_state, output_final_state=output_final_state,
+                   use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)

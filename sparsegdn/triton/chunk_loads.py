@@ -1,0 +1,61 @@
+"""Tile loaders and the matrix product shared by the SparseGDN kernels: one chunk's rows of q/k/v/g/beta, zero past T.
+
+Zero rows past T are neutral everywhere (g = 0: no decay, beta = 0 and k = 0: no write), the same
+padding as `sparsegdn.reference.to_chunks`.
+"""
+import os
+
+import triton
+import triton.language as tl
+
+NORM_EPS = tl.constexpr(1e-6)
+INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
+
+
+@triton.jit
+def load_rows(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """float32 [ROWS, COLS] from rows row0.. of a row-strided matrix; zero outside num_rows x num_cols."""
+    rows = row0 + tl.arange(0, ROWS)
+    cols = tl.arange(0, COLS)
+    mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
+    offsets = rows[:, None].to(tl.int64) * row_stride + cols[None, :]
+    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
+    """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
+    rows = row0 + tl.arange(0, ROWS)
+    return tl.load(ptr + rows.to(tl.int64) * row_stride, mask=rows < num_rows, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def l2_normalize(x, NORMALIZE: tl.constexpr):
+    """x * rsqrt(sum(x^2) + 1e-6) per row when NORMALIZE, as the SPEC's use_qk_l2norm_in_kernel."""
+    if NORMALIZE:
+        x = x * tl.rsqrt(tl.sum(x * x, axis=1) + NORM_EPS)[:, None]
+    return x
+
+
+@triton.jit
+def mma(a, b):
+    """a @ b with float32 accumulation. The interpreter multiplies bfloat16 bit patterns as integers,
+    so there the (already rounded) operands are widened first: same values, same result."""
+    if INTERPRET:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    if a.dtype == tl.float32:      # float32 inputs: three tf32 products, near float32 accuracy
+        return tl.dot(a, b, input_precision="tf32x3")
+    return tl.dot(a, b)
+
+
+@triton.jit
+def round_to(x, dtype: tl.constexpr):
+    """x in dtype, rounded to nearest even as on the GPU (the interpreter's own cast truncates, which
+    biases every bfloat16 rounding the same way and inflates errors several times)."""
+    if dtype == tl.float32:
+        return x.to(tl.float32)
+    if INTERPRET and dtype == tl.bfloat16:
+        bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(dtype)

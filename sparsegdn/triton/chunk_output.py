@@ -1,0 +1,78 @@
+"""Pass 5, every chunk in parallel: the output of every token.
+
+Grid: one program per (batch row, chunk, head pair), head pairs fastest (k shared in L2 by the
+value heads of one key head; the snapshot of a run of skipped chunks stays in L2 between them).
+The state entering chunk c is exp(d_c) * snapshot (Schedule), and with P the decayed causal
+Q K^T, M = P Tinv and X = beta e^gamma K:
+
+    o = scale [ (Q e^gamma) S + P (u - w S) ]
+      = scale [ e^{d_c} (Q e^gamma - M X) snapshot + M (beta V) ]
+
+Folding Tinv into M saves the w S product (64 x K x V) that the textbook form needs: the kernel
+does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V).
+"""
+import triton
+import triton.language as tl
+
+from .chunk_loads import l2_normalize, load_gates, load_rows, mma, round_to
+
+CHUNK = tl.constexpr(64)
+NUM_WARPS = 8
+NUM_STAGES = 2
+
+
+@triton.jit
+def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
+                        log_decay_since_ptr, o_ptr, scale, T, NC, H: tl.constexpr, HV: tl.constexpr, K, V,
+                        BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    hv = pid % HV
+    c = (pid // HV) % NC
+    b = pid // (HV * NC)
+    hk = hv // (HV // H)
+    t0 = c * CHUNK
+    row = b * HV + hv
+    dot_dtype = k_ptr.dtype.element_ty
+    rows = tl.arange(0, CHUNK)
+    ck = tl.arange(0, BK)
+    cv = tl.arange(0, BV)
+
+    q = l2_normalize(load_rows(q_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK), NORMALIZE)
+    k = l2_normalize(load_rows(k_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK), NORMALIZE)
+    v = load_rows(v_ptr + (b * T * HV + hv) * V, t0, T, HV * V, V, CHUNK, BV)
+    g = load_gates(g_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
+    beta = load_gates(beta_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
+    gamma = tl.cumsum(g, axis=0)
+    t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
+    snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c).to(tl.int64)
+    snapshot = tl.load(snapshot_ptr + snapshot_index * K * V + ck[:, None] * V + cv[None, :],
+                       mask=(ck < K)[:, None] & (cv < V)[None, :], other=0.0)
+    decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
+
+    causal = rows[:, None] >= rows[None, :]
+    # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 could overflow.
+    p = mma(round_to(q, dot_dtype), tl.trans(round_to(k, dot_dtype)))
+    p = tl.where(causal, p * tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)
+    m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
+    x = round_to(((beta * tl.exp(gamma))[:, None] * k), dot_dtype)
+    left = (q * tl.exp(gamma)[:, None] - mma(m, x)) * decay_since
+    o = mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to((beta[:, None] * v), dot_dtype))
+    mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
+    tl.store(o_ptr + (b * T * HV + hv) * V + (t0 + rows)[:, None] * (HV * V) + cv[None, :],
+             round_to((o * scale), o_ptr.dtype.element_ty), mask=mask)
+
+
+def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, *, scale, normalize, out_dtype):
+    """Returns o [B,T,HV,V] in out_dtype."""
+    import torch
+
+    batch, tokens, key_heads, key_dim = q.shape
+    value_heads, value_dim = v.shape[2], v.shape[3]
+    n_chunks = t_inv.shape[2]
+    o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
+    chunk_output_kernel[(batch * n_chunks * value_heads,)](
+        q, k, v, g, beta, t_inv, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, scale,
+        tokens, n_chunks, key_heads, value_heads, key_dim, value_dim,
+        BK=max(16, triton.next_power_of_2(key_dim)), BV=max(16, triton.next_power_of_2(value_dim)),
+        NORMALIZE=normalize, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+    return o

@@ -1,0 +1,56 @@
+"""SparseGDN forward on the GPU: five passes, see each kernel's file.
+
+    1 chunk_prepare  (parallel, all chunks)   band-projected Tinv, score statistics
+    2 score_scan     (parallel, head pairs)   event scores
+      schedule       (torch)                  top-k selection, event lists, snapshot indices, decays
+    3 event_prepare  (parallel, events)       w, u of the selected chunks only
+    4 state_pass     (sequential, events)     commits and snapshots
+    5 chunk_output   (parallel, all chunks)   every token's output
+
+Memory beyond the output: Tinv (8 KB per chunk and head pair, like the inputs' size / 16 at K = 128),
+and, proportional to the budget, the w/u lists and one snapshot per commit.
+"""
+import torch
+
+from .chunk_output import chunk_output
+from .chunk_prepare import chunk_prepare
+from .event_prepare import event_prepare
+from .schedule import build_schedule, select_events
+from .score_scan import score_scan
+from .state_pass import state_pass
+
+DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
+                       output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
+    """See sparsegdn.triton. stage_hook(name), when given, is called after each pass (for timing)."""
+    dtype = v.dtype if v.dtype in DOT_DTYPES else torch.float32
+    q, k, v, beta = (x.to(dtype).contiguous() for x in (q, k, v, beta))
+    g = g.float().contiguous()
+    if initial_state is not None:
+        initial_state = initial_state.float().contiguous()
+    value_heads = v.shape[2]
+    hook = stage_hook or (lambda name: None)
+
+    t_inv, chunk_log_decay, write, read = chunk_prepare(k, v, g, beta, band=band, normalize=use_qk_l2norm_in_kernel,
+                                                        num_value_heads=value_heads)
+    hook("chunk_prepare")
+    scores = score_scan(chunk_log_decay, write, read)
+    if events is None:
+        events, count = select_events(scores, budget=budget, selector=selector)
+        schedule = build_schedule(events, chunk_log_decay, max_events=count)
+    else:
+        schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
+    hook("selection")
+    w, u = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
+                         num_value_heads=value_heads)
+    hook("event_prepare")
+    snapshots, final_state = state_pass(k, g, w, u, schedule, initial_state, normalize=use_qk_l2norm_in_kernel,
+                                        num_value_heads=value_heads, store_final=output_final_state)
+    del w, u       # freed before the output is allocated: they are not needed past the recurrence
+    hook("state_pass")
+    o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, scale=scale, normalize=use_qk_l2norm_in_kernel,
+                     out_dtype=v.dtype)
+    hook("chunk_output")
+    return o, final_state, schedule.events, scores, schedule.per_head

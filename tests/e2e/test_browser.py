@@ -1,0 +1,143 @@
+"""End to end in a real headless Chromium: start the app, upload a document, run it, read the views.
+
+Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
+that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "e2e"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+DOCUMENT = (ROOT / "app" / "example_sources" / "harbour-log.md").read_text(encoding="utf-8")[:1500]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason="Debian chromium is not installed (apt-get install -y chromium)")
+playwright = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`streamlit run app/Home.py` on a free localhost port, runs kept in a temp dir."""
+    port = free_port()
+    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu"}
+    env.pop("SPARSEGDN_DEMO", None)
+    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            log.seek(0)
+            pytest.fail(f"streamlit did not start:\n{log.read()[-3000:]}")
+        time.sleep(0.3)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def chart_titles(page) -> list[str]:
+    # SVG text has no innerText; textContent is what the chart shows.
+    return page.locator(".js-plotly-plot .gtitle").evaluate_all("nodes => nodes.map(n => n.textContent)")
+
+
+def open_page(page, label: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_text(label, exact=True).click()
+    page.get_by_role("heading", name=label if label != "Compare" else "Compare two configurations").wait_for()
+
+
+def test_upload_run_and_read_the_views(server, browser, tmp_path):
+    document = tmp_path / "harbour.txt"
+    document.write_text(DOCUMENT, encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})  # tall: whole views in the shots
+    page.set_default_timeout(120_000)
+    page.goto(server)
+    page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
+    page.get_by_text("Upload", exact=True).click()
+    page.locator("input[type=file]").set_input_files(str(document))
+    page.get_by_text("Tokens / chunks").wait_for()
+    shot(page, "1-uploaded")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_text("Run finished").wait_for()
+    page.get_by_role("heading", name="Current result").wait_for()
+    page.wait_for_url("**run=**")  # the address bar carries the run once the script finishes
+    shot(page, "2-run-finished")
+
+    open_page(page, "Selected events")
+    page.locator(".js-plotly-plot .heatmaplayer image").first.wait_for()
+    titles = chart_titles(page)
+    assert any(t.startswith("Events selected, all layers") for t in titles), titles
+    assert any(t.startswith("Layer 0: selected per head pair and chunk") for t in titles), titles
+    assert page.locator(".js-plotly-plot .heatmaplayer image").count() == 2
+    # Click the document strip under the layer heatmap: the chunk's text opens and the URL follows.
+    page.locator(".js-plotly-plot").nth(1).locator(".scatterlayer .point").nth(5).click(force=True)
+    page.wait_for_url("**chunk=5**")
+    page.get_by_text("Chunk 5: tokens 320–383").wait_for()
+    shot(page, "3-events")
+
+    open_page(page, "Error versus dense")
+    page.locator(".js-plotly-plot").nth(2).wait_for()
+    titles = chart_titles(page)
+    assert any("Relative output error versus dense, per layer" in t for t in titles), titles
+    assert any("Output error along the document" in t for t in titles), titles
+    assert page.get_by_text("Top-1 agreement").count() >= 1
+    shot(page, "4-error")
+
+    open_page(page, "Prefill timings")
+    page.locator(".js-plotly-plot").nth(2).wait_for()
+    titles = chart_titles(page)
+    assert any(t.startswith("GDN-core time per layer on cpu") for t in titles), titles
+    assert page.locator(".js-plotly-plot .bars path").count() >= 6  # dense and sparse bars per layer
+    shot(page, "5-timings")
+
+    # The link in the address bar reopens the same run in a fresh browser session.
+    link = page.url
+    other = browser.new_page(viewport={"width": 1400, "height": 1400})
+    other.set_default_timeout(60_000)
+    other.goto(link)
+    other.get_by_role("heading", name="Prefill timings").wait_for()
+    other.locator(".js-plotly-plot").nth(2).wait_for()
+    assert other.get_by_text("saved result (opened from a link)").count() >= 1
+    shot(other, "6-reopened-link")

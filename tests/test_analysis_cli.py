@@ -1,0 +1,79 @@
+"""`python -m analysis run`: records written, bad input -> non-zero exit with one line, no traceback."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analysis import cli
+from analysis.records import SCHEMAS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def doc(tmp_path):
+    path = tmp_path / "doc.txt"
+    path.write_text("A short document for the command line. " * 12, encoding="utf-8")   # 468 bytes
+    return path
+
+
+def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = cli.main(["run", "--model", "default", "--doc", str(doc), "--budget", "0.5", "--selector", "uniform",
+                     "--band", "1", "--backend", "torch", "--out", str(out), "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    for table, schema in SCHEMAS.items():
+        assert dict(pl.read_parquet(out / f"{table}.parquet").schema) == schema
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["budget"] == 0.5 and summary["selector"] == "uniform" and summary["n_tokens"] == 468
+    assert "468 tokens" in captured.out and "KL" in captured.out
+    assert "100.0%" in captured.err          # the progress bar reached the end
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--doc", "{missing}"], "no such file"),
+    (["--doc", "{empty}"], "empty"),
+    (["--doc", "{binary}"], "binary"),
+    (["--doc", "{doc}", "--budget", "1.5"], "budget"),
+    (["--doc", "{doc}", "--budget", "0"], "budget"),
+    (["--doc", "{doc}", "--model", "gpt2"], "Unknown model"),
+    (["--doc", "{doc}", "--selector", "best"], "selector"),
+    (["--doc", "{doc}", "--max-tokens", "10"], "tokens"),
+    (["--doc", "{doc}", "--budget", "lots"], "invalid float"),
+])
+def test_bad_input_exits_non_zero_with_one_line(args, message, doc, tmp_path, capsys):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    paths = {"missing": tmp_path / "missing.txt", "empty": tmp_path / "empty.txt",
+             "binary": tmp_path / "binary.txt", "doc": doc}
+    argv = ["run", "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"]
+    argv += [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
+    with pytest.raises(SystemExit) if "invalid" in message else _nothing():
+        code = cli.main(argv)
+        assert code == cli.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_the_module_entry_point_reports_without_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "analysis", "run", "--doc", str(tmp_path / "nope.txt"),
+                             "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == cli.EXIT_INPUT
+    assert result.stderr.strip().startswith("error:") and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1

@@ -1,0 +1,120 @@
+"""Model loading: presets, checkpoints under the configured roots only, clear errors, no remote code."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from analysis.models import ModelError, list_models, load_model, model_roots
+from test_analysis_support import tiny_config
+
+
+def write_checkpoint(directory, *, model_type_override=None, extra_config=None):
+    """A tiny Qwen3.5 checkpoint (safetensors + config.json + tokenizer.json) in `directory`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(0)
+    Qwen3_5ForCausalLM(tiny_config()).save_pretrained(directory)
+    vocab = {chr(c): i for i, c in enumerate(range(32, 127))}
+    vocab["[UNK]"] = len(vocab)
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config_file = directory / "config.json"
+    config = json.loads(config_file.read_text())
+    if model_type_override:
+        config["model_type"] = model_type_override
+    config.update(extra_config or {})
+    config_file.write_text(json.dumps(config))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def checkpoint_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    write_checkpoint(root / "tiny-qwen35")
+    return root
+
+
+def test_default_is_labelled_random_until_the_trained_model_lands():
+    loaded = load_model("default")
+    if loaded.random_weights:
+        assert "random weights" in loaded.name and "RANDOM" in loaded.description
+    assert loaded.gdn_layers and loaded.head_pairs % 2 == 0
+    assert loaded.tokenizer.decode(loaded.tokenizer.encode("héllo")) == "héllo"
+
+
+def test_checkpoint_under_a_root_loads(checkpoint_root):
+    loaded = load_model(str(checkpoint_root / "tiny-qwen35"), roots=[checkpoint_root])
+    assert not loaded.random_weights
+    assert loaded.gdn_layers == [0, 1, 2] and loaded.head_pairs == 4 and loaded.n_layers == 4
+    ids, offsets = loaded.tokenizer.encode_with_offsets("abc d")
+    assert len(ids) == len(offsets) == 5 and offsets[-1] == (4, 5)
+    with torch.no_grad():
+        assert loaded.model(torch.tensor([ids])).logits.shape[-1] == tiny_config().vocab_size
+
+
+def test_checkpoint_outside_the_roots_is_refused(checkpoint_root, tmp_path):
+    with pytest.raises(ModelError, match="outside the model roots"):
+        load_model(str(checkpoint_root / "tiny-qwen35"), roots=[tmp_path])
+
+
+def test_roots_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPARSEGDN_MODEL_ROOTS", str(tmp_path))
+    assert model_roots() == [tmp_path.resolve()]
+
+
+def test_other_architectures_are_refused_naming_what_is_supported(tmp_path):
+    write_checkpoint(tmp_path / "llama", model_type_override="llama")
+    with pytest.raises(ModelError, match="not Qwen3.5.*qwen3_5_text"):
+        load_model(str(tmp_path / "llama"), roots=[tmp_path])
+
+
+def test_remote_code_is_never_run(tmp_path):
+    directory = write_checkpoint(tmp_path / "remote", extra_config={
+        "auto_map": {"AutoModelForCausalLM": "evil.EvilModel", "AutoConfig": "evil.EvilConfig"}})
+    marker = tmp_path / "executed"
+    (directory / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    try:
+        load_model(str(directory), roots=[tmp_path])
+    except ModelError:
+        pass
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("spec, pattern", [("llama-7b", "Unknown model"), ("", "No model"),
+                                           ("nobody/none", "not in a Hugging Face cache")])
+def test_unknown_specs_name_what_is_supported(spec, pattern, tmp_path):
+    with pytest.raises(ModelError, match=pattern) as error:
+        load_model(spec, roots=[tmp_path])
+    assert "qwen3.5-4b-shape" in str(error.value)
+
+
+def test_hub_cache_id_loads_offline(checkpoint_root, tmp_path):
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--acme--tiny-qwen35" / "snapshots" / ("0" * 40)
+    shutil.copytree(checkpoint_root / "tiny-qwen35", snapshot)
+    (cache / "models--acme--tiny-qwen35" / "refs").mkdir()
+    (cache / "models--acme--tiny-qwen35" / "refs" / "main").write_text("0" * 40)
+    loaded = load_model("acme/tiny-qwen35", roots=[cache])
+    assert loaded.name == "acme/tiny-qwen35" and loaded.gdn_layers == [0, 1, 2]
+    assert "acme/tiny-qwen35" in [choice.spec for choice in list_models(roots=[cache])]
+
+
+def test_list_models_offers_presets_and_checkpoints(checkpoint_root):
+    specs = [choice.spec for choice in list_models(roots=[checkpoint_root])]
+    assert specs[:2] == ["default", "qwen3.5-4b-shape"]
+    assert str((checkpoint_root / "tiny-qwen35").resolve()) in specs
+
+
+def test_4b_shape_preset_config():
+    from analysis.models import qwen35_4b_shape_config
+
+    config = qwen35_4b_shape_config()
+    kinds = config.layer_types
+    assert kinds.count("linear_attention") == 24 and kinds.count("full_attention") == 8
+    assert (config.linear_num_key_heads, config.linear_num_value_heads) == (16, 32)
+    assert (config.linear_key_head_dim, config.linear_value_head_dim) == (128, 128)

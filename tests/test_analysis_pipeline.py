@@ -1,0 +1,154 @@
+"""analyze(): records with the documented columns, consistent counts, exactness at full budget."""
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+import torch
+
+import sparsegdn
+from analysis import recorder as recorder_module
+from analysis.errors import ConfigError, DocumentTooLongError, NonFiniteError
+from analysis.pipeline import ProgressUpdate, RunConfig, analyze
+from analysis.records import SCHEMAS, SUMMARY_KEYS, RunResult
+from test_analysis_support import tiny_loaded
+
+TEXT = ("The gated delta rule writes each token into a state and decays it. " * 8
+        + "Ünïcödé text keeps its character offsets straight. ") * 3    # multi-byte chars
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return tiny_loaded(seed=1)
+
+
+@pytest.fixture(scope="module")
+def sparse_run(loaded):
+    return analyze(loaded, TEXT, RunConfig(budget=0.29, selector="score", band=1, backend="torch"))
+
+
+def test_records_have_the_documented_columns(sparse_run):
+    for table, schema in SCHEMAS.items():
+        assert dict(getattr(sparse_run, table).schema) == schema, table
+    assert set(SUMMARY_KEYS) <= set(sparse_run.summary)
+
+
+def test_counts_are_consistent(loaded, sparse_run):
+    n_tokens = len(TEXT.encode("utf-8"))
+    n_chunks = math.ceil(n_tokens / 64)
+    hv = loaded.head_pairs
+    s = sparse_run.summary
+    assert (s["n_tokens"], s["n_chunks"]) == (n_tokens, n_chunks)
+    events = sparse_run.events
+    assert events.height == len(loaded.gdn_layers) * hv * n_chunks
+    per_layer = events.group_by("layer").agg(pl.col("selected").sum()).sort("layer")
+    expected = math.ceil(0.29 * hv * n_chunks)
+    assert expected == sparsegdn.event_count(0.29, hv, n_chunks)
+    assert per_layer["layer"].to_list() == loaded.gdn_layers
+    assert per_layer["selected"].to_list() == [expected] * len(loaded.gdn_layers)
+    assert sparse_run.heads["events_selected"].sum() == expected * len(loaded.gdn_layers)
+    assert sparse_run.chunks.height == n_chunks
+    assert sparse_run.chunks["token_end"].max() == n_tokens
+    assert sparse_run.layers["layer"].to_list() == loaded.gdn_layers
+
+
+def test_chunk_character_spans_cover_the_document(sparse_run):
+    chunks = sparse_run.chunks
+    assert chunks["char_start"][0] == 0 and chunks["char_end"][-1] == len(TEXT)
+    # Consecutive chunks meet (or overlap by the one character a chunk boundary splits).
+    starts, ends = chunks["char_start"].to_list(), chunks["char_end"].to_list()
+    assert all(0 <= ends[i] - starts[i + 1] <= 1 for i in range(len(starts) - 1))
+    assert "".join(sparse_run.chunk_text(c) for c in range(3)).startswith(TEXT[:100])
+
+
+def test_sparse_run_has_errors_and_model_metrics(sparse_run):
+    s = sparse_run.summary
+    assert 0 < s["kl_mean"] and 0 <= s["top1_agreement"] <= 1
+    assert s["ppl_dense"] > 1 and s["ppl_sparse"] > 1
+    assert s["prefill_ms_dense"] > 0 and s["prefill_ms_sparse"] > 0
+    assert sparse_run.heads["rel_err_o"].max() > 1e-4          # skipped events cost something
+    assert sparse_run.events.filter(pl.col("rel_err_o").is_null()).height == 0
+    assert (sparse_run.layers["core_ms_dense"] > 0).all() and (sparse_run.layers["core_ms_sparse"] > 0).all()
+    assert s["non_finite"] == 0
+
+
+def test_full_budget_band3_matches_dense(loaded):
+    result = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch"))
+    s = result.summary
+    assert s["kl_mean"] < 1e-9 and s["top1_agreement"] == 1.0
+    assert abs(s["ppl_dense"] - s["ppl_sparse"]) <= 1e-6 * s["ppl_dense"]
+    assert result.events["selected"].all()
+    assert result.heads["rel_err_o"].max() < 1e-5
+    assert result.heads["rel_err_state"].max() < 1e-5
+
+
+def test_segments_carry_the_state(loaded):
+    """Three segments of 128 tokens give the same model metrics as one pass (full budget)."""
+    one = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch"))
+    three = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch", segment_tokens=128))
+    assert three.summary["n_segments"] == math.ceil(len(TEXT.encode()) / 128)
+    assert abs(one.summary["ppl_sparse"] - three.summary["ppl_sparse"]) <= 1e-4 * one.summary["ppl_sparse"]
+    assert three.events.select("layer", "head_pair", "chunk").equals(one.events.select("layer", "head_pair", "chunk"))
+
+
+def test_without_dense_comparison_errors_are_null(loaded):
+    result = analyze(loaded, TEXT, RunConfig(compare_dense=False, backend="torch"))
+    s = result.summary
+    assert s["kl_mean"] is None and s["ppl_dense"] is None and s["prefill_ms_dense"] is None
+    assert s["ppl_sparse"] > 1
+    assert result.events["rel_err_o"].null_count() == result.events.height
+    assert result.heads["rel_err_state"].null_count() == result.heads.height
+
+
+def test_progress_is_reported_per_layer_and_segment(loaded):
+    updates: list[ProgressUpdate] = []
+    analyze(loaded, TEXT, RunConfig(backend="torch", segment_tokens=256), progress=updates.append)
+    n_segments = math.ceil(len(TEXT.encode()) / 256)
+    layer_updates = [u for u in updates if u.stage in ("dense", "sparse")]
+    assert len(layer_updates) == n_segments * 2 * loaded.n_layers
+    assert len([u for u in updates if u.stage == "segment"]) == n_segments
+    fractions = [u.fraction for u in updates]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and updates[-1].stage == "done"
+
+
+def test_save_and_load_round_trip(sparse_run, tmp_path):
+    sparse_run.save(tmp_path / "run")
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert names == ["chunks.parquet", "document.txt", "events.parquet", "heads.parquet", "layers.parquet",
+                     "summary.json"]
+    back = RunResult.load(tmp_path / "run")
+    for table in SCHEMAS:
+        assert getattr(back, table).equals(getattr(sparse_run, table)), table
+    assert back.summary == json.loads(json.dumps(sparse_run.summary))
+    assert back.document == TEXT
+
+
+def test_document_longer_than_the_limit_is_refused(loaded):
+    with pytest.raises(DocumentTooLongError, match="tokens"):
+        analyze(loaded, TEXT, RunConfig(max_tokens=100))
+
+
+@pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(band=4), dict(selector="best"),
+                                 dict(backend="cuda"), dict(segment_tokens=100)])
+def test_bad_config_is_refused(bad):
+    with pytest.raises(ConfigError):
+        RunConfig(**bad)
+
+
+def test_run_config_is_hashable_and_serialisable():
+    config = RunConfig(budget=0.5)
+    assert hash(config) == hash(RunConfig(budget=0.5)) and config.to_dict()["budget"] == 0.5
+
+
+def test_non_finite_core_output_is_an_error(loaded, monkeypatch):
+    real = sparsegdn.sparse_gated_delta_rule
+
+    def poisoned(*args, **kwargs):
+        o, state, info = real(*args, **kwargs)
+        return o * float("nan"), state, info
+
+    monkeypatch.setattr(recorder_module.sparsegdn, "sparse_gated_delta_rule", poisoned)
+    with pytest.raises(NonFiniteError):
+        analyze(loaded, TEXT[:300], RunConfig(backend="torch"))

@@ -1,0 +1,147 @@
+"""Figures and the record views behind them, on RunResults built from documented columns."""
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import polars as pl
+import pytest
+
+from app import figures, tables
+from test_app_support import synthetic_result
+
+
+@pytest.fixture(scope="module")
+def small():
+    return synthetic_result(n_layers=3, head_pairs=4, n_chunks=20, seed=1)
+
+
+@pytest.fixture(scope="module")
+def long_run():
+    # The 128K-token shape the issue asks to stay responsive at: 24 layers x 32 head pairs x 2048 chunks.
+    return synthetic_result(n_layers=24, head_pairs=32, n_chunks=2048, seed=2)
+
+
+def heatmap_of(fig: go.Figure) -> go.Heatmap:
+    return next(trace for trace in fig.data if isinstance(trace, go.Heatmap))
+
+
+def test_overview_is_share_selected_per_layer_and_chunk(small):
+    fig = figures.layer_overview(small.events)
+    z = np.asarray(heatmap_of(fig).z, dtype=float)
+    expected = small.events.pivot(on="chunk", index="layer", values="selected", aggregate_function="mean").sort("layer")
+    expected = expected.select([str(c) for c in range(20)]).to_numpy().astype(float)
+    np.testing.assert_allclose(z, expected)
+
+
+def test_overview_bins_long_documents_and_keeps_the_share(long_run):
+    fig = figures.layer_overview(long_run.events, max_columns=512)
+    trace = heatmap_of(fig)
+    z = np.asarray(trace.z, dtype=float)
+    assert z.shape == (24, 512), z.shape
+    # Every layer keeps exactly ceil(0.29 * 32 * 2048) events, so each row's mean share is that fraction.
+    kept = math.ceil(0.29 * 32 * 2048) / (32 * 2048)
+    np.testing.assert_allclose(z.mean(axis=1), kept, rtol=1e-9)
+    assert "4 chunks per column" in fig.layout.title.text
+
+
+def test_layer_heatmap_full_resolution_inside_a_window(long_run):
+    fig = figures.event_heatmap(long_run.events, layer=5, chunk_window=(1000, 1256), max_columns=1024)
+    trace = heatmap_of(fig)
+    z = np.asarray(trace.z, dtype=float)
+    assert z.shape == (32, 256)
+    assert list(trace.x[:2]) == [1000, 1001]
+    expected = (long_run.events.filter((pl.col("layer") == 5) & pl.col("chunk").is_between(1000, 1255))
+                .sort("head_pair", "chunk")["selected"].to_numpy().reshape(32, 256))
+    np.testing.assert_array_equal(z.astype(bool), expected)
+
+
+def test_layer_heatmap_bins_the_whole_long_document(long_run):
+    fig = figures.event_heatmap(long_run.events, layer=0, max_columns=1024)
+    assert np.asarray(heatmap_of(fig).z).shape == (32, 1024)
+    # Small enough to send to a browser: a few hundred kB, not the 65K cells' worth of strings.
+    assert len(fig.to_json()) < 2_000_000
+
+
+def test_layer_heatmap_strip_hover_shows_chunk_text(small):
+    previews = tables.chunk_previews(small.document, small.chunks)
+    fig = figures.event_heatmap(small.events, layer=1, previews=previews, chunk=7)
+    strip = next(trace for trace in fig.data if isinstance(trace, go.Scatter))
+    assert len(strip.x) == 20
+    assert previews[7] in strip.text[7]
+    assert any(shape.x0 == 7 for shape in fig.layout.shapes), "the chosen chunk is marked"
+
+
+def test_layer_heatmap_colours_by_score_and_error(small):
+    for value in ("score", "rel_err_o"):
+        z = np.asarray(heatmap_of(figures.event_heatmap(small.events, 2, value)).z, dtype=float)
+        expected = small.events.filter(pl.col("layer") == 2).sort("head_pair", "chunk")[value].to_numpy()
+        np.testing.assert_allclose(z.ravel(), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="no column"):
+        figures.event_heatmap(small.events, 0, "nonsense")
+
+
+def test_allocation_against_even_split(small):
+    per_head = tables.events_per_head_pair(small.heads, layer=0)
+    fig = figures.allocation_by_head_pair(per_head, 0)
+    bars = fig.data[0]
+    assert sum(bars.y) == math.ceil(0.29 * 4 * 20)
+    assert per_head["even_split"][0] == pytest.approx(sum(bars.y) / 4)
+    per_layer = tables.events_per_layer(small.heads)
+    assert per_layer["events_selected"].to_list() == [math.ceil(0.29 * 4 * 20)] * 3
+    relative = np.asarray(heatmap_of(figures.allocation_heatmap(small.heads)).z, dtype=float)
+    np.testing.assert_allclose(relative.mean(axis=1), 1.0)
+
+
+def test_error_figures(small):
+    np.testing.assert_allclose(figures.error_by_layer(small.layers).data[0].y, small.layers["rel_err_o"].to_numpy())
+    z = np.asarray(heatmap_of(figures.error_heatmap(small.heads, "rel_err_state")).z, dtype=float)
+    np.testing.assert_allclose(z.ravel(), small.heads.sort("layer", "head_pair")["rel_err_state"].to_numpy())
+    fig = figures.error_along_document(small.events, layer=None)
+    assert len(fig.data) == 3
+    mean_chunk_3 = small.events.filter((pl.col("layer") == 0) & (pl.col("chunk") == 3))["rel_err_o"].mean()
+    assert fig.data[0].y[3] == pytest.approx(mean_chunk_3)
+
+
+def test_error_along_document_without_dense_is_empty():
+    result = synthetic_result(compare_dense=False)
+    assert not tables.has_error(result.events)
+    assert len(figures.error_along_document(result.events).data) == 0
+
+
+def test_timing_figures(small):
+    fig = figures.timings_by_layer(small.layers, "cpu")
+    assert [trace.name for trace in fig.data] == ["dense", "sparse"]
+    np.testing.assert_allclose(fig.data[1].y, small.layers["core_ms_sparse"].to_numpy())
+    assert "cpu" in fig.layout.title.text
+    totals = figures.prefill_totals(small.summary, 9.0, 4.5)
+    assert list(totals.data[0].x) == [100.0, 9.0] and list(totals.data[1].x) == [90.0, 4.5]
+    history = pl.DataFrame({"label": ["a", "b"], "prefill_ms_dense": [1.0, 2.0], "prefill_ms_sparse": [0.5, 1.5]})
+    assert list(figures.timing_history(history).data[1].y) == [0.5, 1.5]
+
+
+def test_compare_layers_puts_two_runs_side_by_side(small):
+    other = synthetic_result(n_layers=3, head_pairs=4, n_chunks=20, budget=0.5, seed=3)
+    fig = figures.compare_layers(small.layers, other.layers, "rel_err_o", ("A", "B"), "error")
+    assert [t.name for t in fig.data] == ["A", "B"]
+    np.testing.assert_allclose(fig.data[1].y, other.layers["rel_err_o"].to_numpy())
+
+
+def test_bin_width_and_matrix():
+    assert tables.bin_width(2048, 512) == 4 and tables.bin_width(20, 512) == 1 and tables.bin_width(513, 512) == 2
+    frame = pl.DataFrame({"r": [0, 2], "c": [5, 1], "v": [1.0, 2.0]})
+    rows, columns, z = tables.to_matrix(frame, "r", "c", "v")
+    assert list(rows) == [0, 2] and list(columns) == [1, 5]
+    assert z[0, 1] == 1.0 and z[1, 0] == 2.0 and np.isnan(z[0, 0])
+
+
+def test_chunk_text_and_find(small):
+    text, chunks = small.document, small.chunks
+    assert tables.chunk_text(text, chunks, 3) == text[192:256]
+    # Plant a marker in chunks 3 and 11 (and one across the 11/12 boundary): found where it starts.
+    marked = text[:200] + "Needle" + text[206:720] + "needle" + text[726:766] + "NEEDLE" + text[772:]
+    assert len(marked) == len(text)
+    assert tables.find_chunks(marked, chunks, "needle") == [3, 11]
+    assert tables.find_chunks(marked, chunks, "  ") == []
+    assert tables.find_chunks(marked, chunks, "zzz-not-there") == []
+    with pytest.raises(ValueError, match="no chunk 99"):
+        tables.chunk_text(text, chunks, 99)

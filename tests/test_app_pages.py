@@ -1,0 +1,149 @@
+"""Every page of the explorer under streamlit's AppTest, on prepared examples (no model needed)."""
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from test_app_support import synthetic_result
+
+HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
+PAGES = ("views/run.py", "views/events.py", "views/budget.py", "views/error.py", "views/timings.py",
+         "views/compare.py", "views/export.py")
+
+
+@pytest.fixture
+def examples(tmp_path, monkeypatch):
+    """Two prepared examples of one document (budgets 0.29 and 0.5) and an empty runs dir."""
+    directory = tmp_path / "examples"
+    synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, budget=0.29, seed=7).save(directory / "demo")
+    half = synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, budget=0.5, seed=7)
+    half.summary["selector"] = "uniform"
+    half.save(directory / "half")
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(directory))
+    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("SPARSEGDN_DEMO", "demo")
+    return directory
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail loudly if a page loads a model: demo mode must open without one."""
+    import app.session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(app.session, "load_model", refuse)
+
+
+def start(**query) -> AppTest:
+    at = AppTest.from_file(HOME, default_timeout=60)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def titles(at: AppTest) -> list[str]:
+    return [chart["layout"]["title"]["text"] for chart in charts(at)]
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_demo_mode_opens_on_the_example_without_a_model(examples, no_model):
+    at = start()
+    assert at.title[0].value == "Selected events"
+    assert any("Events selected, all layers" in t for t in titles(at))
+    assert any(t.startswith("Layer 0: selected per head pair and chunk") for t in titles(at))
+    assert at.query_params["example"] == "demo"
+    assert "prepared example" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("page,expected", [
+    ("views/events.py", ["Events selected, all layers", "Layer 0: selected"]),
+    ("views/budget.py", ["Layer 0: events per head pair", "Events per layer", "relative to an even split"]),
+    ("views/error.py", ["per layer", "per layer and head pair", "along the document"]),
+    ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu", "session's runs"]),
+])
+def test_each_view_draws_its_figures(examples, no_model, page, expected):
+    at = goto(start(), page)
+    drawn = titles(at)
+    for part in expected:
+        assert any(part in title for title in drawn), (part, drawn)
+
+
+def test_events_page_moves_along_the_document(examples, no_model):
+    at = start()
+    at.number_input(key="chunk_input").set_value(12).run()
+    assert at.query_params["chunk"] == "12"
+    text = at.text[0].value
+    assert len(text) == 64
+    at.button[[b.label for b in at.button].index("next ▶")].click().run()
+    assert at.query_params["chunk"] == "13"
+    # Find a phrase: the first hit's button jumps to its chunk.
+    at.text_input(key="find_text").set_value(text[10:30]).run()
+    hit = next(b for b in at.button if b.label.startswith("chunk "))
+    hit.click().run()
+    assert at.query_params["chunk"] == hit.label.removeprefix("chunk ")
+    at.selectbox(key="layer_pick").set_value(2).run()
+    assert at.query_params["layer"] == "2"
+    assert any(t.startswith("Layer 2:") for t in titles(at))
+    at.radio(key="value_pick").set_value("score").run()
+    assert at.query_params["value"] == "score"
+
+
+def test_a_link_reopens_the_same_view(examples, no_model):
+    at = start(example="demo", layer="1", chunk="30", value="rel_err_o")
+    assert at.selectbox(key="layer_pick").value == 1
+    assert at.number_input(key="chunk_input").value == 30
+    assert any(t.startswith("Layer 1: rel_err_o") for t in titles(at))
+    assert dict(at.query_params) == {"example": "demo", "layer": "1", "chunk": "30", "value": "rel_err_o"}
+
+
+def test_a_broken_link_opens_the_default_view(examples, no_model):
+    at = start(run="0" * 24, layer="oops", chunk="-5")
+    assert at.title[0].value == "Selected events"  # demo example, since the run is unknown here
+
+
+def test_compare_two_examples_side_by_side(examples, no_model):
+    at = start()
+    next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
+    next(b for b in at.sidebar.button if b.label == "Open example: demo").click().run()
+    goto(at, "views/compare.py")
+    next(b for b in at.button if b.label == "Use as B").click().run()
+    assert not at.exception
+    drawn = titles(at)
+    assert sum("Events selected, all layers" in t for t in drawn) == 2
+    assert any("relative output error per layer" in t for t in drawn)
+    subheaders = [h.value for h in at.subheader]
+    assert any(h.startswith("A: score, ρ=0.29") for h in subheaders)
+    assert any(h.startswith("B: uniform, ρ=0.5") for h in subheaders)
+    assert len(at.query_params["compare"]) > 0
+
+
+def test_export_offers_every_record_and_a_figure(examples, no_model):
+    at = goto(start(), "views/export.py")
+    labels = [button.label for button in at.get("download_button")]
+    assert labels == ["events (480 rows)", "heads (12 rows)", "layers (3 rows)", "chunks (40 rows)",
+                      "everything (.zip)", "Download as HTML (opens offline)"]
+    assert "/events?example=demo" in at.code[0].value
+
+
+def test_no_run_yet_points_to_the_run_page(tmp_path, monkeypatch, no_model):
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "none"))
+    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
+    at = AppTest.from_file(HOME, default_timeout=60)
+    at.switch_page("views/events.py")
+    at.run()
+    assert not at.exception
+    assert "No run yet" in at.info[0].value

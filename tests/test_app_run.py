@@ -1,0 +1,111 @@
+"""The run page under AppTest with the real embedded default model: upload, run, cache, failures."""
+import io
+from pathlib import Path
+
+import pypdf
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
+TEXT = ("The harbour master wrote the names of three trawlers in the ledger and sent the clerk to check "
+        "the moorings on the east pier, where eleven iron rings had rusted through. ") * 2
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """No demo, no examples, runs kept in memory only: every test starts on the run page."""
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "no-examples"))
+    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", "")
+    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
+    monkeypatch.setenv("SPARSEGDN_DEVICE", "cpu")
+    import app.session
+
+    app.session._run_store.clear()  # each test starts with no stored runs (the model stays loaded)
+    return tmp_path
+
+
+def start() -> AppTest:
+    at = AppTest.from_file(HOME, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def upload(at: AppTest, name: str, data: bytes, mime: str = "text/plain") -> AppTest:
+    at.radio(key="doc_source").set_value("Upload").run()
+    at.file_uploader(key="doc_upload").set_value((name, data, mime)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def run(at: AppTest, budget: float = 0.29) -> AppTest:
+    at.slider(key="budget").set_value(budget)
+    at.form_submit_button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def blank_pdf() -> bytes:
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def test_upload_run_then_the_same_run_is_cached(fresh):
+    at = upload(start(), "harbour.txt", TEXT.encode())
+    tokens = next(m for m in at.metric if m.label == "Tokens / chunks")
+    assert tokens.value == f"{len(TEXT.encode()):,} / {-(-len(TEXT.encode()) // 64):,}"  # byte tokenizer
+    run(at)
+    assert any(s.value.startswith("Run finished") for s in at.success), [s.value for s in at.success]
+    assert any(h.value == "Current result" for h in at.subheader)
+    assert at.query_params["run"]
+    run(at)
+    assert any(s.value.startswith("Cached result") for s in at.success)
+    at.switch_page("views/events.py")
+    at.run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 2
+
+
+@pytest.mark.parametrize("name,data,problem", [
+    ("empty.txt", b"", "is empty"),
+    ("blank.md", b" \n\t \n", "only whitespace"),
+    ("image.txt", bytes(range(256)) * 4, "binary"),
+    ("latin1.txt", "Café déjà vu, à bientôt".encode("latin-1"), "not UTF-8"),
+    ("scan.pdf", blank_pdf(), "no text layer"),
+])
+def test_bad_uploads_say_what_is_wrong_and_keep_the_result(fresh, name, data, problem):
+    at = run(upload(start(), "good.txt", TEXT.encode()))
+    upload(at, name, data, "application/pdf" if name.endswith(".pdf") else "text/plain")
+    errors = [e.value for e in at.error]
+    assert any(name in e and problem in e for e in errors), errors
+    assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
+
+
+def test_too_large_and_too_long_documents_are_refused(fresh, monkeypatch):
+    monkeypatch.setenv("SPARSEGDN_MAX_UPLOAD_MB", "1")
+    at = upload(start(), "big.txt", b"a" * (1024 * 1024 + 1))
+    assert any("over the 1.0 MB limit" in e.value for e in at.error), [e.value for e in at.error]
+    monkeypatch.setenv("SPARSEGDN_MAX_TOKENS", "100")
+    upload(at, "long.txt", TEXT.encode())
+    assert any("at most 100" in e.value and "SPARSEGDN_MAX_TOKENS" in e.value for e in at.error)
+    assert at.form_submit_button[0].disabled
+
+
+def test_out_of_memory_is_a_message_and_the_app_keeps_working(fresh, monkeypatch):
+    import app.session
+
+    real = app.session.analyze
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(app.session, "analyze", out_of_memory)
+    at = run(upload(start(), "harbour.txt", TEXT.encode()))
+    assert any("ran out of memory" in e.value and "shorter document" in e.value for e in at.error)
+    monkeypatch.setattr(app.session, "analyze", real)
+    run(at)
+    assert any(s.value.startswith("Run finished") for s in at.success)

@@ -1,0 +1,107 @@
+"""Several browser sessions at once, and many runs in one process (the app side of issue 7)."""
+import gc
+import threading
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "no-examples"))
+    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", "")
+    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
+    monkeypatch.setenv("SPARSEGDN_DEVICE", "cpu")
+    import app.session
+
+    app.session._run_store.clear()
+    return tmp_path
+
+
+def session_run(text: str, name: str, budget: float = 0.29) -> AppTest:
+    at = AppTest.from_file(HOME, default_timeout=180)
+    at.run()
+    at.radio(key="doc_source").set_value("Paste").run()
+    at.text_area(key="doc_paste").set_value(text).run()
+    at.slider(key="budget").set_value(budget)
+    at.form_submit_button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def test_concurrent_sessions_share_the_model_and_keep_their_own_state(fresh, monkeypatch):
+    import app.session
+
+    loads = []
+    real_load = app.session.load_model
+
+    def counting_load(*args, **kwargs):
+        loads.append(args)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(app.session, "load_model", counting_load)
+    app.session._model.clear()
+    texts = {"alpha": "Alpha document about tides and moorings. " * 3,
+             "beta": "Beta document: the lighthouse lamp and the fog bell. " * 3}
+    sessions, failures = {}, []
+
+    def work(name):
+        try:
+            sessions[name] = session_run(texts[name], name)
+        except BaseException as error:  # noqa: BLE001 - reported below, with the session's name
+            failures.append((name, error))
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert len(loads) == 1, f"the model was loaded {len(loads)} times for two sessions"
+    for name, at in sessions.items():
+        stored = app.session.stored_run(at.session_state["current"].key)
+        assert stored.text == texts[name], f"session {name} shows another session's document"
+        assert at.session_state["document"].text == texts[name]
+        assert len(at.session_state["history"]) == 1
+    assert sessions["alpha"].query_params["run"] != sessions["beta"].query_params["run"]
+    # A third browser session starts clean: nothing of the other two leaks into it.
+    newcomer = AppTest.from_file(HOME, default_timeout=60)
+    newcomer.run()
+    assert newcomer.session_state["current"] is None and newcomer.session_state["history"] == []
+    # The same document and configuration from another session is served from the shared store.
+    again = session_run(texts["alpha"], "alpha")
+    assert any(s.value.startswith("Cached result") for s in again.success)
+
+
+def test_twenty_runs_in_one_process_do_not_grow_memory(fresh, monkeypatch):
+    monkeypatch.setenv("SPARSEGDN_RUN_CACHE", "2")
+    at = AppTest.from_file(HOME, default_timeout=180)
+    at.run()
+    at.radio(key="doc_source").set_value("Paste").run()
+    at.text_area(key="doc_paste").set_value("Soak test document, short on purpose. " * 3).run()
+    budgets = [round(0.05 * (i + 1), 2) for i in range(20)]  # distinct, so every run computes
+    measured = {}
+    for i, budget in enumerate(budgets):
+        at.slider(key="budget").set_value(budget)
+        at.form_submit_button[0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(s.value.startswith("Run finished") for s in at.success), (budget, [e.value for e in at.error])
+        if i in (4, 19):  # after warm-up (model, allocator, caches full), and at the end
+            gc.collect()
+            measured[i] = rss_mb()
+    growth = measured[19] - measured[4]
+    print(f"RSS after run 5: {measured[4]:.1f} MB, after run 20: {measured[19]:.1f} MB, growth {growth:+.1f} MB")
+    assert growth < 40, f"RSS grew {growth:.1f} MB over 15 runs with a run cache of 2"
+    import app.session
+
+    assert len(app.session.run_store()) == 2

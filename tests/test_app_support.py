@@ -1,0 +1,74 @@
+"""Builders shared by the app tests: RunResults with the documented columns, from seeded random data.
+
+No tests here. The frames follow the contract (SPEC §4): each layer keeps exactly
+ceil(budget * head_pairs * n_chunks) events, chosen by score.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import polars as pl
+
+from analysis.records import RunResult
+
+WORDS = ("delta", "gate", "state", "chunk", "event", "budget", "decay", "key", "value", "query")
+
+
+def synthetic_document(n_chunks: int, chars_per_chunk: int = 64, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    length = n_chunks * chars_per_chunk
+    picks = rng.integers(len(WORDS), size=length // 2 + 1)  # every word is >= 3 chars with its space
+    return " ".join(WORDS[i] for i in picks)[:length]
+
+
+def synthetic_result(n_layers: int = 3, head_pairs: int = 4, n_chunks: int = 20, budget: float = 0.29,
+                     seed: int = 0, compare_dense: bool = True, selector: str = "score",
+                     with_document: bool = True) -> RunResult:
+    """A RunResult over a byte-tokenised synthetic document (one token per character)."""
+    rng = np.random.default_rng(seed)
+    text = synthetic_document(n_chunks, seed=seed)
+    n_tokens = len(text)
+    chunk_ids = np.arange(n_chunks)
+    token_start = chunk_ids * 64
+    token_end = np.minimum(token_start + 64, n_tokens)
+    keep = math.ceil(budget * head_pairs * n_chunks)
+    scores = rng.random((n_layers, head_pairs, n_chunks)).astype(np.float32)
+    selected = np.zeros((n_layers, head_pairs * n_chunks), dtype=bool)
+    top = np.argsort(-scores.reshape(n_layers, -1), axis=1)[:, :keep]
+    np.put_along_axis(selected, top, True, axis=1)
+    selected = selected.reshape(n_layers, head_pairs, n_chunks)
+    errors = np.where(selected, 0.0, rng.random(selected.shape) * 0.1) + 1e-4
+    layer_ids, head_ids, chunk_grid = np.meshgrid(np.arange(n_layers), np.arange(head_pairs), chunk_ids, indexing="ij")
+    events = pl.DataFrame({
+        "layer": layer_ids.ravel(), "head_pair": head_ids.ravel(), "chunk": chunk_grid.ravel(),
+        "token_start": token_start[chunk_grid.ravel()], "token_end": token_end[chunk_grid.ravel()],
+        "score": scores.ravel(), "selected": selected.ravel(),
+        "rel_err_o": errors.ravel() if compare_dense else pl.Series([None] * errors.size, dtype=pl.Float64),
+    })
+    heads = pl.DataFrame({
+        "layer": layer_ids[:, :, 0].ravel(), "head_pair": head_ids[:, :, 0].ravel(),
+        "events_selected": selected.sum(axis=2).ravel(),
+        "rel_err_o": errors.mean(axis=2).ravel() if compare_dense else [None] * (n_layers * head_pairs),
+        "rel_err_state": errors.max(axis=2).ravel() if compare_dense else [None] * (n_layers * head_pairs),
+    }, strict=False)
+    layers = pl.DataFrame({
+        "layer": np.arange(n_layers), "core_ms_dense": 2.0 + np.arange(n_layers),
+        "core_ms_sparse": 1.0 + 0.5 * np.arange(n_layers),
+        "rel_err_o": errors.mean(axis=(1, 2)) if compare_dense else [None] * n_layers,
+    }, strict=False)
+    chunks = pl.DataFrame({"chunk": chunk_ids, "token_start": token_start, "token_end": token_end,
+                           "char_start": token_start, "char_end": token_end})
+    summary = {
+        "model": "synthetic", "n_tokens": n_tokens, "n_chunks": n_chunks, "budget": budget,
+        "selector": selector, "band": 1, "backend": "torch", "device": "cpu",
+        "prefill_ms_dense": 100.0, "prefill_ms_sparse": 90.0,
+        "kl_mean": 0.01 if compare_dense else None, "top1_agreement": 0.97 if compare_dense else None,
+        "ppl_dense": 10.0 if compare_dense else None, "ppl_sparse": 10.2 if compare_dense else None,
+        "random_weights": True, "created": time.time(),
+        "config": {"budget": budget, "selector": selector, "band": 1, "backend": "torch",
+                   "compare_dense": compare_dense},
+    }
+    return RunResult(events=events, heads=heads, layers=layers, chunks=chunks, summary=summary,
+                     document=text if with_document else None)

@@ -1,0 +1,296 @@
+"""Train the embedded default model: a small Qwen3.5 (qwen3_5_text, 3 GDN : 1 attention) that can retrieve.
+
+The data is the corpus of training/build_corpus.py mixed with RULER-style retrieval tasks
+(analysis/ruler.py) whose haystacks are training text; sequence length follows a curriculum from
+1K to 16K tokens. Training stops at a wall-clock budget, then the RULER evaluation runs
+(analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
+
+    python training/train.py --out runs/default            # GPU: ~5.5 min training + evaluation
+    python training/train.py --tiny --out runs/tiny        # CPU smoke test, under a minute
+
+Writes under --out: default-model/ (config.json, model.safetensors in bf16), train_log.json
+(loss curve), ruler.json (evaluation records). A checkpoint is written periodically: the last wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.ruler import RulerGenerator  # noqa: E402
+
+TOKENIZER = ROOT / "data" / "default-model" / "tokenizer.json"
+TRAIN_TOKENS = ROOT / "data" / "corpus" / "train.npz"
+HELDOUT_TOKENS = ROOT / "data" / "corpus" / "heldout.npz"
+
+# (share of sequences, task, needles range, queries range); None = plain corpus text
+MIXTURE = (
+    (0.15, None, None, None),
+    (0.15, "niah_single", None, None),
+    (0.15, "niah_multikey", (2, 8), None),
+    (0.25, "niah_multiquery", (2, 8), (2, 4)),
+    (0.12, "niah_multivalue", (2, 6), None),
+    (0.18, "variable_tracking", (2, 6), None),
+)
+# (start of the phase as a fraction of the time budget, sequence length); tokens per step are constant
+CURRICULUM = ((0.0, 1024), (0.12, 2048), (0.3, 4096), (0.55, 8192), (0.85, 16384))
+TINY_CURRICULUM = ((0.0, 256), (0.5, 512))
+
+
+def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
+    """Qwen3.5 text stack: 3 GDN layers then 1 gated attention layer, repeated; HV = 2H, head dims 32."""
+    from transformers import Qwen3_5TextConfig
+
+    hidden, layers, ffn = (64, 4, 128) if tiny else (256, 8, 512)
+    return Qwen3_5TextConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64 if not tiny else 16,
+        linear_num_key_heads=2 if tiny else 4, linear_num_value_heads=4 if tiny else 8,
+        linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
+        max_position_embeddings=65536, tie_word_embeddings=True,
+        # Qwen3.5's rotary setting: a quarter of each head rotates, base 1e7 (the rest is position-free,
+        # which is what lets retrieval reach past the trained length).
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
+        bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, use_cache=False,
+    )
+
+
+def gdn_core_backend() -> str:
+    """Which function transformers' Qwen3.5 GDN layers call for the chunked core (FLA or its torch fallback)."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+
+    fn = m.torch_chunk_gated_delta_rule
+    for cell in fn.__closure__ or ():
+        target = cell.cell_contents
+        if callable(target) and getattr(target, "__name__", "") == "chunk_gated_delta_rule":
+            return f"{target.__module__}.{target.__name__}"
+    return f"{fn.__module__}.{fn.__name__} (torch fallback)"
+
+
+class SequenceSource:
+    """Training sequences: plain corpus windows and retrieval tasks over corpus haystacks."""
+
+    def __init__(self, tokenizer, tokens: np.ndarray, seed: int):
+        self.tokens = tokens.astype(np.int64)
+        self.generator = RulerGenerator(tokenizer, self.tokens)
+        self.rng = np.random.default_rng(seed)
+        self.shares = np.array([m[0] for m in MIXTURE]) / sum(m[0] for m in MIXTURE)
+
+    def sequence(self, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """ids int64 [length] and a bool mask of the answer tokens (the targets to retrieve)."""
+        _, task, needles, queries = MIXTURE[self.rng.choice(len(MIXTURE), p=self.shares)]
+        mask = np.zeros(length, dtype=bool)
+        if task is None:
+            start = int(self.rng.integers(0, len(self.tokens) - length))
+            return self.tokens[start:start + length], mask
+        n = int(self.rng.integers(needles[0], needles[1] + 1)) if needles else None
+        q = int(self.rng.integers(queries[0], min(queries[1], n) + 1)) if queries else None
+        sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)), needles=n, queries=q)
+        for a, b in sample.answer_spans:
+            mask[a:b] = True
+        return sample.input_ids, mask
+
+    def batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [self.sequence(length) for _ in range(size)]
+        return (torch.from_numpy(np.stack([p[0] for p in pairs])), torch.from_numpy(np.stack([p[1] for p in pairs])))
+
+
+class Prefetcher:
+    """Builds the next batch on a thread while the GPU runs the current step."""
+
+    def __init__(self, source: SequenceSource):
+        self.source, self.thread, self.result = source, None, None
+
+    def start(self, length: int, size: int) -> None:
+        def work():
+            self.result = (length, size, self.source.batch(length, size))
+        self.thread = threading.Thread(target=work, daemon=True)
+        self.thread.start()
+
+    def get(self, length: int, size: int):
+        if self.thread is None:
+            self.start(length, size)
+        self.thread.join()
+        got_length, got_size, batch = self.result
+        self.thread = None
+        return batch if (got_length, got_size) == (length, size) else self.source.batch(length, size)
+
+
+def phase_length(progress: float, curriculum) -> int:
+    return [length for start, length in curriculum if progress >= start][-1]
+
+
+def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak by the end of the time budget."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor):
+    """(mean LM loss over all tokens, mean loss over answer tokens, answer-token accuracy)."""
+    hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+    logits = model.lm_head(hidden[:, :-1])                         # [B, T-1, vocab]
+    targets = ids[:, 1:]
+    per_token = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
+    mask = answer_mask[:, 1:].flatten()
+    lm = per_token.mean()
+    if mask.any():
+        answer = per_token[mask].mean()
+        accuracy = (logits.flatten(0, 1)[mask].argmax(-1) == targets.flatten()[mask]).float().mean()
+    else:
+        answer = accuracy = torch.zeros((), device=ids.device)
+    return lm, answer, accuracy
+
+
+def save_checkpoint(model, directory: Path) -> None:
+    """bf16 safetensors + config (the last call wins); the tokenizer lives in data/default-model."""
+    directory.mkdir(parents=True, exist_ok=True)
+    frozen = copy.deepcopy(model).to(torch.bfloat16)
+    frozen.config.use_cache = True
+    frozen.save_pretrained(str(directory), safe_serialization=True)
+
+
+def train(args) -> tuple[torch.nn.Module, list[dict]]:
+    from transformers import PreTrainedTokenizerFast, Qwen3_5ForCausalLM
+
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
+    eos_id = tokenizer.backend_tokenizer.token_to_id("<|endoftext|>")
+    tokens = np.load(TRAIN_TOKENS)["tokens"]
+    source = SequenceSource(tokenizer, tokens, args.seed)
+    config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
+    model = Qwen3_5ForCausalLM(config).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"[train] {n_params / 1e6:.2f} M parameters; GDN core: {gdn_core_backend()}; "
+          f"corpus {len(tokens) / 1e6:.2f} M tokens", flush=True)
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
+    curriculum = TINY_CURRICULUM if args.tiny else CURRICULUM
+    prefetch = Prefetcher(source)
+    log: list[dict] = []
+    start = time.perf_counter()
+    last_save = start
+    step = 0
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    while True:
+        elapsed = time.perf_counter() - start
+        progress = elapsed / args.budget_s
+        if progress >= 1.0 or (args.max_steps and step >= args.max_steps):
+            break
+        length = phase_length(progress, curriculum)
+        size = max(1, args.tokens_per_step // length)
+        ids, mask = prefetch.get(length, size)
+        prefetch.start(phase_length(min(progress + 0.002, 0.999), curriculum), size)
+        ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+        lr = learning_rate(step, progress, args.lr, args.warmup)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with autocast:
+            lm, answer, accuracy = loss_terms(model, ids, mask)
+            loss = lm + args.answer_weight * answer
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        if step % args.log_every == 0 or step == 1:
+            entry = {"step": step, "seconds": round(time.perf_counter() - start, 2), "length": length,
+                     "batch": size, "tokens": step * args.tokens_per_step, "lr": lr, "lm_loss": lm.item(),
+                     "answer_loss": answer.item(), "answer_token_accuracy": accuracy.item(),
+                     "grad_norm": grad_norm.item()}
+            log.append(entry)
+            print(f"[train] step {step:5d} {entry['seconds']:7.1f}s len {length:5d}x{size:<3d} "
+                  f"lm {entry['lm_loss']:.3f} ans {entry['answer_loss']:.3f} acc {entry['answer_token_accuracy']:.3f} "
+                  f"lr {lr:.2e} gn {entry['grad_norm']:.2f}", flush=True)
+        if time.perf_counter() - last_save > args.save_every_s:
+            save_checkpoint(model, args.out / "default-model")
+            write_log(args, log, n_params, step, time.perf_counter() - start)
+            last_save = time.perf_counter()
+    seconds = time.perf_counter() - start
+    print(f"[train] done: {step} steps in {seconds:.0f}s ({step * args.tokens_per_step / seconds / 1e6:.2f} M tokens/s)",
+          flush=True)
+    save_checkpoint(model, args.out / "default-model")
+    write_log(args, log, n_params, step, seconds)
+    return model, log
+
+
+def write_log(args, log, n_params, steps, seconds) -> None:
+    (args.out / "train_log.json").write_text(json.dumps({
+        "parameters": n_params, "steps": steps, "seconds": round(seconds, 1), "tokens_per_step": args.tokens_per_step,
+        "peak_lr": args.lr, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
+        "curriculum": TINY_CURRICULUM if args.tiny else CURRICULUM,
+        "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q} for s, t, n, q in MIXTURE],
+        "gdn_core": gdn_core_backend(), "log": log}, indent=1) + "\n")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "default")
+    parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, short sequences")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--budget-s", type=float, default=None, help="training wall-clock budget")
+    parser.add_argument("--eval-budget-s", type=float, default=None, help="evaluation wall-clock budget")
+    parser.add_argument("--max-steps", type=int, default=0)
+    parser.add_argument("--tokens-per-step", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--answer-weight", type=float, default=1.0)
+    parser.add_argument("--save-every-s", type=float, default=90.0)
+    parser.add_argument("--log-every", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-eval", action="store_true")
+    args = parser.parse_args(argv)
+    tiny = args.tiny
+    args.budget_s = args.budget_s or (20.0 if tiny else 330.0)
+    args.eval_budget_s = args.eval_budget_s or (60.0 if tiny else 150.0)
+    args.tokens_per_step = args.tokens_per_step or (2048 if tiny else 131072)
+    args.warmup = args.warmup or (5 if tiny else 150)
+    args.log_every = args.log_every or (5 if tiny else 20)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    model, _ = train(args)
+    if args.no_eval:
+        return
+    from analysis import ruler_eval
+    from transformers import PreTrainedTokenizerFast
+
+    model = model.to(torch.bfloat16 if args.device.startswith("cuda") else torch.float32).eval()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
+    lengths = (512, 1024) if tiny else ruler_eval.LENGTHS
+    try:
+        results = ruler_eval.run(
+            model, tokenizer, device=args.device, heldout_path=HELDOUT_TOKENS, out=args.out / "ruler.json",
+            command="python training/train.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            model_name="default (trained by training/train.py)", lengths=lengths,
+            samples={n: 2 for n in lengths} if tiny else None, time_budget_s=args.eval_budget_s,
+            ppl_length=1024 if tiny else 8192, ppl_windows=2 if tiny else 8)
+    except Exception:  # the checkpoint is saved already; keep the log readable and the partial records
+        import traceback
+        traceback.print_exc()
+        return
+    headline = {ruler_eval.DENSE.name} | {c.name for c in ruler_eval.headline_configs()}
+    print(ruler_eval.markdown(results, only=headline), flush=True)
+
+
+if __name__ == "__main__":
+    main()
