@@ -3,7 +3,9 @@
 Cores compared in one process, interleaved, on the same random token ids:
 - dense-fla:      FLA's chunk_gated_delta_rule (the production dense core);
 - sparse-triton:  SparseGDN, Triton backend, budget 0.29, score selector, band 1;
-- zero:           a core that returns zeros: the floor (everything in the prefill except the core).
+- zero:           a core that returns zeros: the floor (everything in the prefill except the core);
+- transformers:   transformers' own core call, unpatched path (FLA through transformers' wrapper,
+                  without sparsegdn's input checks), only when FLA is installed.
 
 Each measured prefill is `model(ids, use_cache=True, logits_to_keep=1)` (what serving does: logits
 of the last token only), timed with CUDA events; peak memory is torch.cuda.max_memory_allocated
@@ -28,7 +30,7 @@ from pathlib import Path
 import torch
 
 from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
-from .patching import dense_core, sparse_core, swap_gdn_core
+from .patching import dense_core, original_core, sparse_core, swap_gdn_core
 from .timing import Timer
 
 
@@ -44,9 +46,15 @@ def make_cores(args) -> dict:
         return {"dense-torch": dense_core("torch"),
                 f"sparse-torch@{args.budget}": sparse_core(args.budget, args.selector, args.band, "torch"),
                 "zero": zero_core}
-    return {"dense-fla": dense_core("fla"),
-            f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton"),
-            "zero": zero_core}
+    cores = {"dense-fla": dense_core("fla"),
+             f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton"),
+             "zero": zero_core}
+    try:
+        import fla  # noqa: F401
+        cores["transformers"] = original_core
+    except ImportError:
+        pass
+    return cores
 
 
 class CoreTimer:
@@ -62,15 +70,23 @@ class CoreTimer:
         return result
 
 
-def prefill_once(model, ids, core, timer: Timer, cuda: bool) -> dict:
+def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None) -> dict:
+    """One timed prefill; with `segment_tokens`, in segments carrying the model's cache (as analyze does)."""
+    from transformers import DynamicCache
+
     timed_core = CoreTimer(core, timer)
+    step = segment_tokens or ids.shape[1]
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     with torch.inference_mode(), swap_gdn_core(model, timed_core):
         with timer.interval() as whole:
-            output = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cache = DynamicCache(config=model.config)
+            for start in range(0, ids.shape[1], step):
+                output = model(input_ids=ids[:, start:start + step], past_key_values=cache, use_cache=True,
+                               logits_to_keep=1)
     timer.resolve()
+    del cache
     result = {"prefill_ms": whole.ms, "core_ms": sum(i.ms for i in timed_core.intervals),
               "core_calls": len(timed_core.intervals),
               "finite": bool(torch.isfinite(output.logits).all())}
@@ -102,7 +118,7 @@ def run(args) -> dict:
         for name, core in cores.items():       # warm-up: Triton/FLA compile and autotune
             try:
                 for _ in range(args.warmup):
-                    prefill_once(model, ids, core, timer, cuda)
+                    prefill_once(model, ids, core, timer, cuda, args.segment_tokens)
             except Exception as error:  # noqa: BLE001 - one failing contender must not hide the others
                 errors[name] = f"{type(error).__name__}: {error}"
                 print(f"[{tokens}] {name} failed: {errors[name]}", file=sys.stderr)
@@ -112,7 +128,7 @@ def run(args) -> dict:
         for repeat in range(args.repeats):     # interleaved: every core once per round
             for name, core in cores.items():
                 if name not in errors:
-                    samples[name].append(prefill_once(model, ids, core, timer, cuda))
+                    samples[name].append(prefill_once(model, ids, core, timer, cuda, args.segment_tokens))
         for name in cores:
             row = {"tokens": tokens, "core": name, "error": errors.get(name)}
             if name not in errors:
@@ -126,6 +142,7 @@ def run(args) -> dict:
                 })
                 if cuda:
                     row["peak_mem_gib"] = max(r["peak_mem_gib"] for r in runs)
+                    row["peak_mem_above_weights_gib"] = row["peak_mem_gib"] - weights_gib
             results["runs"].append(row)
             print(format_row(row), file=sys.stderr)
         del ids
@@ -155,7 +172,7 @@ def environment(args, device, dtype, load_s, weights_gib) -> dict:
         "dtype": str(dtype).removeprefix("torch."),
         "torch": torch.__version__, "transformers": transformers.__version__,
         "budget": args.budget, "selector": args.selector, "band": args.band,
-        "warmup": args.warmup, "repeats": args.repeats,
+        "warmup": args.warmup, "repeats": args.repeats, "segment_tokens": args.segment_tokens,
         "model_build_s": round(load_s, 2), "weights_gib": weights_gib,
     }
     try:
@@ -176,13 +193,18 @@ def format_row(row: dict) -> str:
 
 def write_markdown(results: dict, path: Path) -> None:
     meta = results["meta"]
+    on_gpu = meta["weights_gib"] is not None
+    clock = "CUDA events" if on_gpu else "perf_counter"
+    weights = f" Weights: {meta['weights_gib']:.2f} GiB (included in peak memory)." if on_gpu else ""
     lines = [
         f"# End-to-end prefill, {meta['model']}",
         "",
         f"{meta['date']} on {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
         f"{meta['transformers']}, fla {meta['fla']}. SparseGDN budget {meta['budget']}, selector "
         f"{meta['selector']}, band {meta['band']}. Median of {meta['repeats']} interleaved runs after "
-        f"{meta['warmup']} warm-up run(s); `model(ids, use_cache=True, logits_to_keep=1)`, CUDA events.",
+        f"{meta['warmup']} warm-up run(s); `model(ids, use_cache=True, logits_to_keep=1)`, timed with "
+        f"{clock}.{weights}"
+        + (f" Prefilled in segments of {meta['segment_tokens']} tokens (cache carried)." if meta["segment_tokens"] else ""),
         "",
         f"Command: `{meta['command']}`",
         "",
@@ -211,6 +233,8 @@ def main(argv=None) -> int:
     parser.add_argument("--band", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--segment-tokens", type=int, default=None,
+                        help="prefill in segments of this many tokens, carrying the cache (default: one pass)")
     parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, torch cores")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--name", default=None, help="file stem (default prefill_4b_32k / prefill_tiny)")

@@ -214,9 +214,13 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     timer = Timer(device)
     sparse_backend = resolve_sparse_backend(config.backend, device)
     dense_backend = resolve_dense_backend(device)
-    recorder = Recorder(budget=config.budget, selector=config.selector, band=config.band,
+
+    def new_recorder() -> Recorder:
+        return Recorder(budget=config.budget, selector=config.selector, band=config.band,
                         backend=sparse_backend, compare_dense=config.compare_dense,
                         dense_backend=dense_backend, timer=timer)
+
+    recorder = new_recorder()
     dense_core_ms: dict[int, list] = {}
 
     def timed_dense(call):
@@ -232,9 +236,7 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     if device.type == "cuda":
         _warm_up(model, input_ids[:, :segments[0][1]], recorder, timed_dense, config.compare_dense)
         dense_core_ms.clear()
-        recorder.__init__(budget=config.budget, selector=config.selector, band=config.band,
-                          backend=sparse_backend, compare_dense=config.compare_dense,
-                          dense_backend=dense_backend, timer=timer)
+        recorder = new_recorder()
 
     cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
     cache_sparse = DynamicCache(config=model.config)

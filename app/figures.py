@@ -91,7 +91,11 @@ def event_heatmap(
         colour = {"colorscale": SELECTED_SCALE if width == 1 else "Blues", "zmin": 0.0, "zmax": 1.0}
         label, fmt = ("selected" if width == 1 else "share selected"), ".0%"
     else:
-        colour = {"colorscale": ERROR_SCALE}
+        # Scores and errors are heavy-tailed (a few chunks dwarf the rest): clip the colour range to
+        # the 2nd..98th percentile so the bulk stays readable; hover still shows the exact value.
+        finite = z[np.isfinite(z)]
+        low, high = (np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0))
+        colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": float(max(high, low + 1e-12))}
         label, fmt = value, ".3g"
     fig.add_trace(
         go.Heatmap(
@@ -161,15 +165,20 @@ def allocation_by_layer(per_layer: pl.DataFrame) -> go.Figure:
 
 
 def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
-    """Layer x head pair heatmap of events received, relative to the layer's even split."""
+    """Layer x head pair heatmap of events received relative to the layer's even split (log2 colour)."""
     frame = heads.with_columns(
         (pl.col("events_selected") / pl.col("events_selected").mean().over("layer")).alias("relative")
-    )
-    layers, head_pairs, z = tables.to_matrix(frame, "layer", "head_pair", "relative")
+    ).with_columns(pl.col("relative").clip(lower_bound=1 / 64).log(2).alias("log2_relative"))
+    layers, head_pairs, z = tables.to_matrix(frame, "layer", "head_pair", "log2_relative")
+    _, _, relative = tables.to_matrix(frame, "layer", "head_pair", "relative")
+    reach = max(1.0, float(np.nanmax(np.abs(z))) if z.size else 1.0)
+    ticks = list(range(-int(np.ceil(reach)), int(np.ceil(reach)) + 1))
     fig = go.Figure(
-        go.Heatmap(z=z, x=head_pairs, y=layers, colorscale="RdBu", zmid=1.0,
-                   colorbar={"title": "x even<br>split"},
-                   hovertemplate="layer %{y}, head pair %{x}<br>%{z:.2f} x even split<extra></extra>")
+        go.Heatmap(z=z, x=head_pairs, y=layers, customdata=relative, colorscale="RdBu", zmid=0.0,
+                   zmin=-reach, zmax=reach,
+                   colorbar={"title": "x even<br>split", "tickvals": ticks,
+                             "ticktext": [f"×{2.0 ** t:g}" if t >= 0 else f"×1/{2 ** -t}" for t in ticks]},
+                   hovertemplate="layer %{y}, head pair %{x}<br>%{customdata:.2f} x even split<extra></extra>")
     )
     fig.update_layout(title="Events received relative to an even split", xaxis_title="head pair",
                       yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
@@ -268,7 +277,8 @@ def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[
     fig = go.Figure()
     for frame, label, colour in ((a, labels[0], SPARSE_COLOUR), (b, labels[1], OTHER_COLOUR)):
         fig.add_trace(go.Bar(x=frame["layer"].to_list(), y=frame[column].to_list(), name=label, marker_color=colour))
-    fig.update_layout(title=f"{y_title} per layer", xaxis_title="layer", yaxis_title=y_title, barmode="group",
+    fig.update_layout(title=f"{y_title[:1].upper()}{y_title[1:]} per layer", xaxis_title="layer", yaxis_title=y_title,
+                      barmode="group",
                       height=340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(**_integer_ticks(a.height))
     return fig

@@ -47,10 +47,11 @@ class StoredRun:
 class RunStore:
     """Thread-safe LRU of finished runs, optionally persisted under `directory/<key>/`."""
 
-    def __init__(self, capacity: int = 16, directory: Path | None = None):
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
+    def __init__(self, capacity: int = 16, directory: Path | None = None, kept_on_disk: int = 200):
+        if capacity < 1 or kept_on_disk < 1:
+            raise ValueError(f"capacity and kept_on_disk must be >= 1, got {capacity} and {kept_on_disk}")
         self.capacity = capacity
+        self.kept_on_disk = kept_on_disk
         self.directory = Path(directory) if directory is not None else None
         self._runs: OrderedDict[str, StoredRun] = OrderedDict()
         self._lock = threading.Lock()
@@ -124,6 +125,16 @@ class RunStore:
             shutil.rmtree(staging, ignore_errors=True)
             if not target.exists():
                 raise
+        self._prune()
+
+    def _prune(self) -> None:
+        """Delete the oldest saved runs beyond `kept_on_disk`, so a long-lived server stays bounded."""
+        saved = [p for p in self.directory.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        if len(saved) <= self.kept_on_disk:
+            return
+        saved.sort(key=lambda p: p.stat().st_mtime)
+        for old in saved[: len(saved) - self.kept_on_disk]:
+            shutil.rmtree(old, ignore_errors=True)
 
     def _load(self, key: str) -> StoredRun | None:
         if self.directory is None:

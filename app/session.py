@@ -15,7 +15,7 @@ import streamlit as st
 
 from analysis.documents import DocumentError, list_samples, load_document
 from analysis.models import ModelError, list_models, load_model
-from analysis.pipeline import AnalysisError, RunConfig, analyze
+from analysis.pipeline import AnalysisError, ProgressUpdate, RunConfig, analyze
 from app import runs, viewstate
 from app.settings import Settings, load_settings, resolve_device
 
@@ -64,13 +64,13 @@ def get_model(spec: str, device_name: str):
 
 
 @st.cache_resource
-def _run_store(capacity: int, directory: Path | None) -> runs.RunStore:
-    return runs.RunStore(capacity=capacity, directory=directory)
+def _run_store(capacity: int, directory: Path | None, kept: int) -> runs.RunStore:
+    return runs.RunStore(capacity=capacity, directory=directory, kept_on_disk=kept)
 
 
 def run_store() -> runs.RunStore:
     config = settings()
-    return _run_store(config.run_cache_size, config.runs_dir)
+    return _run_store(config.run_cache_size, config.runs_dir, config.runs_kept)
 
 
 @st.cache_resource
@@ -194,7 +194,8 @@ def current_run() -> runs.StoredRun | None:
 
 def stored_run(key: str) -> runs.StoredRun | None:
     if key.startswith(EXAMPLE_PREFIX):
-        return load_example(key[len(EXAMPLE_PREFIX):])
+        name = key[len(EXAMPLE_PREFIX):]
+        return load_example(name) if name in examples() else None
     return run_store().get(key)
 
 
@@ -267,8 +268,16 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
     started = time.perf_counter()
 
     def compute():
-        with run_lock():
+        lock = run_lock()
+        if not lock.acquire(blocking=False):
+            if progress is not None:
+                progress(ProgressUpdate("waiting", None, 0, 0, 0, 0.0,
+                                        "Waiting for another session's run to finish (one run at a time)…"))
+            lock.acquire()
+        try:
             return analyze(loaded, doc.text, config, progress=progress), doc.text
+        finally:
+            lock.release()
 
     try:
         stored, cached = run_store().get_or_compute(key, compute)

@@ -44,6 +44,7 @@ class Settings:
     # None keeps runs in memory only.
     runs_dir: Path | None = REPO_ROOT / "runs"
     run_cache_size: int = 16
+    runs_kept: int = 200  # saved runs beyond this many (oldest first) are deleted from runs_dir
     # Name of a prepared example in examples_dir to open on (teaching/demo mode), or None.
     demo: str | None = None
     device: str = "auto"
@@ -67,6 +68,7 @@ def load_settings() -> Settings:
         examples_dir=Path(os.environ.get("SPARSEGDN_EXAMPLES_DIR", Settings.examples_dir)),
         runs_dir=runs_dir,
         run_cache_size=_env_int("SPARSEGDN_RUN_CACHE", Settings.run_cache_size),
+        runs_kept=_env_int("SPARSEGDN_RUNS_KEPT", Settings.runs_kept),
         demo=demo,
         device=os.environ.get("SPARSEGDN_DEVICE", "auto").strip() or "auto",
     )

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 VALUES = ("selected", "score", "rel_err_o")
 _KEY = re.compile(r"^[0-9a-f]{8,64}$")
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,79}$")  # a folder name, never "." or ".."
 
 
 @dataclass(frozen=True)

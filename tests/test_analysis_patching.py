@@ -158,3 +158,22 @@ def test_segmented_prefill_with_cache_matches_one_shot(loaded):
                  for a, b in ((0, 128), (128, 320), (320, 321))]
     error = (torch.cat(parts, 1) - whole).abs().max().item()
     assert error <= 1e-4, f"segmented vs one-shot hidden states differ by {error:.3g}"
+
+
+def test_moe_text_stack_is_patched_too():
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    config = Qwen3_5MoeTextConfig(
+        vocab_size=256, hidden_size=32, num_hidden_layers=4, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32)
+    torch.manual_seed(0)
+    model = Qwen3_5MoeForCausalLM(config).eval()
+    assert len(gdn_modules(model)) == 3
+    ids = random_ids(200, seed=2)
+    reference = logits(model, ids)
+    with swap_gdn_core(model, sparse_core(budget=1.0, band=3, backend="torch")):
+        exact = logits(model, ids)
+    assert (exact - reference).abs().max().item() <= 1e-4
+    assert torch.equal(logits(model, ids), reference)

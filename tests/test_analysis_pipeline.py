@@ -6,7 +6,6 @@ import math
 
 import polars as pl
 import pytest
-import torch
 
 import sparsegdn
 from analysis import recorder as recorder_module

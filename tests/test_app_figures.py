@@ -88,8 +88,10 @@ def test_allocation_against_even_split(small):
     assert per_head["even_split"][0] == pytest.approx(sum(bars.y) / 4)
     per_layer = tables.events_per_layer(small.heads)
     assert per_layer["events_selected"].to_list() == [math.ceil(0.29 * 4 * 20)] * 3
-    relative = np.asarray(heatmap_of(figures.allocation_heatmap(small.heads)).z, dtype=float)
+    trace = heatmap_of(figures.allocation_heatmap(small.heads))
+    relative = np.asarray(trace.customdata, dtype=float)
     np.testing.assert_allclose(relative.mean(axis=1), 1.0)
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=float), np.log2(np.maximum(relative, 1 / 64)))
 
 
 def test_error_figures(small):
@@ -145,3 +147,11 @@ def test_chunk_text_and_find(small):
     assert tables.find_chunks(marked, chunks, "zzz-not-there") == []
     with pytest.raises(ValueError, match="no chunk 99"):
         tables.chunk_text(text, chunks, 99)
+
+
+def test_heavy_tailed_scores_do_not_wash_out_the_colour_scale(small):
+    spiked = small.events.with_columns(
+        pl.when((pl.col("layer") == 0) & (pl.col("chunk") == 19) & (pl.col("head_pair") == 0)).then(1e6).otherwise(pl.col("score")).alias("score"))
+    trace = heatmap_of(figures.event_heatmap(spiked, 0, "score"))
+    assert np.nanmax(np.asarray(trace.z, dtype=float)) == 1e6  # the exact value is still there for hover
+    assert trace.zmax < 1.0 and trace.zmin >= 0.0  # the colours span the bulk (scores in [0, 1))

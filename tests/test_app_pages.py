@@ -1,6 +1,9 @@
 """Every page of the explorer under streamlit's AppTest, on prepared examples (no model needed)."""
+import base64
 import json
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -49,6 +52,15 @@ def charts(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a list, or base64 'bdata' with dtype and shape (plotly >= 6)."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray(value)
+
+
 def titles(at: AppTest) -> list[str]:
     return [chart["layout"]["title"]["text"] for chart in charts(at)]
 
@@ -86,8 +98,8 @@ def test_events_page_moves_along_the_document(examples, no_model):
     at = start()
     at.number_input(key="chunk_input").set_value(12).run()
     assert at.query_params["chunk"] == "12"
-    text = at.text[0].value
-    assert len(text) == 64
+    text = at.code[0].value
+    assert len(text) == 64  # one chunk of the byte-tokenised synthetic document
     at.button[[b.label for b in at.button].index("next ▶")].click().run()
     assert at.query_params["chunk"] == "13"
     # Find a phrase: the first hit's button jumps to its chunk.
@@ -124,7 +136,7 @@ def test_compare_two_examples_side_by_side(examples, no_model):
     assert not at.exception
     drawn = titles(at)
     assert sum("Events selected, all layers" in t for t in drawn) == 2
-    assert any("relative output error per layer" in t for t in drawn)
+    assert any("Relative output error per layer" in t for t in drawn)
     subheaders = [h.value for h in at.subheader]
     assert any(h.startswith("A: score, ρ=0.29") for h in subheaders)
     assert any(h.startswith("B: uniform, ρ=0.5") for h in subheaders)
@@ -147,3 +159,39 @@ def test_no_run_yet_points_to_the_run_page(tmp_path, monkeypatch, no_model):
     at.run()
     assert not at.exception
     assert "No run yet" in at.info[0].value
+
+
+def test_events_view_at_128k_tokens_bins_overviews_and_zooms_on_demand(tmp_path, monkeypatch, no_model):
+    # 24 layers x 32 head pairs x 2048 chunks = 1.57M events: what a 128K-token document gives a 4B model.
+    directory = tmp_path / "examples"
+    synthetic_result(n_layers=24, head_pairs=32, n_chunks=2048, seed=8).save(directory / "long")
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(directory))
+    monkeypatch.setenv("SPARSEGDN_DEMO", "long")
+    at = start(chunk="1500")
+    overview, layer = charts(at)
+    assert array(overview["data"][0]["z"]).shape == (24, 512)
+    assert array(layer["data"][0]["z"]).shape == (32, 1024)
+    payload = sum(len(chart.proto.spec) for chart in at.get("plotly_chart"))
+    assert payload < 3_000_000, f"{payload / 1e6:.1f} MB of figures per view is too much for a browser"
+    zoom = next(b for b in at.button if b.label.startswith("Full resolution around chunk 1500"))
+    zoom.click().run()
+    assert not at.exception
+    layer = charts(at)[1]
+    assert array(layer["data"][0]["z"]).shape == (32, 256) and array(layer["data"][0]["x"])[0] == 1372
+    assert (at.query_params["from"], at.query_params["to"]) == ("1372", "1628")
+    assert "chunks per column" not in layer["layout"]["title"]["text"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(HOME).parents[1] / "data" / "examples").glob("*")
+                                        if (p / "summary.json").is_file()))
+def test_bundled_examples_open_in_demo_mode(name, monkeypatch, no_model):
+    directory = Path(HOME).parents[1] / "data" / "examples" / name
+    size = sum(f.stat().st_size for f in directory.iterdir())
+    assert size < 2_000_000, f"example {name} is {size / 1e6:.1f} MB; keep examples under 2 MB"
+    monkeypatch.delenv("SPARSEGDN_EXAMPLES_DIR", raising=False)
+    monkeypatch.setenv("SPARSEGDN_DEMO", name)
+    at = start()
+    assert at.title[0].value == "Selected events"
+    assert any("Events selected, all layers" in t for t in titles(at))
+    for page in PAGES[2:]:
+        goto(at, page)

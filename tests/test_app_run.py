@@ -109,3 +109,38 @@ def test_out_of_memory_is_a_message_and_the_app_keeps_working(fresh, monkeypatch
     monkeypatch.setattr(app.session, "analyze", real)
     run(at)
     assert any(s.value.startswith("Run finished") for s in at.success)
+
+
+def test_compare_runs_configuration_b_on_the_same_document(fresh):
+    at = run(upload(start(), "harbour.txt", TEXT.encode()))
+    at.switch_page("views/compare.py")
+    at.run()
+    at.slider(key="compare_budget").set_value(0.6)
+    at.selectbox(key="compare_selector").set_value("uniform")
+    next(b for b in at.form_submit_button if b.label == "Run B on the same document").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    subheaders = [h.value for h in at.subheader]
+    assert any(h.startswith("A: score, ρ=0.29, band 1") for h in subheaders), subheaders
+    assert any(h.startswith("B: uniform, ρ=0.6, band 1") for h in subheaders), subheaders
+    assert len(at.get("plotly_chart")) == 4  # two overviews, error per layer, core time per layer
+    assert at.session_state["current"].config["budget"] == 0.29, "running B leaves A the current run"
+
+
+def test_a_bundled_sample_shows_its_counts_and_runs(fresh, monkeypatch):
+    import json
+
+    import analysis.documents
+
+    samples = fresh / "samples"
+    samples.mkdir()
+    (samples / "tides.txt").write_text(TEXT, encoding="utf-8")
+    (samples / "index.json").write_text(json.dumps(
+        [{"file": "tides.txt", "title": "Tides", "description": "A short test sample."}]), encoding="utf-8")
+    monkeypatch.setattr(analysis.documents, "SAMPLES_DIR", samples)
+    at = start()
+    at.radio(key="doc_source").set_value("Bundled sample").run()
+    assert at.selectbox(key="doc_sample").options == [f"Tides ({len(TEXT.encode()) / 1e3:.0f} KB)"]
+    assert any(c.value == "A short test sample." for c in at.caption)
+    run(at)
+    assert any(s.value.startswith("Run finished") for s in at.success)
+    assert at.session_state["document"].name == "tides.txt"

@@ -1,4 +1,5 @@
 """The run store: keys, LRU capacity, one computation per key across threads, saved runs reopen."""
+import os
 import threading
 import time
 
@@ -69,5 +70,13 @@ def test_saved_runs_reopen_in_a_new_process(tmp_path):
 
 
 def test_capacity_must_be_positive():
-    with pytest.raises(ValueError, match="capacity"):
+    with pytest.raises(ValueError, match="capacity and kept_on_disk"):
         RunStore(capacity=0)
+
+
+def test_saved_runs_are_pruned_to_the_newest(tmp_path):
+    store = RunStore(capacity=1, directory=tmp_path, kept_on_disk=2)
+    for i, key in enumerate(("aaaaaaaa01", "aaaaaaaa02", "aaaaaaaa03")):
+        store.put(key, synthetic_result(n_chunks=4), "text")
+        os.utime(tmp_path / key, (1000 + i, 1000 + i))  # mtimes in put order, whatever the clock's resolution
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aaaaaaaa02", "aaaaaaaa03"]

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import json
 import math
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,33 @@ def gdn_core_backend() -> str:
     return f"{fn.__module__}.{fn.__name__} (torch fallback)"
 
 
+@contextmanager
+def training_core(chunk_size: int):
+    """Train through transformers' own torch chunk core, in fp32, with longer chunks.
+
+    FLA 0.6.0 refuses its gated backward on Hopper with Triton 3.4-3.7.0 (wrong gradients, FLA
+    issue #640), and the GPU has Triton 3.6; the torch core is exact but loops over chunks in
+    Python, so longer chunks (fewer loop steps) make it several times faster. The loop's exponents
+    are all <= 0 (masked before exp), so 128-token chunks are as safe as 64.
+    """
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+
+    installed = m.torch_chunk_gated_delta_rule
+    reference = inspect.unwrap(installed)
+
+    def core(*args, **kwargs):
+        kwargs.pop("chunk_size", None)
+        device_type = args[0].device.type
+        with torch.autocast(device_type, enabled=False):  # the recurrence stays in fp32
+            return reference(*args, chunk_size=chunk_size, **kwargs)
+
+    m.torch_chunk_gated_delta_rule = core
+    try:
+        yield f"{reference.__module__}.{reference.__name__} (torch, fp32, chunk {chunk_size})"
+    finally:
+        m.torch_chunk_gated_delta_rule = installed
+
+
 class SequenceSource:
     """Training sequences: plain corpus windows and retrieval tasks over corpus haystacks."""
 
@@ -99,7 +128,12 @@ class SequenceSource:
             return self.tokens[start:start + length], mask
         n = int(self.rng.integers(needles[0], needles[1] + 1)) if needles else None
         q = int(self.rng.integers(queries[0], min(queries[1], n) + 1)) if queries else None
-        sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)), needles=n, queries=q)
+        try:
+            sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)),
+                                           needles=n, queries=q)
+        except ValueError:  # too many needles for a short sequence: plain text instead
+            start = int(self.rng.integers(0, len(self.tokens) - length))
+            return self.tokens[start:start + length], mask
         for a, b in sample.answer_spans:
             mask[a:b] = True
         return sample.input_ids, mask
@@ -116,6 +150,8 @@ class Prefetcher:
         self.source, self.thread, self.result = source, None, None
 
     def start(self, length: int, size: int) -> None:
+        self.result = None
+
         def work():
             self.result = (length, size, self.source.batch(length, size))
         self.thread = threading.Thread(target=work, daemon=True)
@@ -125,8 +161,10 @@ class Prefetcher:
         if self.thread is None:
             self.start(length, size)
         self.thread.join()
-        got_length, got_size, batch = self.result
         self.thread = None
+        if self.result is None:  # the thread failed: build the batch here, so the error shows
+            return self.source.batch(length, size)
+        got_length, got_size, batch = self.result
         return batch if (got_length, got_size) == (length, size) else self.source.batch(length, size)
 
 
@@ -178,7 +216,7 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
     config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
     model = Qwen3_5ForCausalLM(config).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"[train] {n_params / 1e6:.2f} M parameters; GDN core: {gdn_core_backend()}; "
+    print(f"[train] {n_params / 1e6:.2f} M parameters; GDN core installed by transformers: {gdn_core_backend()}; "
           f"corpus {len(tokens) / 1e6:.2f} M tokens", flush=True)
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
@@ -240,7 +278,7 @@ def write_log(args, log, n_params, steps, seconds) -> None:
         "peak_lr": args.lr, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
         "curriculum": TINY_CURRICULUM if args.tiny else CURRICULUM,
         "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q} for s, t, n, q in MIXTURE],
-        "gdn_core": gdn_core_backend(), "log": log}, indent=1) + "\n")
+        "gdn_core": args.core_name, "log": log}, indent=1) + "\n")
 
 
 def main(argv=None) -> None:
@@ -258,6 +296,7 @@ def main(argv=None) -> None:
     parser.add_argument("--save-every-s", type=float, default=90.0)
     parser.add_argument("--log-every", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk-size", type=int, default=128, help="chunk of the torch GDN core in training")
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
     tiny = args.tiny
@@ -268,7 +307,10 @@ def main(argv=None) -> None:
     args.log_every = args.log_every or (5 if tiny else 20)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    model, _ = train(args)
+    with training_core(args.chunk_size) as core_name:
+        print(f"[train] training GDN core: {core_name}", flush=True)
+        args.core_name = core_name
+        model, _ = train(args)
     if args.no_eval:
         return
     from analysis import ruler_eval

@@ -8,6 +8,7 @@ from app.views import common
 OVERVIEW_COLUMNS = 512  # chunk bins in the all-layers overview
 LAYER_COLUMNS = 1024  # above this many chunks in the window, the per-layer heatmap bins
 ZOOM_CHUNKS = 256  # width of the full-resolution window opened around a chunk
+CONTEXT_CHARS = 160  # text of the neighbouring chunks shown around the chosen one
 
 st.title("Selected events")
 stored = common.require_run()
@@ -110,12 +111,18 @@ if row.height:
 text_column, detail_column = st.columns([3, 2])
 with text_column:
     if text:
-        st.text(tables.chunk_text(text, chunks, chunk))
+        # The chunk with a little of its neighbours, so a chunk cut mid-sentence still reads.
+        if chunk > 0:
+            st.caption("…" + tables.chunk_text(text, chunks, chunk - 1)[-CONTEXT_CHARS:])
+        st.code(tables.chunk_text(text, chunks, chunk), language=None, wrap_lines=True)
+        if chunk < n_chunks - 1:
+            st.caption(tables.chunk_text(text, chunks, chunk + 1)[:CONTEXT_CHARS] + "…")
     else:
         st.info("This run was saved without its document text.")
 with detail_column:
     here = events.filter((pl.col("layer") == layer) & (pl.col("chunk") == chunk)).sort("head_pair")
     share = here["selected"].mean() if here.height else 0.0
     st.write(f"Layer {layer}: {here['selected'].sum()} of {here.height} head pairs commit this chunk ({share:.0%}).")
-    st.dataframe(here.select("head_pair", "selected", "score", "rel_err_o"), hide_index=True, height=260)
+    st.dataframe(here.select("head_pair", "selected", "score", "rel_err_o"), hide_index=True,
+                 height=min(400, 35 * (here.height + 1) + 3))
 session.sync_url()

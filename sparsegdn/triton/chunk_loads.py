@@ -23,6 +23,25 @@ def load_rows(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COL
 
 
 @triton.jit
+def load_tile(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """[ROWS, COLS] in the stored dtype (a dot operand as it is); zero outside num_rows x num_cols."""
+    rows = row0 + tl.arange(0, ROWS)
+    cols = tl.arange(0, COLS)
+    mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
+    return tl.load(ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def inverse_norm(x, NORMALIZE: tl.constexpr):
+    """float32 [ROWS]: rsqrt(sum(x^2) + 1e-6) per row when NORMALIZE, else ones. Scaling the products
+    of raw tiles by it equals normalising first, with one rounding less."""
+    xf = x.to(tl.float32)
+    if NORMALIZE:
+        return tl.rsqrt(tl.sum(xf * xf, axis=1) + NORM_EPS)
+    return tl.sum(xf * 0.0, axis=1) + 1.0
+
+
+@triton.jit
 def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
     """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
     rows = row0 + tl.arange(0, ROWS)

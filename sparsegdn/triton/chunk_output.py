@@ -14,13 +14,13 @@ does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V).
 import triton
 import triton.language as tl
 
-from .chunk_loads import l2_normalize, load_gates, load_rows, mma, round_to
+from .chunk_loads import INTERPRET, inverse_norm, load_gates, load_rows, load_tile, mma, round_to
 
 CHUNK = tl.constexpr(64)
-NUM_WARPS = 8
-NUM_STAGES = 2
+CONFIGS = [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8) for s in (1, 2, 3)]
 
 
+@triton.autotune(configs=CONFIGS[:1] if INTERPRET else CONFIGS, key=["K", "V", "H", "HV"])
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
                         log_decay_since_ptr, o_ptr, scale, T, NC, H: tl.constexpr, HV: tl.constexpr, K, V,
@@ -37,8 +37,10 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     ck = tl.arange(0, BK)
     cv = tl.arange(0, BV)
 
-    q = l2_normalize(load_rows(q_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK), NORMALIZE)
-    k = l2_normalize(load_rows(k_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK), NORMALIZE)
+    q = load_tile(q_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK)       # raw q, k: the
+    k = load_tile(k_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK)       # norms scale products
+    q_scale = inverse_norm(q, NORMALIZE)
+    k_scale = inverse_norm(k, NORMALIZE)
     v = load_rows(v_ptr + (b * T * HV + hv) * V, t0, T, HV * V, V, CHUNK, BV)
     g = load_gates(g_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
     beta = load_gates(beta_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
@@ -51,11 +53,11 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
 
     causal = rows[:, None] >= rows[None, :]
     # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 could overflow.
-    p = mma(round_to(q, dot_dtype), tl.trans(round_to(k, dot_dtype)))
+    p = mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :])
     p = tl.where(causal, p * tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)
     m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
-    x = round_to(((beta * tl.exp(gamma))[:, None] * k), dot_dtype)
-    left = (q * tl.exp(gamma)[:, None] - mma(m, x)) * decay_since
+    x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
+    left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
     o = mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to((beta[:, None] * v), dot_dtype))
     mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
     tl.store(o_ptr + (b * T * HV + hv) * V + (t0 + rows)[:, None] * (HV * V) + cv[None, :],
@@ -74,5 +76,5 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, *, scale, normali
         q, k, v, g, beta, t_inv, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, scale,
         tokens, n_chunks, key_heads, value_heads, key_dim, value_dim,
         BK=max(16, triton.next_power_of_2(key_dim)), BV=max(16, triton.next_power_of_2(value_dim)),
-        NORMALIZE=normalize, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+        NORMALIZE=normalize)
     return o

@@ -7,8 +7,8 @@
     4 state_pass     (sequential, events)     commits and snapshots
     5 chunk_output   (parallel, all chunks)   every token's output
 
-Memory beyond the output: Tinv (8 KB per chunk and head pair, like the inputs' size / 16 at K = 128),
-and, proportional to the budget, the w/u lists and one snapshot per commit.
+Memory beyond the output: Tinv (8 KB per chunk and head pair, half the size of v at V = 128) and,
+proportional to the budget, the w / u / k_commit lists and one snapshot per commit.
 """
 import torch
 
@@ -43,12 +43,12 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
     else:
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
     hook("selection")
-    w, u = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
-                         num_value_heads=value_heads)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
+                                   num_value_heads=value_heads)
     hook("event_prepare")
-    snapshots, final_state = state_pass(k, g, w, u, schedule, initial_state, normalize=use_qk_l2norm_in_kernel,
-                                        num_value_heads=value_heads, store_final=output_final_state)
-    del w, u       # freed before the output is allocated: they are not needed past the recurrence
+    snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state,
+                                        store_final=output_final_state)
+    del w, u, k_commit     # freed before the output is allocated: not needed past the recurrence
     hook("state_pass")
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, scale=scale, normalize=use_qk_l2norm_in_kernel,
                      out_dtype=v.dtype)

@@ -1,31 +1,38 @@
-"""Selection and the bookkeeping that turns an event mask into work lists (torch, on the GPU).
+"""Selection and the work lists of the sparse passes.
 
-Everything here is a handful of small vectorised ops on [B, HV, NC] tensors; no host sync on the
-`score`, `uniform` and `all` paths (their event count per batch row is known on the host).
+Selection is torch on the GPU (top-k over all head pairs of a batch row); the lists come from one
+small kernel, one program per (batch row, head pair), with no host sync on the `score`, `uniform`
+and `all` paths (their event count per batch row is known on the host).
 
 Layout of the lists, per batch row:
 - events are numbered in (head pair, chunk) order; head pair h owns slots
-  first_event[h] .. first_event[h] + per_head[h] - 1;
+  first_event[h] .. first_event[h] + per_head[h] - 1 of the row's E;
 - head pair h owns snapshots first_event[h] + h .. first_event[h] + h + per_head[h] of the row's
-  E + HV: snapshot 0 is the state entering chunk 0, snapshot j the state right after its j-th commit.
+  E + HV: snapshot 0 is the state entering chunk 0, snapshot j the state right after its j-th commit;
+- log_decay_since[c] is the sum of g from the snapshot chunk c starts from to the start of c: a
+  segmented scan that restarts at each commit, so it stays a short float32 sum however long T is.
 """
 from dataclasses import dataclass
 
 import torch
+import triton
+import triton.language as tl
 
 from .. import selection
+
+NUM_WARPS = 4
 
 
 @dataclass
 class Schedule:
-    events: torch.Tensor          # bool [B,HV,NC]
-    per_head: torch.Tensor        # int64 [B,HV]: events of each head pair
-    event_chunks: torch.Tensor    # int32 [B,E]: flat index h * NC + c of each event, -1 past the row's count
-    first_event: torch.Tensor     # int32 [B,HV]
+    events: torch.Tensor              # bool [B,HV,NC]
+    per_head: torch.Tensor            # int64 [B,HV]: events of each head pair
+    event_chunks: torch.Tensor        # int32 [B,E]: flat index h * NC + c of each event, -1 past the row's count
+    first_event: torch.Tensor         # int32 [B,HV]
     snapshot_of_chunk: torch.Tensor   # int32 [B,HV,NC]: the snapshot a chunk starts from (flat over rows)
     log_decay_since: torch.Tensor     # float32 [B,HV,NC]: sum of g from that snapshot to the chunk
     final_log_decay: torch.Tensor     # float32 [B,HV]: sum of g after the last commit
-    max_events: int               # E, the longest row's count
+    max_events: int                   # E, the longest row's count
 
 
 def select_events(scores, *, budget, selector):
@@ -42,37 +49,60 @@ def select_events(scores, *, budget, selector):
     return events.view_as(scores), count
 
 
+@triton.jit
+def _restart_sum(flag_a, sum_a, flag_b, sum_b):
+    # Segmented sum: a set flag on the right restarts the running sum there.
+    return flag_a | flag_b, tl.where(flag_b != 0, sum_b, sum_a + sum_b)
+
+
+@triton.jit
+def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_ptr, first_event_ptr,
+                    snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, NC, E,
+                    HV: tl.constexpr, BLOCK_NC: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    b = row // HV
+    hv = row % HV
+    c = tl.arange(0, BLOCK_NC)
+    valid = c < NC
+    selected = tl.load(events_ptr + row * NC + c, mask=valid, other=0).to(tl.int32)
+    count = tl.sum(selected, axis=0)
+    first = count * 0
+    h = 0
+    while h < hv:       # events of the head pairs before this one in the row
+        first += tl.sum(tl.load(events_ptr + (b * HV + h) * NC + c, mask=valid, other=0).to(tl.int32), axis=0)
+        h += 1
+    commits_before = tl.cumsum(selected, axis=0) - selected
+    tl.store(event_chunks_ptr + b * E + first + commits_before, (hv * NC + c).to(tl.int32), mask=valid & (selected > 0))
+    tl.store(snapshot_of_chunk_ptr + row * NC + c, (b * (E + HV) + first + hv + commits_before).to(tl.int32), mask=valid)
+
+    has_prev = valid & (c >= 1)
+    prev_selected = tl.load(events_ptr + row * NC + c - 1, mask=has_prev, other=0).to(tl.int32)
+    prev_decay = tl.load(chunk_log_decay_ptr + row * NC + c - 1, mask=has_prev, other=0.0)
+    _, since = tl.associative_scan((prev_selected, tl.where(prev_selected != 0, 0.0, prev_decay)), 0, _restart_sum)
+    tl.store(log_decay_since_ptr + row * NC + c, since, mask=valid)
+    last_commit = tl.max(tl.where(selected > 0, c, -1), axis=0)
+    decay = tl.load(chunk_log_decay_ptr + row * NC + c, mask=valid, other=0.0)
+    tl.store(final_log_decay_ptr + row, tl.sum(tl.where(valid & (c > last_commit), decay, 0.0), axis=0))
+    tl.store(per_head_ptr + row, count.to(tl.int64))
+    tl.store(first_event_ptr + row, first)
+
+
 def build_schedule(events, chunk_log_decay, max_events=None):
     """events bool [B,HV,NC], chunk_log_decay float32 [B,HV,NC] (gamma_L of every chunk)."""
     batch, heads, n_chunks = events.shape
     device = events.device
+    events = events.contiguous()
     if max_events is None:     # caller-given events: one sync to size the lists
         max_events = max(1, int(events.flatten(1).sum(1).max().item()))
-    flat = events.flatten(1)
-    rank = flat.cumsum(1) - 1                                            # slot of each selected event
-    slot = torch.where(flat, rank, torch.full_like(rank, max_events))   # unselected -> spill column
-    event_chunks = torch.full((batch, max_events + 1), -1, dtype=torch.int32, device=device)
-    positions = torch.arange(heads * n_chunks, dtype=torch.int32, device=device).expand(batch, -1)
-    event_chunks.scatter_(1, slot, positions)
-    event_chunks = event_chunks[:, :max_events].contiguous()
-
-    per_head = events.sum(-1)                                            # [B,HV] int64
-    first_event = per_head.cumsum(-1) - per_head
-    commits_before = events.cumsum(-1) - events.long()                   # [B,HV,NC]
-    heads_before = torch.arange(heads, device=device)[None, :, None]
-    row_start = (torch.arange(batch, device=device) * (max_events + heads))[:, None, None]
-    snapshot_of_chunk = (row_start + first_event[..., None] + heads_before + commits_before).to(torch.int32)
-
-    # Decays in float64 prefix sums: over 100K tokens the sum of g is large and float32 differences
-    # of it would lose the small decays between nearby commits.
-    boundary = torch.zeros(batch, heads, n_chunks + 1, dtype=torch.float64, device=device)
-    boundary[..., 1:] = chunk_log_decay.double().cumsum(-1)
-    chunk_end = torch.arange(1, n_chunks + 1, device=device).expand(batch, heads, -1)
-    last_end = torch.where(events, chunk_end, torch.zeros_like(chunk_end)).cummax(-1).values   # [B,HV,NC]
-    start = torch.zeros_like(last_end)
-    start[..., 1:] = last_end[..., :-1]
-    log_decay_since = (boundary[..., :-1] - boundary.gather(-1, start)).float()
-    final_log_decay = (boundary[..., -1] - boundary.gather(-1, last_end[..., -1:]).squeeze(-1)).float()
-    return Schedule(events, per_head, event_chunks, first_event.to(torch.int32).contiguous(),
-                    snapshot_of_chunk.contiguous(), log_decay_since.contiguous(), final_log_decay.contiguous(),
-                    max_events)
+    event_chunks = torch.full((batch, max_events), -1, dtype=torch.int32, device=device)
+    per_head = torch.empty(batch, heads, dtype=torch.int64, device=device)
+    first_event = torch.empty(batch, heads, dtype=torch.int32, device=device)
+    snapshot_of_chunk = torch.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
+    log_decay_since = torch.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
+    final_log_decay = torch.empty(batch, heads, dtype=torch.float32, device=device)
+    schedule_kernel[(batch * heads,)](
+        events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event, snapshot_of_chunk,
+        log_decay_since, final_log_decay, n_chunks, max_events, heads,
+        BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
+    return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
+                    final_log_decay, max_events)

@@ -132,6 +132,30 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
     assert page.locator(".js-plotly-plot .bars path").count() >= 6  # dense and sparse bars per layer
     shot(page, "5-timings")
 
+    open_page(page, "Budget allocation")
+    page.locator(".js-plotly-plot").nth(2).wait_for()
+    assert any("events per head pair" in t for t in chart_titles(page))
+    shot(page, "5b-budget")
+
+    open_page(page, "Compare")
+    page.get_by_role("button", name="Run B on the same document").click()
+    page.get_by_role("heading", name="B: uniform, ρ=0.1, band 1").wait_for()
+    page.locator(".js-plotly-plot").nth(3).wait_for()
+    assert any("Relative output error per layer" in t for t in chart_titles(page))
+    shot(page, "5c-compare")
+
+    open_page(page, "Export and share")
+    page.get_by_role("button", name="everything (.zip)").wait_for()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="layers (3 rows)").click()
+    assert download.value.suggested_filename.endswith("-layers.csv")
+    header = Path(download.value.path()).read_text().splitlines()[0]
+    assert header == "layer,core_ms_dense,core_ms_sparse,rel_err_o", header
+    shot(page, "5d-export")
+
+    open_page(page, "Prefill timings")
+    page.locator(".js-plotly-plot").nth(2).wait_for()
+
     # The link in the address bar reopens the same run in a fresh browser session.
     link = page.url
     other = browser.new_page(viewport={"width": 1400, "height": 1400})

@@ -1,0 +1,29 @@
+"""The prefill benchmark script runs end to end at a tiny shape on the CPU (the GPU run is the lead's)."""
+from __future__ import annotations
+
+import json
+
+from analysis import bench_prefill
+
+
+def test_tiny_prefill_benchmark_writes_results(tmp_path):
+    code = bench_prefill.main(["--tiny", "--tokens", "130", "--warmup", "1", "--repeats", "1", "--out", str(tmp_path)])
+    assert code == 0
+    results = json.loads((tmp_path / "prefill_tiny.json").read_text())
+    rows = {row["core"]: row for row in results["runs"]}
+    assert set(rows) == {"dense-torch", "sparse-torch@0.29", "zero"}
+    for row in rows.values():
+        assert row["error"] is None and row["finite"] and row["prefill_ms_median"] > 0
+        assert row["core_calls"] == 3                       # one per GDN layer
+    assert rows["dense-torch"]["prefill_vs_dense"] == 1.0
+    assert rows["zero"]["core_ms_median"] < rows["dense-torch"]["core_ms_median"]
+    assert "| 130 | sparse-torch@0.29 |" in (tmp_path / "prefill_tiny.md").read_text()
+
+
+def test_segmented_prefill_benchmark_routes_every_segment(tmp_path):
+    code = bench_prefill.main(["--tiny", "--tokens", "200", "--segment-tokens", "64", "--warmup", "1",
+                               "--repeats", "1", "--out", str(tmp_path), "--name", "segmented"])
+    assert code == 0
+    rows = json.loads((tmp_path / "segmented.json").read_text())["runs"]
+    # 4 segments (64, 64, 64, 8 tokens) x 3 GDN layers.
+    assert all(row["core_calls"] == 12 and row["finite"] for row in rows)
