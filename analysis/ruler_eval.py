@@ -186,6 +186,25 @@ def _config_fields(config: Config) -> dict:
 
 # ---------------------------------------------------------------------------------- report
 
+RESULTS = Path(__file__).resolve().parent / "results" / "ruler.json"
+
+
+def records_frame(path: Path = RESULTS):
+    """The committed results as one tidy polars table (one row per measurement; for the app).
+
+    Columns: kind ('ruler' | 'perplexity'), config, budget, selector, band, length, task,
+    samples, accuracy (ruler rows), source, windows, nll, perplexity (perplexity rows).
+    """
+    import polars as pl
+
+    records = json.loads(Path(path).read_text())["records"]
+    schema = {"kind": pl.Utf8, "config": pl.Utf8, "budget": pl.Float64, "selector": pl.Utf8, "band": pl.Int64,
+              "length": pl.Int64, "task": pl.Utf8, "samples": pl.Int64, "accuracy": pl.Float64,
+              "source": pl.Utf8, "windows": pl.Int64, "nll": pl.Float64, "perplexity": pl.Float64}
+    rows = [{name: r.get(name) for name in schema} for r in records]
+    return pl.DataFrame(rows, schema=schema)
+
+
 def summary_rows(records: list[dict]) -> list[dict]:
     """One row per (config, length): mean accuracy over tasks, per task, and perplexity per source."""
     rows: dict[tuple[str, int], dict] = {}
@@ -236,35 +255,50 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
 
 
 def figure_html(results: dict) -> str:
-    """Accuracy against budget per length (band 1, each selector), as a standalone plotly page."""
+    """Top: RULER accuracy against budget per length (each selector, bands 1 and 3; dashed: dense).
+    Bottom: held-out perplexity relative to dense against budget, per source. A standalone plotly page."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     rows = summary_rows(results["records"])
+    ppl = [r for r in results["records"] if r["kind"] == "perplexity"]
     lengths = sorted({r["length"] for r in rows})
-    fig = make_subplots(rows=1, cols=len(lengths), subplot_titles=[f"{n // 1024}K tokens" for n in lengths],
-                        shared_yaxes=True)
+    sources = sorted({r["source"] for r in ppl})
+    cols = max(len(lengths), len(sources), 1)
+    titles = [f"accuracy, {n // 1024}K tokens" for n in lengths] + [""] * (cols - len(lengths))
+    titles += [f"perplexity / dense, {s}" for s in sources] + [""] * (cols - len(sources))
+    fig = make_subplots(rows=2, cols=cols, subplot_titles=titles, vertical_spacing=0.18)
     colors = {"score": "#1f77b4", "uniform": "#ff7f0e", "random": "#2ca02c", "oracle": "#9467bd"}
-    for col, length in enumerate(lengths, start=1):
-        dense = [r for r in rows if r["length"] == length and r["config"] == DENSE.name]
+
+    def curves(points, x, y, row, col, show):
         for band, dash in ((1, "solid"), (3, "dot")):
-            full = [r for r in rows if r["length"] == length and r["band"] == band and (r["budget"] or 0) >= 1]
+            full = [p for p in points if p["band"] == band and (p["budget"] or 0) >= 1]
             for selector, color in colors.items():
-                pts = sorted([r for r in rows if r["length"] == length and r["band"] == band
-                              and r["selector"] == selector and (r["budget"] or 0) < 1] + full,
-                             key=lambda r: r["budget"])
-                if not pts:
+                pts = sorted([p for p in points if p["band"] == band and p["selector"] == selector
+                              and (p["budget"] or 0) < 1] + full, key=lambda p: p["budget"])
+                if len(pts) < 1:
                     continue
-                fig.add_trace(go.Scatter(x=[r["budget"] for r in pts], y=[r["mean_accuracy"] for r in pts],
+                fig.add_trace(go.Scatter(x=[p["budget"] for p in pts], y=[y(p) for p in pts],
                                          mode="lines+markers", line=dict(color=color, dash=dash),
                                          name=f"{selector}, band {band}", legendgroup=f"{selector}{band}",
-                                         showlegend=col == 1), row=1, col=col)
+                                         showlegend=show), row=row, col=col)
+
+    for col, length in enumerate(lengths, start=1):
+        at = [r for r in rows if r["length"] == length]
+        curves(at, "budget", lambda r: r["mean_accuracy"], 1, col, col == 1)
+        dense = [r for r in at if r["config"] == DENSE.name]
         if dense:
             fig.add_hline(y=dense[0]["mean_accuracy"], line=dict(color="black", dash="dash"), row=1, col=col)
+        fig.update_yaxes(range=[0, 1.02], row=1, col=col)
+    for col, source in enumerate(sources, start=1):
+        at = [r for r in ppl if r["source"] == source]
+        dense = next((r["perplexity"] for r in at if r["config"] == DENSE.name), None)
+        if dense:
+            curves(at, "budget", lambda r, d=dense: r["perplexity"] / d, 2, col, False)
+            fig.add_hline(y=1.0, line=dict(color="black", dash="dash"), row=2, col=col)
     fig.update_xaxes(title_text="budget (fraction of events kept)", type="log")
-    fig.update_yaxes(title_text="mean RULER accuracy (dashed: dense)", row=1, col=1, range=[0, 1.02])
-    fig.update_layout(title="SparseGDN on the default model: RULER-style accuracy versus budget",
-                      height=420, width=300 * len(lengths) + 200)
+    fig.update_layout(title="SparseGDN on the default model: RULER-style accuracy and held-out perplexity",
+                      height=760, width=300 * cols + 220)
     return fig.to_html(include_plotlyjs="cdn", full_html=True)
 
 

@@ -32,6 +32,9 @@ CONFIGS = [  # (budget, band, selector)
     (1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"),
 ]
 STAGES = ("chunk_prepare", "selection", "event_prepare", "state_pass", "chunk_output")
+# shared/SPEC.md section 6 reference figures (same card type, 2026-11-30), for a run that could not
+# carry FlashQLA: reported in their own column, never mixed with the figures measured here.
+SPEC_FLASHQLA_MS = {4096: 0.36, 16384: 0.91, 32768: 1.32, 65536: 2.54, 131072: 5.00}
 
 
 def make_inputs(tokens, seed=0):
@@ -177,6 +180,8 @@ def main():
                 "fla_ms_runs": times.get("fla"), "flashqla_ms_runs": times.get("flashqla"),
                 "speedup_vs_fla": fla_ms / ms if fla_ms else None,
                 "speedup_vs_flashqla": qla_ms / ms if qla_ms else None,
+                "flashqla_spec_ms": SPEC_FLASHQLA_MS.get(tokens),
+                "speedup_vs_flashqla_spec": SPEC_FLASHQLA_MS[tokens] / ms if tokens in SPEC_FLASHQLA_MS else None,
                 "peak_mem_mb": memory[name], "fla_peak_mem_mb": memory.get("fla"),
                 "flashqla_peak_mem_mb": memory.get("flashqla"),
                 "stage_ms": stages, "counted_bytes": total_bytes, "counted_flops": total_flops,
@@ -194,11 +199,23 @@ def main():
                   + " ".join(f"{s}={t:.3f}" for s, t in stages.items()), flush=True)
         del inputs, runs
         torch.cuda.empty_cache()
+    tuned = autotune_choices()
+    print("autotune choices:", tuned, flush=True)
+    for r in rows:
+        r["autotune"] = tuned
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernel_bench.json").write_text(json.dumps(rows, indent=1))
     (out / "kernel_bench.md").write_text(markdown(rows))
     print(markdown(rows))
+
+
+def autotune_choices():
+    """The config the autotuner kept for each of our kernels (key -> config), as text."""
+    from sparsegdn.triton import chunk_output, chunk_prepare, state_pass
+    kernels = {"chunk_prepare": chunk_prepare.chunk_prepare_kernel, "state_pass": state_pass.state_pass_kernel,
+               "chunk_output": chunk_output.chunk_output_kernel}
+    return {name: [str(config) for config in getattr(kernel, "cache", {}).values()] for name, kernel in kernels.items()}
 
 
 def markdown(rows):
@@ -211,9 +228,12 @@ def markdown(rows):
         f"{first['copy_bandwidth_tbs']:.2f} TB/s, bf16 matmul {first['matmul_tflops']:.0f} TFLOP/s.",
         "`sparsegdn_ms` times the Triton backend entry (sparsegdn.triton, selection included); `api_ms` the "
         "public sparse_gated_delta_rule call, which adds the caller's input checks.", "",
-        "| T | budget | band | selector | SparseGDN ms | FLA ms | FlashQLA ms | x FLA | x FlashQLA | peak MB (ours / FLA) "
-        "| stages ms: prepare / select / events / state / output | roofline ms | gap | API ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "FlashQLA columns: measured here when flash_qla was importable, else `-`; `x QLA (SPEC)` divides the "
+        "SPEC section 6 reference figure (same card type, not this run) by our time.", "",
+        "| T | budget | band | selector | SparseGDN ms | FLA ms | FlashQLA ms | x FLA | x FlashQLA | x QLA (SPEC) "
+        "| peak MB (ours / FLA) | mem ratio | stages ms: prepare / select / events / state / output | roofline ms "
+        "| gap | API ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def f(x, fmt):
@@ -223,10 +243,11 @@ def markdown(rows):
         lines.append(
             f"| {r['T']} | {r['budget']} | {r['band']} | {r['selector']} | {r['sparsegdn_ms']:.3f} | {f(r['fla_ms'], '.3f')} "
             f"| {f(r['flashqla_ms'], '.3f')} | {f(r['speedup_vs_fla'], '.2f')} | {f(r['speedup_vs_flashqla'], '.2f')} "
-            f"| {r['peak_mem_mb']:.0f} / {f(r['fla_peak_mem_mb'], '.0f')} "
+            f"| {f(r['speedup_vs_flashqla_spec'], '.2f')} | {r['peak_mem_mb']:.0f} / {f(r['fla_peak_mem_mb'], '.0f')} "
+            f"| {f(r['peak_mem_mb'] / r['fla_peak_mem_mb'] if r['fla_peak_mem_mb'] else None, '.2f')} "
             f"| {' / '.join(format(s[n], '.3f') for n in STAGES)} | {r['roofline_ms']:.3f} "
             f"| {r['sparsegdn_ms'] / r['roofline_ms']:.1f}x | {f(r['api_ms'], '.3f')} |")
-    lines += ["", "Roofline: the larger of counted bytes / copy bandwidth and counted FLOPs / matmul rate "
+    lines += ["", f"Autotuner choices: {first.get('autotune')}", "", "Roofline: the larger of counted bytes / copy bandwidth and counted FLOPs / matmul rate "
               "(counted per pass, each tensor once per pass; see counted_work in the script). The operator's "
               "minimum traffic (q, k, v, g, beta read once, o written once) is in the JSON as minimum_traffic_ms.", ""]
     return "\n".join(lines)

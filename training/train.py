@@ -5,7 +5,7 @@ The data is the corpus of training/build_corpus.py mixed with RULER-style retrie
 1K to 16K tokens. Training stops at a wall-clock budget, then the RULER evaluation runs
 (analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
 
-    python training/train.py --out runs/default            # GPU: ~5.5 min training + evaluation
+    python training/train.py --out runs/default            # GPU: 5.5 min training + 2.5 min evaluation
     python training/train.py --tiny --out runs/tiny        # CPU smoke test, under a minute
 
 Writes under --out: default-model/ (config.json, model.safetensors in bf16), train_log.json
@@ -87,10 +87,10 @@ def gdn_core_backend() -> str:
 def training_core(chunk_size: int):
     """Train through transformers' own torch chunk core, in fp32, with longer chunks.
 
-    FLA 0.6.0 refuses its gated backward on Hopper with Triton 3.4-3.7.0 (wrong gradients, FLA
-    issue #640), and the GPU has Triton 3.6; the torch core is exact but loops over chunks in
-    Python, so longer chunks (fewer loop steps) make it several times faster. The loop's exponents
-    are all <= 0 (masked before exp), so 128-token chunks are as safe as 64.
+    The fallback when FLA cannot train (no FLA, a CPU, or a failed gradient check; FLA 0.6.0 itself
+    refuses its gated backward on Hopper with Triton 3.4-3.7.0, which training/fla_hopper_fix.py
+    works around). The torch core is exact but loops over chunks in Python, so longer chunks (fewer
+    loop steps) are faster; its exponents are all <= 0 (masked before exp), so 128 is as safe as 64.
     """
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
 
@@ -108,6 +108,28 @@ def training_core(chunk_size: int):
         yield f"{reference.__module__}.{reference.__name__} (torch, fp32, chunk {chunk_size})"
     finally:
         m.torch_chunk_gated_delta_rule = installed
+
+
+def choose_core(args) -> str:
+    """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'."""
+    if args.gdn_core == "torch" or not args.device.startswith("cuda"):
+        return "torch"
+    from training import fla_hopper_fix
+
+    if not fla_hopper_fix.install():
+        if args.gdn_core == "fla":
+            raise SystemExit("--gdn-core fla: flash-linear-attention is not importable")
+        return "torch"
+    try:
+        error = fla_hopper_fix.gradient_error(args.device)
+    except Exception as failure:  # noqa: BLE001 - any FLA failure means: train on the torch core
+        print(f"[train] FLA gradient check failed ({failure!r}): training with the torch core", flush=True)
+        return "torch"
+    print(f"[train] FLA (patched backward) vs torch core: max relative gradient error {error:.2e}", flush=True)
+    if error > 2e-2:
+        print("[train] gradients disagree: training with the torch core instead", flush=True)
+        return "torch"
+    return "fla"
 
 
 class SequenceSource:
@@ -292,25 +314,32 @@ def main(argv=None) -> None:
     parser.add_argument("--tokens-per-step", type=int, default=None)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--warmup", type=int, default=None)
-    parser.add_argument("--answer-weight", type=float, default=1.0)
+    parser.add_argument("--answer-weight", type=float, default=2.0)
     parser.add_argument("--save-every-s", type=float, default=90.0)
     parser.add_argument("--log-every", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gdn-core", choices=("auto", "fla", "torch"), default="auto",
+                        help="GDN core in training: FLA (fast, GPU) or transformers' torch chunk core")
     parser.add_argument("--chunk-size", type=int, default=128, help="chunk of the torch GDN core in training")
     parser.add_argument("--no-eval", action="store_true")
     args = parser.parse_args(argv)
     tiny = args.tiny
-    args.budget_s = args.budget_s or (20.0 if tiny else 330.0)
+    args.budget_s = args.budget_s or (20.0 if tiny else 300.0)
     args.eval_budget_s = args.eval_budget_s or (60.0 if tiny else 150.0)
     args.tokens_per_step = args.tokens_per_step or (2048 if tiny else 131072)
     args.warmup = args.warmup or (5 if tiny else 150)
     args.log_every = args.log_every or (5 if tiny else 20)
     args.out.mkdir(parents=True, exist_ok=True)
 
-    with training_core(args.chunk_size) as core_name:
-        print(f"[train] training GDN core: {core_name}", flush=True)
-        args.core_name = core_name
+    if choose_core(args) == "fla":
+        args.core_name = f"{gdn_core_backend()} (FLA, gated dq/dk/dw/dg backward in torch: training/fla_hopper_fix.py)"
+        print(f"[train] training GDN core: {args.core_name}", flush=True)
         model, _ = train(args)
+    else:
+        with training_core(args.chunk_size) as core_name:
+            print(f"[train] training GDN core: {core_name}", flush=True)
+            args.core_name = core_name
+            model, _ = train(args)
     if args.no_eval:
         return
     from analysis import ruler_eval

@@ -10,6 +10,8 @@ import triton.language as tl
 
 NORM_EPS = tl.constexpr(1e-6)
 INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
+# Autotuning compiles every config for every new shape: on by default, off for quick GPU test runs.
+AUTOTUNE = os.environ.get("SPARSEGDN_AUTOTUNE", "1") == "1" and not INTERPRET
 
 
 @triton.jit

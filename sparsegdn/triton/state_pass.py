@@ -14,11 +14,12 @@ the final state stay float32.
 import triton
 import triton.language as tl
 
-from .chunk_loads import INTERPRET, mma, round_to
+from .chunk_loads import AUTOTUNE, mma, round_to
 
 CHUNK = tl.constexpr(64)
-# Value columns per program: with V = 128, 32 gives 4 x HV programs (about one per SM at HV = 32).
-CONFIGS = [triton.Config({"BV": bv}, num_warps=w) for bv in (32, 64) for w in (4, 8)]
+# Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
+# BV = 16 two per SM, whose sequential chains then overlap.
+CONFIGS = [triton.Config({"BV": bv}, num_warps=w) for bv, w in ((32, 4), (32, 8), (16, 4), (16, 2), (64, 4), (64, 8))]
 
 
 @triton.jit
@@ -43,7 +44,7 @@ def _commit(state, decay, chunk_decay, w, u, k_commit):
     return state * chunk_decay + mma(tl.trans(k_commit), round_to(v_new, w.dtype))
 
 
-@triton.autotune(configs=[triton.Config({"BV": 32}, num_warps=8)] if INTERPRET else CONFIGS, key=["K", "V"])
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V"])
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,

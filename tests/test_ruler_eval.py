@@ -1,0 +1,101 @@
+"""The RULER evaluation: work order, scoring, and that SparseGDN with every event kept equals dense."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from analysis import ruler_eval
+from analysis.ruler import RulerGenerator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from tokenizers import Tokenizer
+    from transformers import Qwen3_5ForCausalLM
+
+    from training.train import model_config
+
+    torch.manual_seed(0)
+    tokenizer = Tokenizer.from_file(str(ROOT / "data" / "default-model" / "tokenizer.json"))
+    model = Qwen3_5ForCausalLM(model_config(tokenizer.get_vocab_size(), 0, tiny=True)).eval()
+    heldout = {k: v[:20_000] for k, v in np.load(ROOT / "data" / "corpus" / "heldout.npz").items()}
+    return model, RulerGenerator(tokenizer, heldout["milton"]), heldout
+
+
+def test_grid_has_every_budget_selector_band_and_headline_comes_first():
+    grid = ruler_eval.config_grid()
+    assert len(grid) == 2 * (1 + 3 * 4)  # bands x (budget 1 + three budgets x four selectors)
+    order = ruler_eval.work_order(grid, (4096, 8192, 16384))
+    assert [c for c, _ in order[:3]] == [ruler_eval.DENSE] * 3
+    assert {c.selector for c, _ in order[3:9]} == {"score", "uniform", "random"}
+    assert all(c.budget == 0.29 and c.band == 1 for c, _ in order[3:9])
+    assert len(order) == 3 + 3 * len(grid)
+
+
+def test_all_events_kept_scores_like_dense(setup):
+    """budget 1, band 3 is dense semantics: the same accuracy and (to float error) the same perplexity."""
+    model, generator, heldout = setup
+    configs = [ruler_eval.Config.sparse(1.0, "score", 3), ruler_eval.Config.sparse(0.15, "uniform", 1)]
+    records = ruler_eval.evaluate(model, generator, heldout, device="cpu", tasks=("niah_single", "niah_multivalue"),
+                                  lengths=(512,), samples=2, configs=configs, ppl_length=256, ppl_windows=2,
+                                  time_budget_s=600, log=lambda *_: None)
+    ppl = {(r["config"], r["source"]): r["perplexity"] for r in records if r["kind"] == "perplexity"}
+    for source in heldout:
+        dense, full = ppl[("dense", source)], ppl[(configs[0].name, source)]
+        assert abs(full / dense - 1) < 1e-4, f"{source}: all events {full} vs dense {dense}"
+    acc = {(r["config"], r["task"]): r["sample_scores"] for r in records if r["kind"] == "ruler"}
+    assert acc[("dense", "niah_single")] == acc[(configs[0].name, "niah_single")]
+    assert {r["config"] for r in records} == {"dense", configs[0].name, configs[1].name}
+
+
+def test_time_budget_stops_new_work(setup):
+    model, generator, heldout = setup
+    logged = []
+    records = ruler_eval.evaluate(model, generator, heldout, device="cpu", tasks=("niah_single",), lengths=(512,),
+                                  samples=1, configs=ruler_eval.config_grid(), ppl_length=256, ppl_windows=1,
+                                  time_budget_s=0.0, log=logged.append)
+    assert records == []
+    assert "time budget reached" in logged[-1]
+
+
+def test_score_batch_counts_a_perfect_model_as_right(setup):
+    """A model that returns the true next token everywhere gets accuracy 1 on every task."""
+    _, generator, _ = setup
+    samples = [generator.sample(t, 512, seed=0) for t in ("niah_multiquery", "variable_tracking")]
+
+    following = {tuple(s.input_ids[:8]): np.roll(s.input_ids, -1) for s in samples}
+
+    class Oracle:
+        """model.model(...).last_hidden_state holds the true next ids; lm_head one-hots them."""
+
+        def __init__(self):
+            self.model = self
+
+        def __call__(self, input_ids, use_cache=False):
+            rows = [torch.as_tensor(following[tuple(r[:8].tolist())]) for r in input_ids]
+            return type("Output", (), {"last_hidden_state": torch.stack(rows)})()
+
+        @staticmethod
+        def lm_head(hidden):
+            return torch.nn.functional.one_hot(hidden, 8192).float()
+
+    oracle = Oracle()
+    assert ruler_eval.score_batch(oracle, samples, "cpu") == [1.0, 1.0]
+
+
+def test_committed_results_render(tmp_path):
+    results = ROOT / "analysis" / "results" / "ruler.json"
+    copy = tmp_path / "ruler.json"
+    copy.write_text(results.read_text())
+    ruler_eval.write_report(copy)
+    table = copy.with_suffix(".md").read_text()
+    assert "| dense | 4096 |" in table
+    assert "<html>" in copy.with_suffix(".html").read_text()
+    frame = ruler_eval.records_frame(copy)
+    assert set(frame["kind"].unique()) == {"ruler", "perplexity"}
+    assert frame.height == len(json.loads(results.read_text())["records"])

@@ -1,0 +1,103 @@
+"""Training pieces: the data mixture, the torch training core, and a tiny CPU run that learns."""
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from training import train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_file=str(train.TOKENIZER))
+
+
+@pytest.fixture(scope="module")
+def source(tokenizer):
+    tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
+    return train.SequenceSource(tokenizer, tokens, seed=0)
+
+
+def test_config_is_the_issue_architecture():
+    config = train.model_config(8192, 0)
+    assert config.model_type == "qwen3_5_text"
+    assert config.layer_types == (["linear_attention"] * 3 + ["full_attention"]) * 2
+    assert config.linear_num_value_heads == 2 * config.linear_num_key_heads
+    assert min(config.linear_key_head_dim, config.linear_value_head_dim) >= 32
+
+
+def test_default_checkpoint_fits_the_limits():
+    """bf16 checkpoint <= 16 MiB (one file back from the GPU) and the folder <= 20 MB."""
+    model_file = ROOT / "data" / "default-model" / "model.safetensors"
+    if not model_file.exists():
+        pytest.fail("data/default-model/model.safetensors is missing")
+    assert model_file.stat().st_size <= 16 * 2**20
+    total = sum(p.stat().st_size for p in model_file.parent.iterdir() if p.is_file())
+    assert total <= 20e6, f"data/default-model holds {total / 1e6:.1f} MB"
+
+
+def test_batches_mark_the_answer_tokens(source, tokenizer):
+    ids, mask = source.batch(1024, 16)
+    assert ids.shape == mask.shape == (16, 1024)
+    assert ids.max() < len(tokenizer) and mask.any()
+    for row in range(16):
+        if mask[row].any():  # answers are digits or upper-case variable names
+            text = tokenizer.decode(ids[row][mask[row]].tolist())
+            assert text.replace(" ", "").isalnum(), text
+
+
+def test_curriculum_and_learning_rate_schedule():
+    assert [train.phase_length(p, train.CURRICULUM) for p in (0.0, 0.2, 0.5, 0.7, 0.99)] == [1024, 2048, 4096, 8192, 16384]
+    assert train.learning_rate(0, 0.0, 1e-3, 10) == pytest.approx(1e-4)
+    assert train.learning_rate(100, 0.0, 1e-3, 10) == pytest.approx(1e-3)
+    assert train.learning_rate(100, 1.0, 1e-3, 10) == pytest.approx(1e-4)
+
+
+def test_training_core_with_long_chunks_matches_transformers_core():
+    """The 128-token chunk core used in training gives transformers' outputs and gradients."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+
+    torch.manual_seed(0)
+    B, T, H, K = 1, 200, 2, 32
+    inputs = [torch.randn(B, T, H, K) for _ in range(3)] + [-torch.rand(B, T, H), torch.rand(B, T, H)]
+
+    def run():
+        leaves = [x.clone().requires_grad_() for x in inputs]
+        o, _ = m.torch_chunk_gated_delta_rule(*leaves[:3], g=leaves[3], beta=leaves[4], use_qk_l2norm_in_kernel=True)
+        return o, torch.autograd.grad(o.square().sum(), leaves)
+
+    o64, g64 = run()
+    with train.training_core(128):
+        o128, g128 = run()
+    assert (o64 - o128).abs().max() < 1e-4
+    for a, b in zip(g64, g128):
+        assert (a - b).norm() / a.norm() < 1e-4
+
+
+def test_tiny_training_steps_decrease_the_loss(source):
+    """A few AdamW steps of the tiny model on one batch lower its loss (the loop can learn)."""
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen3_5ForCausalLM(train.model_config(8192, 0, tiny=True))
+    ids, mask = source.batch(256, 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    with train.training_core(64):
+        for _ in range(6):
+            lm, answer, _ = train.loss_terms(model, ids, mask)
+            loss = lm + answer
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0] - 0.5, f"loss did not fall: {losses}"
