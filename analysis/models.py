@@ -247,7 +247,10 @@ def _load_tokenizer(directory: Path):
 
 def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> LoadedModel:
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
 
+    # The CLI's stderr is its own progress bar and one-line errors; transformers' loading bar is noise.
+    transformers_logging.disable_progress_bar()
     model_type = _read_model_type(directory)
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(f"{name} is a {model_type or 'unknown'!r} model, not Qwen3.5; {SUPPORTED_TEXT}.")

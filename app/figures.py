@@ -35,6 +35,12 @@ def _integer_ticks(n_values: int) -> dict:
     return {"tickmode": "linear", "tick0": 0, "dtick": max(1, -(-n_values // 16))}
 
 
+def _layer_rows(fig: go.Figure) -> None:
+    """Layers as categories, top to bottom: GDN layer ids skip the attention layers (0,1,2,4,…),
+    and a numeric axis would stretch the rows next to each gap."""
+    fig.update_yaxes(type="category", autorange="reversed")
+
+
 def _mark_chunk(fig: go.Figure, chunk: int | None, **where) -> None:
     if chunk is not None:
         fig.add_vline(x=chunk, line_width=1.5, line_dash="dot", line_color="#d62728", **where)
@@ -64,7 +70,7 @@ def layer_overview(events: pl.DataFrame, max_columns: int = 512, chunk: int | No
         height=max(260, 16 * len(layers) + 120),
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
-    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
+    _layer_rows(fig)
     _mark_chunk(fig, chunk)
     return fig
 
@@ -184,7 +190,7 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
                       yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(len(head_pairs)))
-    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
+    _layer_rows(fig)
     return fig
 
 
@@ -199,7 +205,7 @@ def error_heatmap(heads: pl.DataFrame, column: str = "rel_err_o") -> go.Figure:
                       xaxis_title="head pair", yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(len(head_pairs)))
-    fig.update_yaxes(autorange="reversed", **_integer_ticks(len(layers)))
+    _layer_rows(fig)
     return fig
 
 
