@@ -116,12 +116,18 @@ def counted_work(tokens, budget, band):
     t_inv = B * chunks * 64 * 64 * bf16
     wu = B * events * 64 * (K + V) * bf16
     snaps = B * (events + HV) * K * V * bf16
-    a_blocks = {0: 4, 1: 7, 2: 9, 3: 10}[band]
+    kc = B * events * 64 * K * bf16                       # k_commit list
+    if band <= 1:   # block_solve: diagonal and predecessor blocks, 16x16 products batched by four
+        solve_flops = (2 + band) * 2 * 64 * 16 * K + (6 + 6 * band + 2 * band) * 2 * 4 * 16 ** 3
+        solve_bytes = qk * (1 + band) + vv * (1 + band) + gates + t_inv
+    else:           # chunk_prepare: whole 64x64 tiles, ten 64x64x64 float32 products
+        solve_flops = 2 * 64 * 64 * K + 10 * 2 * 64 ** 3
+        solve_bytes = qk + vv + gates + t_inv
     work = {
-        "chunk_prepare": (qk + vv + gates + t_inv, B * chunks * (a_blocks * 2 * 16 * 16 * K + 40 * 2 * 16 ** 3)),
-        "event_prepare": (B * events * 64 * (K + V) * bf16 + B * events * 64 * 64 * bf16 + wu,
+        "chunk_prepare": (solve_bytes, B * chunks * solve_flops),
+        "event_prepare": (B * events * 64 * (K + V) * bf16 + B * events * 64 * 64 * bf16 + wu + kc,
                           B * events * 2 * 64 * 64 * (K + V)),
-        "state_pass": (wu + B * events * 64 * K * bf16 + snaps, B * events * 2 * 2 * 64 * K * V),
+        "state_pass": (wu + kc + snaps, B * events * 2 * 2 * 64 * K * V),
         "chunk_output": (2 * qk + vv + gates + t_inv + snaps + vv,
                          B * chunks * 2 * (64 * 64 * K + 64 ** 3 + 64 * 64 * K + 64 * K * V + 64 * 64 * V)),
     }
@@ -135,7 +141,6 @@ def ceilings():
     y = torch.empty_like(x)
     ms = triton.testing.do_bench(lambda: y.copy_(x), return_mode="median")
     bandwidth = 2 * x.numel() * 2 / (ms * 1e-3)
-    del x, y
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = triton.testing.do_bench(lambda: a @ a, return_mode="median")
     return bandwidth, 2 * 8192 ** 3 / (ms * 1e-3)
@@ -212,8 +217,9 @@ def main():
 
 def autotune_choices():
     """The config the autotuner kept for each of our kernels (key -> config), as text."""
-    from sparsegdn.triton import chunk_output, chunk_prepare, state_pass
-    kernels = {"chunk_prepare": chunk_prepare.chunk_prepare_kernel, "state_pass": state_pass.state_pass_kernel,
+    from sparsegdn.triton import block_solve, chunk_output, chunk_prepare, state_pass
+    kernels = {"block_solve": block_solve.block_solve_kernel, "chunk_prepare": chunk_prepare.chunk_prepare_kernel,
+               "state_pass": state_pass.state_pass_kernel,
                "chunk_output": chunk_output.chunk_output_kernel}
     return {name: [str(config) for config in getattr(kernel, "cache", {}).values()] for name, kernel in kernels.items()}
 

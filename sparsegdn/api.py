@@ -81,7 +81,6 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
                              backends=validation.SPARSE_BACKENDS)
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
-    validation.check_values(q, k, v, g, beta, initial_state)
     scale = key_dim ** -0.5 if scale is None else float(scale)
     if backend == "auto":
         backend = "triton" if q.is_cuda and _triton_available() else "torch"
@@ -91,14 +90,17 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
     if backend == "triton":
         from . import triton as triton_backend
         if events is None and selector in ("random", "oracle"):
+            validation.check_values(q, k, v, g, beta, initial_state)
             events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), budget=budget,
                                      selector=selector, band=band, scale=scale, seed=seed)
         o, final_state, events, scores, per_head = triton_backend.sparse_gdn_forward(
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+        validation.check_values_after(o, q, k, v, g, beta, initial_state)
         return o, final_state, SelectionInfo(events, scores, per_head)
 
+    validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
     if events is None:
         events, scores = select_torch(qp, kp, vp, gp, bp, budget=budget, selector=selector, band=band,
@@ -117,7 +119,6 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
     """The dense Gated DeltaNet core. Returns (o in v's dtype, final_state float32 or None)."""
     _, num_tokens, _, _, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_options(scale=scale, backend=backend, backends=validation.DENSE_BACKENDS)
-    validation.check_values(q, k, v, g, beta, initial_state)
     scale = key_dim ** -0.5 if scale is None else float(scale)
     if backend == "auto":
         backend = "fla" if q.is_cuda and _fla_available() else "torch"
@@ -128,8 +129,10 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
         o, final_state = chunk_gated_delta_rule(
             q, k, v, g.float(), beta, scale=scale, initial_state=initial_state,
             output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+        validation.check_values_after(o, q, k, v, g, beta, initial_state)
         return o, (final_state.float() if final_state is not None else None)
 
+    validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
     events = torch.ones(q.shape[0], v.shape[2], reference.num_chunks(num_tokens), dtype=torch.bool,
                         device=q.device)

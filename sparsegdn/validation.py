@@ -75,6 +75,23 @@ def check_values(q, k, v, g, beta, initial_state):
         raise ValueError("g: log decays must be <= 0 (g > 0 would grow the state without bound)")
 
 
+def check_values_after(o, q, k, v, g, beta, initial_state):
+    """The same contract as `check_values`, checked after a GPU computation and without reading q, k, v.
+
+    A host sync before the kernels are launched would leave the GPU idle while Python launches them
+    one by one (measured: the public call 0.46 ms slower than the kernels at 32K tokens). Here the
+    sync comes once, at the end. NaN and inf in q, k or v always reach o (NaN and inf survive every
+    product, even with zero), so o, g, beta and the initial state are reduced instead of q, k and v;
+    only when something is non-finite are the inputs read one by one to name the argument. An
+    overflow inside the computation with finite inputs is left for the caller to see in o.
+    """
+    small = [o, g, beta] + ([initial_state] if initial_state is not None else [])
+    extremes = torch.stack([torch.stack(torch.aminmax(x)).float() for x in small]).tolist()
+    bad = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
+    if bad or extremes[1][1] > 0:
+        check_values(q, k, v, g, beta, initial_state)
+
+
 def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
                               or not math.isfinite(scale) or scale <= 0):

@@ -112,3 +112,31 @@ def test_property_budget_gives_exact_counts(budget, tokens, value_heads, selecto
                                                    backend="torch")
     total = value_heads * math.ceil(tokens / 64)
     assert int(info.events.sum()) == max(1, math.ceil(budget * total - 1e-9))
+
+
+NON_FINITE = [("q", float("nan")), ("k", float("inf")), ("v", float("nan")), ("v", float("-inf")),
+              ("g", float("nan")), ("g", float("-inf")), ("beta", float("nan")), ("initial_state", float("inf"))]
+
+
+@pytest.mark.skipif(not sparsegdn.api._triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("name,value", NON_FINITE)
+def test_triton_path_checks_after_the_kernels_and_still_names_the_argument(name, value):
+    """The GPU path checks o instead of q, k, v (no sync before the launches); one bad element must still
+    be caught and named."""
+    q, k, v, g, beta, s0 = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=1, initial_state=True)
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=s0)
+    bad = tensors[name].clone()
+    bad.view(-1)[bad.numel() // 3] = value      # one element, somewhere in the middle
+    tensors[name] = bad
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        sparsegdn.sparse_gated_delta_rule(*(tensors[n] for n in ("q", "k", "v", "g", "beta")),
+                                          initial_state=tensors["initial_state"], backend="triton")
+
+
+@pytest.mark.skipif(not sparsegdn.api._triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
+def test_triton_path_rejects_positive_log_decay():
+    q, k, v, g, beta, _ = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=1)
+    g = g.clone()
+    g[0, 5, 1] = 0.2
+    with pytest.raises(ValueError, match=r"^g\b"):
+        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton")

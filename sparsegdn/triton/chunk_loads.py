@@ -1,5 +1,6 @@
-"""Tile loaders and the matrix product shared by the SparseGDN kernels: one chunk's rows of q/k/v/g/beta, zero past T.
+"""Tile loaders, the matrix product and rounding shared by the SparseGDN kernels.
 
+Loaders read one chunk's rows of q/k/v/g/beta, zero past T.
 Zero rows past T are neutral everywhere (g = 0: no decay, beta = 0 and k = 0: no write), the same
 padding as `sparsegdn.reference.to_chunks`.
 """
@@ -48,14 +49,6 @@ def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
     """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
     rows = row0 + tl.arange(0, ROWS)
     return tl.load(ptr + rows.to(tl.int64) * row_stride, mask=rows < num_rows, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def l2_normalize(x, NORMALIZE: tl.constexpr):
-    """x * rsqrt(sum(x^2) + 1e-6) per row when NORMALIZE, as the SPEC's use_qk_l2norm_in_kernel."""
-    if NORMALIZE:
-        x = x * tl.rsqrt(tl.sum(x * x, axis=1) + NORM_EPS)[:, None]
-    return x
 
 
 @triton.jit

@@ -13,6 +13,7 @@ Folding Tinv into M saves the w S product (64 x K x V) that the textbook form ne
 does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V). q and k stay raw dot operands;
 their norms scale the products.
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -74,8 +75,6 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
 
 def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, *, scale, normalize, out_dtype):
     """Returns o [B,T,HV,V] in out_dtype."""
-    import torch
-
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = t_inv.shape[2]

@@ -1,5 +1,7 @@
 """Pass 1, every chunk in parallel: the band-projected intra-chunk inverse and the score statistics.
 
+Used for bands 2 and 3 (block_solve.py does bands 0 and 1 on 16 x 16 blocks); correct for any band.
+
 Grid: one program per (batch row, group of GROUP chunks, head pair), head pairs fastest, so the
 value heads that read one key head run side by side and share its tile in L2. For chunk c of
 head pair h:
@@ -16,6 +18,7 @@ head pair h:
 The chunk works on whole 64 x 64 tiles, the shape the tensor cores take: K K^T is one product and
 the blocks outside the band are masked, not skipped. Tinv is stored in the input dtype, as FLA does.
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -102,8 +105,6 @@ def chunk_prepare(k, v, g, beta, *, band, normalize, num_value_heads):
     Returns t_inv [B,HV,NC,64,64] (k.dtype) and the per-chunk statistics gamma_L, write, read
     (float32 [B,HV,NC]).
     """
-    import torch
-
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_chunks = triton.cdiv(tokens, 64)

@@ -8,6 +8,7 @@ written into lists of E entries, so this memory scales with the budget, not with
 sequential pass is left with two products per commit. Unselected chunks need w and u only for
 their own outputs; pass 5 forms those products in registers instead.
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -53,8 +54,6 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
 
 def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads):
     """Returns w, k_commit [B,E,64,K] and u [B,E,64,V] in k.dtype for the events in event_chunks [B,E]."""
-    import torch
-
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]

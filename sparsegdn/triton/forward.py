@@ -1,9 +1,10 @@
 """SparseGDN forward on the GPU: five passes, see each kernel's file.
 
-    1 chunk_prepare  (parallel, all chunks)   band-projected Tinv, score statistics
+    1 block_solve    (parallel, all chunks)   band 0/1 Tinv on 16x16 blocks, score statistics
+      chunk_prepare  (parallel, all chunks)   the same for bands 2/3, on whole 64x64 tiles
     2 score_scan     (parallel, head pairs)   event scores
-      schedule       (torch)                  top-k selection, event lists, snapshot indices, decays
-    3 event_prepare  (parallel, events)       w, u of the selected chunks only
+      schedule       (torch top-k + a kernel)  selection, event lists, snapshot indices, decays
+    3 event_prepare  (parallel, events)       w, u, k_commit of the selected chunks only
     4 state_pass     (sequential, events)     commits and snapshots
     5 chunk_output   (parallel, all chunks)   every token's output
 
@@ -13,6 +14,7 @@ proportional to the budget, the w / u / k_commit lists and one snapshot per comm
 import torch
 
 from .chunk_output import chunk_output
+from .block_solve import block_solve
 from .chunk_prepare import chunk_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
@@ -33,8 +35,9 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
     value_heads = v.shape[2]
     hook = stage_hook or (lambda name: None)
 
-    t_inv, chunk_log_decay, write, read = chunk_prepare(k, v, g, beta, band=band, normalize=use_qk_l2norm_in_kernel,
-                                                        num_value_heads=value_heads)
+    prepare = block_solve if band <= 1 else chunk_prepare
+    t_inv, chunk_log_decay, write, read = prepare(k, v, g, beta, band=band, normalize=use_qk_l2norm_in_kernel,
+                                                  num_value_heads=value_heads)
     hook("chunk_prepare")
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:

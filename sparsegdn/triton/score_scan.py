@@ -9,6 +9,7 @@ One program per (batch row, head pair) scans its chunks backwards (sparsegdn.sel
 The scan is a composition of affine maps x -> r + a x, done with one associative scan over the
 chunks read in reverse order.
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -42,8 +43,6 @@ def score_scan_kernel(log_decay_ptr, write_ptr, read_ptr, score_ptr, NC, FINAL_W
 
 def score_scan(log_decay, write, read):
     """float32 [B,HV,NC] statistics -> float32 [B,HV,NC] scores."""
-    import torch
-
     scores = torch.empty_like(write)
     batch, heads, n_chunks = write.shape
     score_scan_kernel[(batch * heads,)](log_decay, write, read, scores, n_chunks, FINAL_WEIGHT=FINAL_STATE_WEIGHT,

@@ -11,6 +11,7 @@ state only decays, folded into one factor (Schedule.log_decay_since):
 Snapshots are stored in the input dtype (pass 5 reads them as a dot operand); the running state and
 the final state stay float32.
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -96,8 +97,6 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
 
 def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, *, store_final):
     """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None."""
-    import torch
-
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     n_events = schedule.max_events
