@@ -387,5 +387,8 @@ def _build_result(loaded, text, offsets, config, n_tokens, n_chunks, segments, r
         "core_ms_dense_total": layers["core_ms_dense"].sum() if config.compare_dense else None,
         "core_ms_sparse_total": layers["core_ms_sparse"].sum(),
         "non_finite": nonfinite_values + len(nonfinite_metrics),
+        # The sparse core's own stages (Triton passes on a GPU, selection / chunk form on the CPU),
+        # summed over layers and segments.
+        "stages": recorder.stages.totals_ms(),
     }
     return RunResult(events=events, heads=heads, layers=layers, chunks=chunks, summary=summary, document=text)

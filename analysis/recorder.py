@@ -16,7 +16,7 @@ from sparsegdn.reference import CHUNK
 
 from .errors import NonFiniteError
 from .patching import CoreCall
-from .timing import Timer
+from .timing import StageClock, Timer
 
 
 def _chunk_sums(x: torch.Tensor) -> torch.Tensor:
@@ -38,6 +38,7 @@ class Recorder:
         self.sparse_ms = defaultdict(list)
         self.compare_ms: list = []
         self.nonfinite = None           # device bool: any non-finite core output so far
+        self.stages = StageClock(timer.cuda)
 
     def _flag(self, *tensors):
         bad = torch.stack([~torch.isfinite(t).all() for t in tensors]).any()
@@ -46,11 +47,13 @@ class Recorder:
     def core(self, call: CoreCall):
         try:
             with self.timer.interval() as interval:
+                self.stages.start()
                 o, state, info = sparsegdn.sparse_gated_delta_rule(
                     call.q, call.k, call.v, call.g, call.beta, budget=self.budget, selector=self.selector,
                     band=self.band, scale=call.scale, initial_state=call.initial_state,
                     output_final_state=call.output_final_state or self.compare_dense,
-                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=self.backend)
+                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=self.backend,
+                    stage_hook=self.stages.hook)
         except ValueError:
             # sparsegdn refuses non-finite inputs; say so in the run's terms (checked only on failure).
             inputs = [call.q, call.k, call.v, call.g, call.beta]

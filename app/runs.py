@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 import threading
@@ -21,6 +22,8 @@ from pathlib import Path
 from analysis.records import RunResult
 
 DOCUMENT_FILE = "document.txt"
+# What run_key makes: a key that is not lower-case hex could name a path outside the store's directory.
+_KEY = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 def document_hash(text: str) -> str:
@@ -137,7 +140,7 @@ class RunStore:
             shutil.rmtree(old, ignore_errors=True)
 
     def _load(self, key: str) -> StoredRun | None:
-        if self.directory is None:
+        if self.directory is None or not _KEY.match(key):
             return None
         source = self.directory / key
         if not (source / "summary.json").is_file():

@@ -70,12 +70,14 @@ def select_torch(q, k, v, g, beta, *, budget, selector, band, scale, seed=0):
 
 def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", band=1, events=None,
                             scale=None, initial_state=None, output_final_state=False,
-                            use_qk_l2norm_in_kernel=True, backend="auto", seed=0):
+                            use_qk_l2norm_in_kernel=True, backend="auto", seed=0, stage_hook=None):
     """SparseGDN: every token gets an output; only the selected events commit to the state.
 
     Returns (o in v's dtype [B,T,HV,V], final_state float32 [B,HV,K,V] or None, SelectionInfo).
-    `seed` seeds the `random` selector.
+    `seed` seeds the `random` selector. `stage_hook(name)`, when given, is called after each stage of
+    the computation (for per-stage timing; the stages are the backend's own).
     """
+    hook = stage_hook or (lambda name: None)
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_options(scale=scale, budget=budget, band=band, selector=selector, backend=backend,
                              backends=validation.SPARSE_BACKENDS)
@@ -96,7 +98,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
         o, final_state, events, scores, per_head = triton_backend.sparse_gdn_forward(
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
-            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
         validation.check_values_after(o, q, k, v, g, beta, initial_state)
         return o, final_state, SelectionInfo(events, scores, per_head)
 
@@ -107,8 +109,10 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
                                       scale=scale, seed=seed)
     else:
         scores = selection.score_events(kp, vp, gp, bp)
+    hook("selection")
     o, state, _ = reference.chunk_forward(qp, kp, vp, gp, bp, events, band=band, scale=scale,
                                           initial_state=initial_state)
+    hook("chunk_forward")
     final_state = state.float() if output_final_state else None
     info = SelectionInfo(events, scores.float(), events.sum(-1))
     return o.to(v.dtype), final_state, info

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from analysis import cli
 from analysis.records import SCHEMAS
+from test_analysis_documents import blank_pdf
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,12 +54,22 @@ def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
     (["--doc", "{doc}", "--selector", "best"], "selector"),
     (["--doc", "{doc}", "--max-tokens", "10"], "tokens"),
     (["--doc", "{doc}", "--budget", "lots"], "invalid float"),
+    (["--doc", "{blank}"], "only whitespace"),
+    (["--doc", "{latin1}"], "not UTF-8"),
+    (["--doc", "{scan}"], "no text layer"),
+    (["--doc", "{doc}", "--max-mb", "0.0001"], "over the"),
+    (["--doc", "{image}"], "unsupported file type"),
 ])
 def test_bad_input_exits_non_zero_with_one_line(args, message, doc, tmp_path, capsys):
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    (tmp_path / "blank.md").write_bytes(b" \n\t\r\n  ")
+    (tmp_path / "latin1.txt").write_bytes("Caf\u00e9 d\u00e9j\u00e0 vu".encode("latin-1"))
+    (tmp_path / "scan.pdf").write_bytes(blank_pdf())
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     paths = {"missing": tmp_path / "missing.txt", "empty": tmp_path / "empty.txt",
-             "binary": tmp_path / "binary.txt", "doc": doc}
+             "binary": tmp_path / "binary.txt", "doc": doc, "blank": tmp_path / "blank.md",
+             "latin1": tmp_path / "latin1.txt", "scan": tmp_path / "scan.pdf", "image": tmp_path / "image.png"}
     argv = ["run", "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"]
     argv += [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
     with pytest.raises(SystemExit) if "invalid" in message else _nothing():
@@ -83,3 +95,46 @@ def test_the_module_entry_point_reports_without_traceback(tmp_path):
     assert result.returncode == cli.EXIT_INPUT
     assert result.stderr.strip().startswith("error:") and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_document_longer_than_the_model_maximum_is_refused(tmp_path, capsys):
+    from analysis.models import load_model
+
+    limit = load_model("default").max_tokens
+    path = tmp_path / "long.txt"
+    rng = random.Random(0)
+    path.write_text(" ".join(str(rng.randrange(10)) for _ in range(limit + 4096)), encoding="utf-8")
+    n_tokens = default_token_count(path)
+    assert n_tokens > limit, "the test document must exceed the model's maximum"
+    code = cli.main(["run", "--doc", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INPUT
+    assert f"{n_tokens:,} tokens" in err and f"limited to {limit:,}" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("failure, message", [
+    ("oom", "Out of GPU memory"),
+    ("nan", "NaN/inf"),
+])
+def test_a_run_that_fails_on_the_machine_exits_3_with_one_line(failure, message, doc, tmp_path, capsys,
+                                                              monkeypatch):
+    """Out of memory (simulated: no GPU here) and non-finite values: status 3, a suggestion, no records."""
+    import torch
+
+    import analysis.pipeline
+    from analysis.errors import NonFiniteError
+
+    def failing(*args, **kwargs):
+        if failure == "oom":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        raise NonFiniteError("A GDN core produced NaN/inf outputs; try float32 or another model.")
+
+    monkeypatch.setattr(analysis.pipeline, "_analyze", failing)
+    code = cli.main(["run", "--doc", str(doc), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_RUN
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    if failure == "oom":
+        assert "shorter document" in err and "segment_tokens" in err
+    assert not (tmp_path / "out").exists()

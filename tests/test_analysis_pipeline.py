@@ -34,6 +34,15 @@ def test_records_have_the_documented_columns(sparse_run):
     assert set(SUMMARY_KEYS) <= set(sparse_run.summary)
 
 
+def test_summary_has_the_sparse_core_stage_times(sparse_run):
+    stages = sparse_run.summary["stages"]
+    assert [s["stage"] for s in stages] == ["selection", "chunk_forward"]
+    assert all(s["ms"] > 0 for s in stages) and math.isclose(sum(s["share"] for s in stages), 1.0)
+    # the stages are inside the core's interval, so they cannot add up to more than the core time
+    assert sum(s["ms"] for s in stages) <= sparse_run.summary["core_ms_sparse_total"] * 1.05 + 1.0
+    assert sparse_run.summary["device_name"] == "CPU"
+
+
 def test_counts_are_consistent(loaded, sparse_run):
     n_tokens = len(TEXT.encode("utf-8"))
     n_chunks = math.ceil(n_tokens / 64)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import sparsegdn
 from sparsegdn.recurrence import token_recurrence
+from sparsegdn.selection import SELECTORS
 
 
 def good(**overrides):
@@ -140,3 +141,79 @@ def test_triton_path_rejects_positive_log_decay():
     g[0, 5, 1] = 0.2
     with pytest.raises(ValueError, match=r"^g\b"):
         sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton")
+
+
+# ---- fuzz: one corrupted argument, drawn at random, is always a ValueError naming that argument ----
+
+def _corrupt_tensor(draw, name, x):
+    """`x` made invalid in one way that makes `name` (and only it) wrong."""
+    kinds = ["rank", "dtype", "not_tensor", "non_finite"]
+    if name in ("k", "g", "beta", "initial_state"):
+        kinds.append("shape")           # q's shape is the reference: changing it would blame k
+    if name == "g":
+        kinds.append("positive")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "rank":
+        return x[0] if draw(st.booleans()) else x[None]
+    if kind == "dtype":
+        return x.to(draw(st.sampled_from([torch.int64, torch.int32, torch.bool, torch.uint8])))
+    if kind == "not_tensor":
+        return draw(st.sampled_from([x.tolist(), x.numpy(), None if name != "initial_state" else 0.5, 3.0, "q"]))
+    bad = x.clone()
+    index = draw(st.integers(0, bad.numel() - 1))
+    if kind == "non_finite":
+        bad.view(-1)[index] = draw(st.sampled_from([float("nan"), float("inf"), float("-inf")]))
+        return bad
+    if kind == "positive":
+        bad.view(-1)[index] = draw(st.floats(1e-6, 1e6))
+        return bad
+    dim = draw(st.integers(0, bad.ndim - 1))
+    size = draw(st.integers(1, 80).filter(lambda n: n != bad.shape[dim]))
+    shape = list(bad.shape)
+    shape[dim] = size
+    return torch.randn(*shape, dtype=bad.dtype)
+
+
+@st.composite
+def one_bad_tensor(draw):
+    q, k, v, g, beta, s0 = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=draw(st.integers(0, 9)),
+                                         initial_state=True)
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=s0)
+    name = draw(st.sampled_from(sorted(tensors)))
+    if name == "v" and draw(st.booleans()):
+        # v's own shape rule: (B, T) of q and HV a multiple of H (its V is free)
+        tensors["v"] = torch.randn(1, 70, draw(st.sampled_from([1, 3, 5, 7])), 16)
+    else:
+        tensors["v" if name == "v" else name] = _corrupt_tensor(draw, name, tensors[name])
+    return name, tensors
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=one_bad_tensor(), sparse=st.booleans())
+def test_fuzz_one_bad_tensor_is_named(case, sparse):
+    name, tensors = case
+    call = sparsegdn.sparse_gated_delta_rule if sparse else sparsegdn.dense_gated_delta_rule
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call(*(tensors[n] for n in ("q", "k", "v", "g", "beta")), initial_state=tensors["initial_state"],
+             backend="torch")
+
+
+BAD_OPTION = {
+    "budget": st.one_of(st.floats(allow_nan=True).filter(lambda x: not 0 < x <= 1), st.booleans(),
+                        st.text(max_size=5), st.just([0.5])),
+    "band": st.one_of(st.integers().filter(lambda x: not 0 <= x <= 3), st.floats(), st.booleans(),
+                      st.text(max_size=3)),
+    "selector": st.text(max_size=12).filter(lambda s: s not in SELECTORS),
+    "scale": st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")), st.booleans(),
+                       st.text(max_size=3)),
+    "backend": st.text(max_size=10).filter(lambda s: s not in ("auto", "torch", "triton")),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(BAD_OPTION)))
+def test_fuzz_one_bad_option_is_named(data, name):
+    value = data.draw(BAD_OPTION[name])
+    options = {"backend": "torch", name: value}
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call_sparse(**good(), **options)

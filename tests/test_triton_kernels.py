@@ -92,3 +92,12 @@ def test_triton_score_selection_full_shape_on_gpu():
     agree = (info.events == info_ref.events).float().mean().item()
     assert agree >= 0.999, agree      # bfloat16 scores: near-ties may swap at the threshold
     assert (info.events.flatten(1).sum(1) == selection.event_count(0.29, 32, 64)).all()
+
+
+@pytest.mark.parametrize("band,first", [(1, "chunk_prepare"), (3, "chunk_prepare")])
+def test_stage_hook_reports_the_five_passes_in_order(band, first):
+    """The analysis pipeline times the GPU stages through this hook; a pass added or renamed shows here."""
+    q, k, v, g, beta, _ = random_inputs(1, 100, 1, 2, 16, 16, dtype=torch.float32, device=DEVICE)
+    seen = []
+    sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, backend="triton", stage_hook=seen.append)
+    assert seen == [first, "selection", "event_prepare", "state_pass", "chunk_output"]

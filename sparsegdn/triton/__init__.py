@@ -13,10 +13,11 @@ def is_available() -> bool:
 
 
 def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
-                       output_final_state, use_qk_l2norm_in_kernel):
+                       output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
     """Inputs already validated by the caller. events: None or bool[B,HV,NC] (then selector/budget are
     ignored); selector one of "score", "uniform", "all" when events is None; scale a float.
 
+    stage_hook(name), when given, is called after each of the five passes (for timing).
     Returns (o [B,T,HV,V] in v.dtype, final_state float32 [B,HV,K,V] or None,
              events bool[B,HV,NC], scores float32[B,HV,NC], budget_per_head int64[B,HV]).
     """
@@ -24,4 +25,4 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
 
     return forward(q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
                    initial_state=initial_state, output_final_state=output_final_state,
-                   use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+                   use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
