@@ -89,14 +89,36 @@ def test_bad_uploads_say_what_is_wrong_and_keep_the_result(fresh, name, data, pr
 
 
 def test_too_large_and_too_long_documents_are_refused(fresh, monkeypatch):
+    at = run(upload(start(), "good.txt", TEXT.encode()))
     monkeypatch.setenv("SPARSEGDN_MAX_UPLOAD_MB", "1")
-    at = upload(start(), "big.txt", b"a" * (1024 * 1024 + 1))
+    upload(at, "big.txt", b"a" * (1024 * 1024 + 1))
     assert any("over the 1.0 MB limit" in e.value for e in at.error), [e.value for e in at.error]
+    assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
     monkeypatch.setenv("SPARSEGDN_MAX_TOKENS", "10")
     upload(at, "long.txt", TEXT.encode())
     assert any("at most 10." in e.value and "SPARSEGDN_MAX_TOKENS" in e.value for e in at.error), \
         [e.value for e in at.error]
     assert at.form_submit_button[0].disabled
+    assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
+
+
+def test_a_document_longer_than_the_model_maximum_is_refused(fresh, monkeypatch):
+    """The model's own limit (max_position_embeddings), below the server's SPARSEGDN_MAX_TOKENS."""
+    import dataclasses
+
+    import app.session
+
+    at = run(upload(start(), "good.txt", TEXT.encode()))
+    real = app.session.get_model
+    # A copy with a short context: the shared model itself is never mutated.
+    monkeypatch.setattr(app.session, "get_model",
+                        lambda spec, device: dataclasses.replace(real(spec, device), max_tokens=12))
+    upload(at, "long.txt", TEXT.encode())
+    assert any("at most 12." in e.value and "long.txt" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.form_submit_button[0].disabled
+    assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
+    stored = app.session.current_run()
+    assert stored is not None and stored.text == TEXT
 
 
 def test_out_of_memory_is_a_message_and_the_app_keeps_working(fresh, monkeypatch):

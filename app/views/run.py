@@ -73,7 +73,7 @@ with document_column:
             try:
                 doc = session.read_upload(upload.name, upload.getvalue())
             except session.DocumentError as error:
-                st.error(f"{upload.name}: {error}")
+                st.error(str(error))  # the message names the file and what to do
     else:
         pasted = st.text_area("Paste text", height=180, key="doc_paste")
         if pasted.strip():
