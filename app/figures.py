@@ -266,6 +266,18 @@ def prefill_totals(summary: dict, core_dense_ms: float, core_sparse_ms: float) -
     return fig
 
 
+def stage_breakdown(stages: pl.DataFrame, device: str) -> go.Figure:
+    """The sparse core's time per stage (columns stage, ms, share), in the order the stages run."""
+    fig = go.Figure(go.Bar(
+        y=stages["stage"].to_list(), x=stages["ms"].to_list(), orientation="h", marker_color=SPARSE_COLOUR,
+        customdata=stages["share"].to_list(),
+        hovertemplate="%{y}<br>%{x:.4g} ms (%{customdata:.0%} of the core)<extra></extra>"))
+    fig.update_layout(title=f"SparseGDN core by stage on {device}, summed over layers", xaxis_title="ms",
+                      height=80 + 40 * stages.height, margin={"l": 140, "r": 20, "t": 50, "b": 40})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
 def timing_history(history: pl.DataFrame) -> go.Figure:
     """The session's runs: whole-prefill time dense and sparse, one group per run."""
     fig = go.Figure()

@@ -127,3 +127,25 @@ def test_bundled_samples_load():
     for sample in samples:
         text = sample.read()
         assert len(text) > 1000 and sample.title and sample.description
+
+
+VALID_PDF = text_pdf("Gated DeltaNet prefill of a long document")
+
+
+@FAST
+@given(cut=st.integers(0, len(VALID_PDF)), at=st.integers(0, len(VALID_PDF) - 1), junk=st.binary(max_size=64),
+       how=st.sampled_from(["truncate", "overwrite", "insert"]))
+def test_damaged_pdfs_give_text_or_a_document_error(cut, at, junk, how):
+    """A real PDF truncated, overwritten or padded anywhere: pypdf's many exceptions become one message."""
+    if how == "truncate":
+        data = VALID_PDF[:cut]
+    elif how == "overwrite":
+        data = VALID_PDF[:at] + junk + VALID_PDF[at + len(junk):]
+    else:
+        data = VALID_PDF[:at] + junk + VALID_PDF[at:]
+    try:
+        text = load_document("damaged.pdf", data, max_bytes=LIMIT)
+    except DocumentError as error:
+        assert "\n" not in str(error) and "damaged.pdf" in str(error)
+    else:
+        assert isinstance(text, str) and text.strip()

@@ -119,6 +119,11 @@ def test_timing_figures(small):
     assert list(totals.data[0].x) == [100.0, 9.0] and list(totals.data[1].x) == [90.0, 4.5]
     history = pl.DataFrame({"label": ["a", "b"], "prefill_ms_dense": [1.0, 2.0], "prefill_ms_sparse": [0.5, 1.5]})
     assert list(figures.timing_history(history).data[1].y) == [0.5, 1.5]
+    stages = pl.DataFrame({"stage": ["chunk_prepare", "selection", "state_pass"], "ms": [2.0, 0.1, 0.9],
+                           "share": [2.0 / 3.0, 0.1 / 3.0, 0.3]})
+    breakdown = figures.stage_breakdown(stages, "NVIDIA H200")
+    assert list(breakdown.data[0].y) == ["chunk_prepare", "selection", "state_pass"]
+    assert list(breakdown.data[0].x) == [2.0, 0.1, 0.9] and "NVIDIA H200" in breakdown.layout.title.text
 
 
 def test_compare_layers_puts_two_runs_side_by_side(small):

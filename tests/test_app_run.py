@@ -117,8 +117,7 @@ def test_a_document_longer_than_the_model_maximum_is_refused(fresh, monkeypatch)
     assert any("at most 12." in e.value and "long.txt" in e.value for e in at.error), [e.value for e in at.error]
     assert at.form_submit_button[0].disabled
     assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
-    stored = app.session.current_run()
-    assert stored is not None and stored.text == TEXT
+    assert at.session_state["current"].document == "good.txt"
 
 
 def test_out_of_memory_is_a_message_and_the_app_keeps_working(fresh, monkeypatch):

@@ -33,10 +33,13 @@ st.plotly_chart(figures.timings_by_layer(result.layers, device), key="timing_lay
 
 stages = summary.get("stages")
 if stages:
-    st.subheader("GPU stage breakdown")
-    st.dataframe(pl.DataFrame(stages) if isinstance(stages, list) else pl.DataFrame([stages]), hide_index=True)
+    st.subheader("Where the sparse core spends its time")
+    st.plotly_chart(figures.stage_breakdown(pl.DataFrame(stages), device), key="timing_stages")
+    st.caption("On a GPU: the five Triton passes (intra-chunk solve and score statistics, selection, "
+               "w/u of the selected events, the sequential state pass, every token's output). On the CPU: "
+               "the torch reference's selection and chunk form.")
 else:
-    st.caption("No GPU stage breakdown for this run (measured where a CUDA device runs the Triton kernels).")
+    st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 
 st.subheader("This session's runs")
 rows = []

@@ -171,3 +171,42 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
         assert other.get_by_text("saved result (opened from a link)").count() >= 1
     finally:
         shot(other, "6-reopened-link")
+
+
+def test_two_browser_sessions_run_at_once_and_a_bad_upload_keeps_the_result(server, browser, tmp_path):
+    """Two separate browser contexts upload different documents and press Run together; each sees its
+    own result. Then one uploads a non-UTF-8 file: the error shows and its result stays on screen."""
+    pages, tokens = [], []
+    for name, repeat in (("alpha", 3), ("beta", 5)):
+        document = tmp_path / f"{name}.txt"
+        document.write_text(f"{name.title()} session document. " + DOCUMENT[: 300 * repeat], encoding="utf-8")
+        page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
+        page.set_default_timeout(120_000)
+        page.goto(server)
+        page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
+        page.get_by_text("Upload", exact=True).click()
+        page.locator("input[type=file]").set_input_files(str(document))
+        page.get_by_text("Tokens / chunks").wait_for()
+        tokens.append(page.get_by_test_id("stMetricValue").first.inner_text().split("/")[0].strip().replace(",", ""))
+        pages.append(page)
+    assert tokens[0] != tokens[1], tokens
+    for page in pages:  # both runs are in flight before either is awaited
+        page.get_by_role("button", name="Run", exact=True).click()
+    keys = []
+    for page, n_tokens in zip(pages, tokens):
+        page.get_by_text("Run finished").wait_for()
+        page.wait_for_url("**run=**")
+        page.get_by_text(f"{n_tokens} tokens,").first.wait_for()  # the result caption: this session's document
+        keys.append(re.search(r"run=([0-9a-f]+)", page.url).group(1))
+    assert keys[0] != keys[1]
+    shot(pages[1], "7-second-session")
+
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("Caf\u00e9 d\u00e9j\u00e0 vu".encode("latin-1"))
+    pages[0].locator("input[type=file]").set_input_files(str(bad))
+    pages[0].get_by_text("latin1.txt is not UTF-8 text").wait_for()
+    assert pages[0].get_by_role("heading", name="Current result").count() == 1
+    assert pages[0].get_by_text(f"{tokens[0]} tokens,").count() >= 1
+    shot(pages[0], "8-bad-upload-keeps-result")
+    for page in pages:
+        page.context.close()
