@@ -14,11 +14,10 @@ The three far blocks of K K^T and of Tinv are never computed. Products are 16 x 
 four, so a program holds a quarter of the whole-tile solve's float32 state, and more programs share
 an SM: the solve's chain of dependent products is latency, and occupancy is what hides it.
 """
-import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, INTERPRET, NORM_EPS, mma, round_to
+from .chunk_loads import AUTOTUNE, INTERPRET, NORM_EPS, mma, round_to, solve_outputs
 
 CHUNK = tl.constexpr(64)
 BLOCK = tl.constexpr(16)
@@ -154,9 +153,7 @@ def block_solve(k, v, g, beta, *, band, normalize, num_value_heads):
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_chunks = triton.cdiv(tokens, 64)
-    t_inv = torch.empty(batch, num_value_heads, n_chunks, 64, 64, device=k.device, dtype=k.dtype)
-    stats = torch.empty(3, batch, num_value_heads, n_chunks, device=k.device, dtype=torch.float32)
-    precision = "ieee" if k.dtype == torch.float32 else "tf32"
+    t_inv, stats, precision = solve_outputs(k, num_value_heads)
     block_solve_kernel[(batch * n_chunks * num_value_heads,)](
         k, v, g, beta, t_inv, stats[0], stats[1], stats[2], tokens, n_chunks, key_heads, num_value_heads,
         key_dim, value_dim, BK=max(16, triton.next_power_of_2(key_dim)), BV=max(16, triton.next_power_of_2(value_dim)),

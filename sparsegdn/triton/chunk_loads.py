@@ -6,6 +6,7 @@ padding as `sparsegdn.reference.to_chunks`.
 """
 import os
 
+import torch
 import triton
 import triton.language as tl
 
@@ -73,3 +74,24 @@ def round_to(x, dtype: tl.constexpr):
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         x = bits.to(tl.float32, bitcast=True)
     return x.to(dtype)
+
+
+@triton.jit
+def grouped_program(pid, NC, H: tl.constexpr, HV: tl.constexpr, GROUP: tl.constexpr):
+    """A program's (value head, chunk group, batch row, key head) when each program takes GROUP chunks."""
+    n_groups = tl.cdiv(NC, GROUP)
+    hv = pid % HV
+    group = (pid // HV) % n_groups
+    b = pid // (HV * n_groups)
+    return hv, group, b, hv // (HV // H)
+
+
+def solve_outputs(k, num_value_heads):
+    """The buffers both intra-chunk solvers fill: t_inv [B,HV,NC,64,64] in k's dtype and three float32
+    statistics [3,B,HV,NC] (gamma_L, write, read); plus the dot precision for k's dtype."""
+    batch, tokens = k.shape[:2]
+    n_chunks = triton.cdiv(tokens, 64)
+    t_inv = torch.empty(batch, num_value_heads, n_chunks, 64, 64, device=k.device, dtype=k.dtype)
+    stats = torch.empty(3, batch, num_value_heads, n_chunks, device=k.device, dtype=torch.float32)
+    return t_inv, stats, ("ieee" if k.dtype == torch.float32 else "tf32")
+

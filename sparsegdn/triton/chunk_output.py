@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, inverse_norm, load_gates, load_rows, load_tile, mma, round_to
+from .chunk_loads import AUTOTUNE, grouped_program, inverse_norm, load_gates, load_rows, load_tile, mma, round_to
 
 CHUNK = tl.constexpr(64)
 CONFIGS = [triton.Config({"GROUP": group}, num_warps=4, num_stages=stages)
@@ -30,11 +30,7 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                         log_decay_since_ptr, o_ptr, scale, T, NC, H: tl.constexpr, HV: tl.constexpr, K, V,
                         BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    n_groups = tl.cdiv(NC, GROUP)
-    hv = pid % HV
-    group = (pid // HV) % n_groups
-    b = pid // (HV * n_groups)
-    hk = hv // (HV // H)
+    hv, group, b, hk = grouped_program(pid, NC, H, HV, GROUP)
     row = b * HV + hv
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)

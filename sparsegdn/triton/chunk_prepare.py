@@ -18,11 +18,11 @@ head pair h:
 The chunk works on whole 64 x 64 tiles, the shape the tensor cores take: K K^T is one product and
 the blocks outside the band are masked, not skipped. Tinv is stored in the input dtype, as FLA does.
 """
-import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, INTERPRET, inverse_norm, load_gates, load_rows, load_tile, mma, round_to
+from .chunk_loads import (AUTOTUNE, INTERPRET, grouped_program, inverse_norm, load_gates, load_rows, load_tile, mma,
+                          round_to, solve_outputs)
 
 CHUNK = tl.constexpr(64)   # tokens per chunk (SPEC section 2)
 BLOCK = tl.constexpr(16)   # rows of one block of the band solver (SPEC section 3)
@@ -46,11 +46,7 @@ def chunk_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr
                          BK: tl.constexpr, BV: tl.constexpr, BAND: tl.constexpr, NORMALIZE: tl.constexpr,
                          PRECISION: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    n_groups = tl.cdiv(NC, GROUP)
-    hv = pid % HV
-    group = (pid // HV) % n_groups
-    b = pid // (HV * n_groups)
-    hk = hv // (HV // H)
+    hv, group, b, hk = grouped_program(pid, NC, H, HV, GROUP)
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)
     below = rows[:, None] > rows[None, :]
@@ -108,9 +104,7 @@ def chunk_prepare(k, v, g, beta, *, band, normalize, num_value_heads):
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_chunks = triton.cdiv(tokens, 64)
-    t_inv = torch.empty(batch, num_value_heads, n_chunks, 64, 64, device=k.device, dtype=k.dtype)
-    stats = torch.empty(3, batch, num_value_heads, n_chunks, device=k.device, dtype=torch.float32)
-    precision = "ieee" if k.dtype == torch.float32 else "tf32"
+    t_inv, stats, precision = solve_outputs(k, num_value_heads)
     grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * num_value_heads,)  # noqa: E731
     chunk_prepare_kernel[grid](
         k, v, g, beta, t_inv, stats[0], stats[1], stats[2], tokens, n_chunks, key_heads, num_value_heads,
