@@ -47,8 +47,11 @@ def _fla_available() -> bool:
     return True
 
 
-def select_torch(q, k, v, g, beta, *, budget, selector, band, scale, seed=0):
-    """Events and scores of a policy, computed in torch on prepared inputs (see `prepare`)."""
+def select_torch(q, k, v, g, beta, *, budget, selector, scale, seed=0):
+    """Events and scores of a policy, computed in torch on prepared inputs (see `prepare`).
+
+    `oracle` ranks by the norm of what each event commits in a dense pass of the exact operator.
+    """
     batch, num_tokens, heads, _ = v.shape
     n_chunks = reference.num_chunks(num_tokens)
     count = selection.event_count(budget, heads, n_chunks)
@@ -77,7 +80,6 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
     `seed` seeds the `random` selector. `stage_hook(name)`, when given, is called after each stage of
     the computation (for per-stage timing; the stages are the backend's own).
     """
-    hook = stage_hook or (lambda name: None)
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_options(scale=scale, budget=budget, band=band, selector=selector, backend=backend,
                              backends=validation.SPARSE_BACKENDS)
@@ -94,7 +96,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
         if events is None and selector in ("random", "oracle"):
             validation.check_values(q, k, v, g, beta, initial_state)
             events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), budget=budget,
-                                     selector=selector, band=band, scale=scale, seed=seed)
+                                     selector=selector, scale=scale, seed=seed)
         o, final_state, events, scores, per_head = triton_backend.sparse_gdn_forward(
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
@@ -103,10 +105,11 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
         return o, final_state, SelectionInfo(events, scores, per_head)
 
     validation.check_values(q, k, v, g, beta, initial_state)
+    hook = stage_hook or (lambda name: None)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
     if events is None:
-        events, scores = select_torch(qp, kp, vp, gp, bp, budget=budget, selector=selector, band=band,
-                                      scale=scale, seed=seed)
+        events, scores = select_torch(qp, kp, vp, gp, bp, budget=budget, selector=selector, scale=scale,
+                                      seed=seed)
     else:
         scores = selection.score_events(kp, vp, gp, bp)
     hook("selection")
