@@ -19,19 +19,15 @@ SOURCE_BADGES = {
 
 def sidebar() -> None:
     with st.sidebar:
-        entry = session.current()
-        st.caption("Current run")
-        if entry is None:
-            st.write("none yet")
-        else:
-            st.write(f"**{entry.label}**")
-            st.caption(SOURCE_BADGES.get(entry.source, entry.source))
+        # The page runs after the sidebar is drawn: a run it finishes refills this slot (show_current_run).
+        st.session_state["_current_run_slot"] = st.empty()
+        show_current_run()
         entries = session.history()
         if len(entries) > 1:
             labels = [f"{i + 1}. {e.label} ({e.source})" for i, e in enumerate(entries)]
             chosen = st.selectbox("This session's runs", range(len(entries)), index=len(entries) - 1,
                                   format_func=lambda i: labels[i], key="history_pick")
-            if entries[chosen] is not entry and st.button("Show this run", key="history_show"):
+            if entries[chosen] is not session.current() and st.button("Show this run", key="history_show"):
                 try:
                     session.open_entry(entries[chosen])
                     st.rerun()
@@ -44,6 +40,21 @@ def sidebar() -> None:
                 if st.button(f"Open example: {name}", key=f"example_{name}"):
                     session.open_example(name)
                     st.rerun()
+
+
+def show_current_run() -> None:
+    """The sidebar's 'Current run' lines, drawn into this script run's slot."""
+    slot = st.session_state.get("_current_run_slot")
+    if slot is None:
+        return
+    entry = session.current()
+    with slot.container():
+        st.caption("Current run")
+        if entry is None:
+            st.write("none yet")
+        else:
+            st.write(f"**{entry.label}**")
+            st.caption(SOURCE_BADGES.get(entry.source, entry.source))
 
 
 def require_run():

@@ -125,6 +125,7 @@ if submitted and doc is not None and not too_long:
         st.error(str(error))
     else:
         bar.empty()
+        common.show_current_run()
         if entry.source == "cached":
             st.success("Cached result: this document and configuration ran before; shown without recomputing.")
         else:
