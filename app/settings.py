@@ -40,9 +40,9 @@ class Settings:
     # Where checkpoints may be loaded from; None = analysis.models' default (data/ and the HF cache).
     model_roots: list[Path] | None = None
     examples_dir: Path = REPO_ROOT / "data" / "examples"
-    # Finished runs are also saved here so a shared link (?run=KEY) reopens after a restart;
-    # None keeps runs in memory only.
-    runs_dir: Path | None = REPO_ROOT / "runs"
+    # None (the default) keeps runs in memory only: nothing of a document outlives the server.
+    # A folder here also saves finished runs, so a shared link (?run=KEY) reopens after a restart.
+    runs_dir: Path | None = None
     run_cache_size: int = 16
     runs_kept: int = 200  # saved runs beyond this many (oldest first) are deleted from runs_dir
     # Name of a prepared example in examples_dir to open on (teaching/demo mode), or None.

@@ -101,3 +101,24 @@ def test_tiny_training_steps_decrease_the_loss(source):
             losses.append(loss.item())
     assert all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0] - 0.5, f"loss did not fall: {losses}"
+
+
+def test_curriculum_flag_parses_and_rejects_unsorted_phases():
+    assert train.parse_curriculum("0:256,0.5:512") == ((0.0, 256), (0.5, 512))
+    with pytest.raises(argparse.ArgumentTypeError):
+        train.parse_curriculum("0.2:256,0.5:512")  # must start at 0
+    with pytest.raises(argparse.ArgumentTypeError):
+        train.parse_curriculum("0:512,0.5:256,0.3:1024")
+
+
+def test_every_mixture_draws_its_tasks(tokenizer):
+    """Each named mixture yields plain text and every retrieval task it lists, with answers marked."""
+    tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
+    for name, mixture in train.MIXTURES.items():
+        assert sum(share for share, *_ in mixture) == pytest.approx(1.0), name
+        src = train.SequenceSource(tokenizer, tokens, seed=1, mixture=mixture)
+        ids, mask = src.batch(512, 48)
+        answered = mask.any(dim=1).float().mean().item()
+        text_share = mixture[0][0] if mixture[0][1] is None else 0.0
+        # rows without answers are the plain-text share (binomial noise allowed)
+        assert abs((1 - answered) - text_share) < 0.2, (name, answered)
