@@ -23,7 +23,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def source(tokenizer):
     tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
-    return train.SequenceSource(tokenizer, tokens, seed=0)
+    return train.SequenceSource(tokenizer, tokens, seed=0, mixture=train.MIXTURE_RETRIEVAL)
 
 
 def test_config_is_the_issue_architecture():
@@ -55,7 +55,7 @@ def test_batches_mark_the_answer_tokens(source, tokenizer):
 
 
 def test_curriculum_and_learning_rate_schedule():
-    assert [train.phase_length(p, train.CURRICULUM) for p in (0.0, 0.2, 0.5, 0.7, 0.99)] == [1024, 2048, 4096, 8192, 16384]
+    assert [train.phase_length(p, train.CURRICULUM) for p in (0.0, 0.4, 0.6, 0.8, 0.99)] == [512, 1024, 2048, 4096, 8192]
     assert train.learning_rate(0, 0.0, 1e-3, 10) == pytest.approx(1e-4)
     assert train.learning_rate(100, 0.0, 1e-3, 10) == pytest.approx(1e-3)
     assert train.learning_rate(100, 1.0, 1e-3, 10) == pytest.approx(1e-4)
@@ -122,3 +122,15 @@ def test_every_mixture_draws_its_tasks(tokenizer):
         text_share = mixture[0][0] if mixture[0][1] is None else 0.0
         # rows without answers are the plain-text share (binomial noise allowed)
         assert abs((1 - answered) - text_share) < 0.2, (name, answered)
+
+
+def test_copy_sequences_repeat_an_earlier_span(tokenizer):
+    """The copy drill's answer tokens are the tail of a span that occurs earlier in the same row."""
+    tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
+    src = train.SequenceSource(tokenizer, tokens, seed=2)
+    for _ in range(20):
+        ids, mask = src.copy_sequence(256, 40)
+        assert mask.sum() == 39 and mask[-39:].all()
+        tail = ids[-40:]
+        earlier = [i for i in range(256 - 80 + 1) if np.array_equal(ids[i:i + 40], tail)]
+        assert earlier, "the repeated span is not found earlier in the sequence"

@@ -100,8 +100,11 @@ def render() -> str:
         entry[1] += d["chars"]
         entry[2] += d["tokens"]
     size = (MODEL_DIR / "model.safetensors").stat().st_size
-    mixture = ", ".join(f"{m['share']:.0%} {m['task']}" + (f" ({m['needles'][0]}-{m['needles'][1]} needles)"
-                                                           if m["needles"] else "") for m in train_log["mixture"])
+    def unit(task):  # the copy drill's range is a span length, not a needle count
+        return "-token repeated span" if task == "copy" else " needles"
+    mixture = ", ".join(f"{m['share']:.1%} {m['task']}"
+                        + (f" ({m['needles'][0]}-{m['needles'][1]}{unit(m['task'])})" if m["needles"] else "")
+                        for m in train_log["mixture"])
     curriculum = ", ".join(f"{length} from {start:.0%}" for start, length in train_log["curriculum"])
     log = train_log["log"]
     last = log[-1]
