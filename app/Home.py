@@ -25,6 +25,7 @@ pages = [
     st.Page("views/timings.py", title="Prefill timings", url_path="timings"),
     st.Page("views/compare.py", title="Compare", url_path="compare"),
     st.Page("views/export.py", title="Export and share", url_path="export"),
+    st.Page("views/results.py", title="Measured results", url_path="results"),
 ]
 page = st.navigation(pages)
 common.sidebar()

@@ -300,3 +300,34 @@ def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[
                       height=340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(**_integer_ticks(a.height))
     return fig
+
+
+def kernel_speedup(bench: pl.DataFrame) -> go.Figure:
+    """SparseGDN's speed-up over FLA against sequence length, one line per budget (band 1, score)."""
+    fig = go.Figure()
+    rows = bench.filter((pl.col("band") == 1) & (pl.col("selector") == "score")).sort("T")
+    for budget in sorted(rows["budget"].unique().to_list(), reverse=True):
+        part = rows.filter(pl.col("budget") == budget)
+        fig.add_trace(go.Scatter(x=part["T"].to_list(), y=part["speedup_vs_fla"].to_list(), mode="lines+markers",
+                                 name=f"budget {budget:g}",
+                                 hovertemplate="T %{x}<br>%{y:.2f}x FLA<extra>budget " + f"{budget:g}</extra>"))
+    fig.add_hline(y=1.0, line_dash="dot", line_color=DENSE_COLOUR, annotation_text="FLA")
+    lengths = sorted(rows["T"].unique().to_list())
+    fig.update_xaxes(tickvals=lengths, ticktext=[f"{t // 1024}K" if t >= 1024 else str(t) for t in lengths])
+    fig.update_layout(title="GDN-core speed-up over FLA (band 1, score selector)", xaxis_title="tokens",
+                      yaxis_title="× FLA (higher is faster)", xaxis_type="log", height=380,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def perplexity_change(change: pl.DataFrame, band: int) -> go.Figure:
+    """Held-out perplexity change against dense per budget, one line per selector and source."""
+    fig = go.Figure()
+    rows = change.filter(pl.col("band") == band)
+    for (selector, source), part in rows.sort("budget").group_by("selector", "source", maintain_order=True):
+        fig.add_trace(go.Scatter(x=part["budget"].to_list(), y=part["change_pct"].to_list(), mode="lines+markers",
+                                 name=f"{selector} · {source}",
+                                 hovertemplate="budget %{x}<br>%{y:+.2f}%<extra>" + f"{selector} · {source}</extra>"))
+    fig.update_layout(title=f"Held-out perplexity change against dense (band {band})", xaxis_title="budget",
+                      yaxis_title="% change (lower is better)", height=380, margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig

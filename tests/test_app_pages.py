@@ -12,7 +12,7 @@ from test_app_support import synthetic_result
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
 PAGES = ("views/run.py", "views/events.py", "views/budget.py", "views/error.py", "views/timings.py",
-         "views/compare.py", "views/export.py")
+         "views/compare.py", "views/export.py", "views/results.py")
 
 
 @pytest.fixture
@@ -86,6 +86,7 @@ def test_demo_mode_opens_on_the_example_without_a_model(examples, no_model):
     ("views/budget.py", ["Layer 0: events per head pair", "Events per layer", "relative to an even split"]),
     ("views/error.py", ["per layer", "per layer and head pair", "along the document"]),
     ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu", "session's runs"]),
+    ("views/results.py", ["speed-up over FLA", "perplexity change against dense"]),
 ])
 def test_each_view_draws_its_figures(examples, no_model, page, expected):
     at = goto(start(), page)
