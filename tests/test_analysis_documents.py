@@ -1,13 +1,13 @@
 """Document loaders: every refusal is a DocumentError with a plain message; good text comes back intact."""
 from __future__ import annotations
 
-import io
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.documents import DocumentError, list_samples, load_document
+from test_analysis_support import blank_pdf
 
 LIMIT = 1 << 20
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -76,16 +76,6 @@ def test_whitespace_only_is_refused(whitespace):
 def test_named_refusals(name, data, expected):
     with pytest.raises(DocumentError, match=expected):
         load_document(name, data, max_bytes=LIMIT)
-
-
-def blank_pdf() -> bytes:
-    import pypdf
-
-    writer = pypdf.PdfWriter()
-    writer.add_blank_page(width=200, height=200)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
 
 
 def text_pdf(text: str) -> bytes:

@@ -1,6 +1,8 @@
 """Tiny random Qwen3.5 models shared by the analysis tests (HV = 2H, 3 GDN + 1 attention layer)."""
 from __future__ import annotations
 
+import io
+
 import torch
 
 from analysis.models import ByteTokenizer, random_model, slow_gdn_decay, wrap_model
@@ -26,3 +28,14 @@ def tiny_loaded(seed: int = 0, layers: int = 4):
 
 def random_ids(n_tokens: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, 256, (1, n_tokens), generator=torch.Generator().manual_seed(seed))
+
+
+def blank_pdf() -> bytes:
+    """A valid one-page PDF with no text layer (what a scan without OCR looks like to a loader)."""
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()

@@ -1,28 +1,14 @@
 """The run page under AppTest with the real embedded default model: upload, run, cache, failures."""
-import io
 from pathlib import Path
 
-import pypdf
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+from test_analysis_support import blank_pdf
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
 TEXT = ("The harbour master wrote the names of three trawlers in the ledger and sent the clerk to check "
         "the moorings on the east pier, where eleven iron rings had rusted through. ") * 2
-
-
-@pytest.fixture
-def fresh(tmp_path, monkeypatch):
-    """No demo, no examples, runs kept in memory only: every test starts on the run page."""
-    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "no-examples"))
-    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", "")
-    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
-    monkeypatch.setenv("SPARSEGDN_DEVICE", "cpu")
-    import app.session
-
-    app.session._run_store.clear()  # each test starts with no stored runs (the model stays loaded)
-    return tmp_path
 
 
 def start() -> AppTest:
@@ -44,14 +30,6 @@ def run(at: AppTest, budget: float = 0.29) -> AppTest:
     at.form_submit_button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def blank_pdf() -> bytes:
-    writer = pypdf.PdfWriter()
-    writer.add_blank_page(width=200, height=200)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
 
 
 def test_upload_run_then_the_same_run_is_cached(fresh):

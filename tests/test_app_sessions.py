@@ -3,22 +3,9 @@ import gc
 import threading
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
-
-
-@pytest.fixture
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "no-examples"))
-    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", "")
-    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
-    monkeypatch.setenv("SPARSEGDN_DEVICE", "cpu")
-    import app.session
-
-    app.session._run_store.clear()
-    return tmp_path
 
 
 def session_run(text: str, name: str, budget: float = 0.29) -> AppTest:

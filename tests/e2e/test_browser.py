@@ -89,16 +89,21 @@ def open_page(page, label: str) -> None:
     page.get_by_role("heading", name=label if label != "Compare" else "Compare two configurations").wait_for()
 
 
-def test_upload_run_and_read_the_views(server, browser, tmp_path):
-    document = tmp_path / "harbour.txt"
-    document.write_text(DOCUMENT, encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})  # tall: whole views in the shots
+def open_and_upload(page, server, document) -> None:
+    """Open the app's run page and upload `document`; returns once its token count shows."""
     page.set_default_timeout(120_000)
     page.goto(server)
     page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
     page.get_by_text("Upload", exact=True).click()
     page.locator("input[type=file]").set_input_files(str(document))
     page.get_by_text("Tokens / chunks").wait_for()
+
+
+def test_upload_run_and_read_the_views(server, browser, tmp_path):
+    document = tmp_path / "harbour.txt"
+    document.write_text(DOCUMENT, encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})  # tall: whole views in the shots
+    open_and_upload(page, server, document)
     shot(page, "1-uploaded")
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text("Run finished").wait_for()
@@ -181,12 +186,7 @@ def test_two_browser_sessions_run_at_once_and_a_bad_upload_keeps_the_result(serv
         document = tmp_path / f"{name}.txt"
         document.write_text(f"{name.title()} session document. " + DOCUMENT[: 300 * repeat], encoding="utf-8")
         page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
-        page.set_default_timeout(120_000)
-        page.goto(server)
-        page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
-        page.get_by_text("Upload", exact=True).click()
-        page.locator("input[type=file]").set_input_files(str(document))
-        page.get_by_text("Tokens / chunks").wait_for()
+        open_and_upload(page, server, document)
         tokens.append(page.get_by_test_id("stMetricValue").first.inner_text().split("/")[0].strip().replace(",", ""))
         pages.append(page)
     assert tokens[0] != tokens[1], tokens
