@@ -233,10 +233,10 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     if progress:
         progress(ProgressUpdate("tokenize", None, loaded.n_layers, 0, len(segments), 0.0,
                                 f"{n_tokens:,} tokens, {n_chunks:,} chunks, {len(segments)} segment(s)"))
-    # Without a warm-up the first layers' timings hold one-off costs: Triton/FLA compilation on a GPU;
-    # on the CPU the first calls at a new size (seen: 1.3-4.6 s for each of the first three dense layers
-    # of a 5.6K-token document against ~0.1 s afterwards). So the first segment runs once, untimed.
-    warm_up_end = segments[0][1]
+    # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
+    # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
+    # short prefix is enough (an idle 2-core CPU, 5.6K tokens: layer times then within 80-107 ms).
+    warm_up_end = segments[0][1] if device.type == "cuda" else min(segments[0][1], 128)
     _warm_up(model, input_ids[:, :warm_up_end], recorder, timed_dense, config.compare_dense)
     dense_core_ms.clear()
     recorder = new_recorder()
