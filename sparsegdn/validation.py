@@ -57,6 +57,11 @@ def check_inputs(q, k, v, g, beta, initial_state):
     return batch, num_tokens, key_heads, value_heads, key_dim, value_dim
 
 
+def _extremes(tensors) -> list[list[float]]:
+    """[min, max] of each tensor, read back with one device sync for all of them."""
+    return torch.stack([torch.stack(torch.aminmax(x)).float() for x in tensors]).tolist()
+
+
 def check_values(q, k, v, g, beta, initial_state):
     """Non-finite inputs and positive log decays.
 
@@ -67,7 +72,7 @@ def check_values(q, k, v, g, beta, initial_state):
     named = [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)]
     if initial_state is not None:
         named.append(("initial_state", initial_state))
-    extremes = torch.stack([torch.stack(torch.aminmax(x)).float() for _, x in named]).tolist()
+    extremes = _extremes([x for _, x in named])
     for (name, _), (low, high) in zip(named, extremes):
         if not (math.isfinite(low) and math.isfinite(high)):
             raise ValueError(f"{name}: contains NaN or infinite values")
@@ -86,7 +91,7 @@ def check_values_after(o, q, k, v, g, beta, initial_state):
     overflow inside the computation with finite inputs is left for the caller to see in o.
     """
     small = [o, g, beta] + ([initial_state] if initial_state is not None else [])
-    extremes = torch.stack([torch.stack(torch.aminmax(x)).float() for x in small]).tolist()
+    extremes = _extremes(small)
     bad = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
     if bad or extremes[1][1] > 0:
         check_values(q, k, v, g, beta, initial_state)
