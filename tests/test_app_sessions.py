@@ -3,7 +3,9 @@ import gc
 import threading
 from pathlib import Path
 
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.util import patch_config_options
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
 
@@ -37,6 +39,18 @@ def test_concurrent_sessions_share_the_model_and_keep_their_own_state(fresh, mon
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(app.session, "load_model", counting_load)
+    # Each AppTest compiles the app in its own script thread with its own cache; CPython 3.11's AST
+    # conversion keeps a process-wide recursion counter, and two compiles at once can fail with
+    # "AST constructor recursion depth mismatch". A served app shares one locked cache, so serialise
+    # compilation here the way the server does.
+    compile_lock = threading.Lock()
+    real_get_bytecode = ScriptCache.get_bytecode
+
+    def serial_get_bytecode(self, script_path):
+        with compile_lock:
+            return real_get_bytecode(self, script_path)
+
+    monkeypatch.setattr(ScriptCache, "get_bytecode", serial_get_bytecode)
     app.session._model.clear()
     texts = {"alpha": "Alpha document about tides and moorings. " * 3,
              "beta": "Beta document: the lighthouse lamp and the fog bell. " * 3}
@@ -49,10 +63,15 @@ def test_concurrent_sessions_share_the_model_and_keep_their_own_state(fresh, mon
             failures.append((name, error))
 
     threads = [threading.Thread(target=work, args=(name,)) for name in texts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    # AppTest turns its "global.appTest" option on only for the length of one run, by patching the
+    # process-wide config getter; two overlapping runs then undo each other's patch, and a widget
+    # rendered in that gap loses its test metadata (a KeyError in AppTest, not in the app). Holding
+    # the option on around both threads keeps every nested patch and restore at True.
+    with patch_config_options({"global.appTest": True}):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     assert not failures, failures
     assert len(loads) == 1, f"the model was loaded {len(loads)} times for two sessions"
     for name, at in sessions.items():
