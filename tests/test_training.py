@@ -55,7 +55,8 @@ def test_batches_mark_the_answer_tokens(source, tokenizer):
 
 
 def test_curriculum_and_learning_rate_schedule():
-    assert [train.phase_length(p, train.CURRICULUM) for p in (0.0, 0.4, 0.6, 0.8, 0.99)] == [512, 1024, 2048, 4096, 8192]
+    assert [train.phase_length(p, train.CURRICULUM) for p in (0.0, 0.3, 0.5, 0.6, 0.8, 0.99)] == \
+        [256, 512, 1024, 2048, 4096, 8192]
     assert train.learning_rate(0, 0.0, 1e-3, 10) == pytest.approx(1e-4)
     assert train.learning_rate(100, 0.0, 1e-3, 10) == pytest.approx(1e-3)
     assert train.learning_rate(100, 1.0, 1e-3, 10) == pytest.approx(1e-4)
@@ -119,7 +120,7 @@ def test_every_mixture_draws_its_tasks(tokenizer):
         src = train.SequenceSource(tokenizer, tokens, seed=1, mixture=mixture)
         ids, mask = src.batch(512, 48)
         answered = mask.any(dim=1).float().mean().item()
-        text_share = mixture[0][0] if mixture[0][1] is None else 0.0
+        text_share = sum(share for share, task, *_ in mixture if task is None)
         # rows without answers are the plain-text share (binomial noise allowed)
         assert abs((1 - answered) - text_share) < 0.2, (name, answered)
 
@@ -134,3 +135,28 @@ def test_copy_sequences_repeat_an_earlier_span(tokenizer):
         tail = ids[-40:]
         earlier = [i for i in range(256 - 80 + 1) if np.array_equal(ids[i:i + 40], tail)]
         assert earlier, "the repeated span is not found earlier in the sequence"
+
+
+def test_repeat_sequences_write_a_random_span_twice(tokenizer):
+    """The induction drill: the answer tail is a span of word tokens that also occurs earlier."""
+    tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
+    src = train.SequenceSource(tokenizer, tokens, seed=3)
+    for span in (8, 33, 64):
+        ids, mask = src.repeat_sequence(256, span)
+        assert mask.sum() == span - 1 and mask[-(span - 1):].all()
+        tail = ids[-span:]
+        assert tail.min() >= src.lowest_word and tail.max() < len(tokenizer)
+        assert any(np.array_equal(ids[i:i + span], tail) for i in range(256 - 2 * span + 1))
+
+
+def test_batch_stream_follows_the_requested_length(tokenizer):
+    """Batches come at the length the training loop sets, in worker processes too."""
+    tokens = np.load(train.TRAIN_TOKENS)["tokens"][:300_000]
+    src = train.SequenceSource(tokenizer, tokens, seed=4)
+    for workers in (0, 1):
+        wanted, batches = train.batch_stream(src, 1024, 256, workers)
+        length, ids, mask = next(batches)
+        assert length == 256 and ids.shape == (4, 256) and mask.shape == (4, 256)
+        wanted.value = 512
+        seen = [next(batches)[0] for _ in range(8)]  # a few built before the change may still come
+        assert seen[-1] == 512 and next(batches)[1].shape == (2, 512)

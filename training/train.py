@@ -19,8 +19,8 @@ import copy
 import inspect
 import json
 import math
+import os
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,15 +68,33 @@ MIXTURE_COPY = (
 )
 # a diagnostic: only the copy drill and single needles
 MIXTURE_DRILL = ((0.5, "copy", (16, 64), None), (0.5, "niah_single", None, None))
-MIXTURE = MIXTURE_COPY  # the default since the first run (MIXTURE_FIRST_RUN) learned no retrieval
+# "repeat": random-token spans written twice (an induction drill with no language shortcut)
+MIXTURE_REPEAT = ((0.4, "repeat", (8, 32), None), (0.4, "niah_single", None, None), (0.2, None, None, None))
+# "induction" (the default from the third run): the random-token repeat drill for a quarter of the
+# sequences, so that the look-up-and-copy circuit has a signal no language statistics can stand in for,
+# then single needles, and the harder tasks at smaller shares. The "copy" run (corpus spans repeated)
+# was the second recipe; neither it nor the first formed the circuit on the CPU.
+MIXTURE_INDUCTION = (
+    (0.10, None, None, None),
+    (0.25, "repeat", (16, 64), None),
+    (0.10, "copy", (16, 64), None),
+    (0.25, "niah_single", None, None),
+    (0.10, "niah_multikey", (2, 4), None),
+    (0.08, "niah_multiquery", (2, 4), (1, 2)),
+    (0.07, "niah_multivalue", (2, 3), None),
+    (0.05, "variable_tracking", (2, 3), None),
+)
+MIXTURE = MIXTURE_INDUCTION
 MIXTURES = {"first-run": MIXTURE_FIRST_RUN, "retrieval": MIXTURE_RETRIEVAL, "copy": MIXTURE_COPY,
-            "drill": MIXTURE_DRILL}
+            "drill": MIXTURE_DRILL, "repeat": MIXTURE_REPEAT, "induction": MIXTURE_INDUCTION}
 # (start of the phase as a fraction of the time budget, sequence length); tokens per step are constant.
 # Long at short lengths: the look-up circuit has to form first (cheap steps, many answers per token);
 # the first run went on to 2K after 12% and never left the answer-loss plateau. Ends at 8K, the
 # longest length the issue's targets ask for.
 CURRICULUM_FIRST_RUN = ((0.0, 1024), (0.12, 2048), (0.3, 4096), (0.55, 8192), (0.85, 16384))
-CURRICULUM = ((0.0, 512), (0.35, 1024), (0.55, 2048), (0.72, 4096), (0.87, 8192))
+CURRICULUM_SECOND = ((0.0, 512), (0.35, 1024), (0.55, 2048), (0.72, 4096), (0.87, 8192))
+# third: a quarter of the budget at 256 tokens (the most answers per second while the circuit forms)
+CURRICULUM = ((0.0, 256), (0.25, 512), (0.42, 1024), (0.57, 2048), (0.71, 4096), (0.85, 8192))
 TINY_CURRICULUM = ((0.0, 256), (0.5, 512))
 
 
@@ -175,6 +193,8 @@ class SequenceSource:
         self.mixture = mixture
         self.tokens = tokens.astype(np.int64)
         self.generator = RulerGenerator(tokenizer, self.tokens)
+        self.vocab_size = len(tokenizer)
+        self.lowest_word = 256  # above the special and single-byte tokens
         self.rng = np.random.default_rng(seed)
         self.shares = np.array([m[0] for m in mixture]) / sum(m[0] for m in mixture)
 
@@ -188,6 +208,8 @@ class SequenceSource:
         n = int(self.rng.integers(needles[0], needles[1] + 1)) if needles else None
         if task == "copy":
             return self.copy_sequence(length, min(n, length // 4))
+        if task == "repeat":
+            return self.repeat_sequence(length, min(n, length // 4))
         q = int(self.rng.integers(queries[0], min(queries[1], n) + 1)) if queries else None
         try:
             sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)),
@@ -209,34 +231,58 @@ class SequenceSource:
         mask[length - span + 1:] = True  # the repeat's first token cannot be known in advance
         return ids, mask
 
+    def repeat_sequence(self, length: int, span: int) -> tuple[np.ndarray, np.ndarray]:
+        """Corpus text with a span of random vocabulary tokens written twice, the second time at the end.
+
+        Nothing but a look-back predicts the second copy (random tokens carry no language), so every
+        token of it after the first is a clean training signal for the induction (look-up-and-copy)
+        circuit that needle retrieval needs.
+        """
+        start = int(self.rng.integers(0, len(self.tokens) - length))
+        ids = self.tokens[start:start + length].copy()
+        pattern = self.rng.integers(self.lowest_word, self.vocab_size, size=span)
+        source = int(self.rng.integers(0, length - 2 * span))
+        ids[source:source + span] = pattern
+        ids[length - span:] = pattern
+        mask = np.zeros(length, dtype=bool)
+        mask[length - span + 1:] = True
+        return ids, mask
+
     def batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         pairs = [self.sequence(length) for _ in range(size)]
         return (torch.from_numpy(np.stack([p[0] for p in pairs])), torch.from_numpy(np.stack([p[1] for p in pairs])))
 
 
-class Prefetcher:
-    """Builds the next batch on a thread while the GPU runs the current step."""
+class BatchStream(torch.utils.data.IterableDataset):
+    """Endless training batches at the length the main process asks for (a shared integer).
 
-    def __init__(self, source: SequenceSource):
-        self.source, self.thread, self.result = source, None, None
+    Run in DataLoader worker processes, so building batches (numpy and the tokenizer, ~60 ms for
+    128 x 256 tokens on one core) never waits on the GIL or holds up a fast GPU step.
+    """
 
-    def start(self, length: int, size: int) -> None:
-        self.result = None
+    def __init__(self, source: SequenceSource, tokens_per_step: int, length):
+        self.source, self.tokens_per_step, self.length = source, tokens_per_step, length
 
-        def work():
-            self.result = (length, size, self.source.batch(length, size))
-        self.thread = threading.Thread(target=work, daemon=True)
-        self.thread.start()
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None:  # each worker draws its own sequences
+            self.source.rng = np.random.default_rng([int(self.source.rng.integers(1 << 31)), info.id])
+        while True:
+            length = int(self.length.value)
+            ids, mask = self.source.batch(length, max(1, self.tokens_per_step // length))
+            yield length, ids, mask
 
-    def get(self, length: int, size: int):
-        if self.thread is None:
-            self.start(length, size)
-        self.thread.join()
-        self.thread = None
-        if self.result is None:  # the thread failed: build the batch here, so the error shows
-            return self.source.batch(length, size)
-        got_length, got_size, batch = self.result
-        return batch if (got_length, got_size) == (length, size) else self.source.batch(length, size)
+
+def batch_stream(source: SequenceSource, tokens_per_step: int, first_length: int, workers: int):
+    """(shared length, iterator of (length, ids, mask)); workers=0 builds batches in this process."""
+    import multiprocessing
+
+    length = multiprocessing.get_context("fork").Value("i", first_length, lock=False)
+    loader = torch.utils.data.DataLoader(
+        BatchStream(source, tokens_per_step, length), batch_size=None, num_workers=workers,
+        prefetch_factor=4 if workers else None, persistent_workers=bool(workers),
+        multiprocessing_context="fork" if workers else None)
+    return length, iter(loader)
 
 
 def phase_length(progress: float, curriculum) -> int:
@@ -323,7 +369,9 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
     curriculum = args.curriculum
-    prefetch = Prefetcher(source)
+    workers = args.workers if args.workers is not None else (min(6, max(0, (os.cpu_count() or 1) - 2))
+                                                              if device.type == "cuda" else 0)
+    wanted, batches = batch_stream(source, args.tokens_per_step, phase_length(0.0, curriculum), workers)
     log: list[dict] = []
     start = time.perf_counter()
     last_save = start
@@ -335,9 +383,11 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
         if progress >= 1.0 or (args.max_steps and step >= args.max_steps):
             break
         length = phase_length(progress, curriculum)
-        size = max(1, args.tokens_per_step // length)
-        ids, mask = prefetch.get(length, size)
-        prefetch.start(phase_length(min(progress + 0.002, 0.999), curriculum), size)
+        wanted.value = length
+        got, ids, mask = next(batches)
+        while got != length:  # batches built before a phase change: skip them
+            got, ids, mask = next(batches)
+        size = ids.shape[0]
         ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
         lr = learning_rate(step, progress, args.lr, args.warmup)
         for group in optimizer.param_groups:
@@ -402,19 +452,21 @@ def main(argv=None) -> None:
     parser.add_argument("--gdn-core", choices=("auto", "fla", "torch"), default="auto",
                         help="GDN core in training: FLA (fast, GPU) or transformers' torch chunk core")
     parser.add_argument("--chunk-size", type=int, default=128, help="chunk of the torch GDN core in training")
-    parser.add_argument("--mixture", choices=sorted(MIXTURES), default="copy", help="task mixture")
+    parser.add_argument("--mixture", choices=sorted(MIXTURES), default="induction", help="task mixture")
     parser.add_argument("--curriculum", type=parse_curriculum, default=None,
                         help="length phases 'start:length,...' (start = fraction of the budget)")
     parser.add_argument("--probe-every", type=int, default=None,
                         help="every N steps (a multiple of --log-every): greedy held-out needle accuracy")
     parser.add_argument("--probe-samples", type=int, default=16)
     parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="batch-building processes (default: up to 6 on a GPU, none on a CPU)")
     args = parser.parse_args(argv)
     tiny = args.tiny
     args.budget_s = args.budget_s or (20.0 if tiny else 300.0)
     args.eval_budget_s = args.eval_budget_s or (60.0 if tiny else 150.0)
-    # half the first run's 131072: twice the optimizer steps in the same time (472 steps were too few)
-    args.tokens_per_step = args.tokens_per_step or (2048 if tiny else 65536)
+    # a quarter of the first run's 131072: four times the optimizer steps (472 steps were too few)
+    args.tokens_per_step = args.tokens_per_step or (2048 if tiny else 32768)
     args.warmup = args.warmup or (5 if tiny else 60)
     args.probe_every = (0 if tiny else 100) if args.probe_every is None else args.probe_every
     args.log_every = args.log_every or (5 if tiny else 20)
