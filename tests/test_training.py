@@ -155,8 +155,34 @@ def test_batch_stream_follows_the_requested_length(tokenizer):
     src = train.SequenceSource(tokenizer, tokens, seed=4)
     for workers in (0, 1):
         wanted, batches = train.batch_stream(src, 1024, 256, workers)
-        length, ids, mask = next(batches)
-        assert length == 256 and ids.shape == (4, 256) and mask.shape == (4, 256)
+        length, ids, mask, entries = next(batches)
+        assert length == 256 and ids.shape == (4, 256) and mask.shape == (4, 256) and entries.shape == (4,)
         wanted.value = 512
         seen = [next(batches)[0] for _ in range(8)]  # a few built before the change may still come
         assert seen[-1] == 512 and next(batches)[1].shape == (2, 512)
+
+
+def test_task_accuracy_groups_answer_hits_by_task():
+    """Per-task accuracy: hits over answer tokens of the rows drawn from each mixture entry."""
+    mask = torch.zeros(3, 6, dtype=torch.bool)
+    mask[0, 2:5] = True   # 3 answers (targets are positions 1..5)
+    mask[2, 1:6] = True   # 5 answers
+    hits = torch.tensor([2, 0, 5])
+    got = train.task_accuracy(hits, mask, torch.tensor([1, 0, 2]), ["text", "repeat", "niah_single"])
+    assert got == {"repeat": pytest.approx(2 / 3, abs=1e-4), "niah_single": 1.0}
+
+
+def test_loss_terms_per_row_hits_count_correct_answer_tokens():
+    """per_row hits equal a direct count of argmax == target on the masked answer tokens."""
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(1)
+    model = Qwen3_5ForCausalLM(train.model_config(64, 0, tiny=True)).eval()
+    ids = torch.randint(0, 64, (2, 40))
+    mask = torch.rand(2, 40) < 0.5
+    with train.training_core(64), torch.no_grad():
+        lm, answer, accuracy, hits = train.loss_terms(model, ids, mask, per_row=True)
+        logits = model(input_ids=ids).logits[:, :-1]
+    direct = ((logits.argmax(-1) == ids[:, 1:]) & mask[:, 1:]).sum(1)
+    assert torch.equal(hits, direct)
+    assert accuracy.item() == pytest.approx(direct.sum().item() / mask[:, 1:].sum().item())

@@ -1,15 +1,17 @@
 """Train the embedded default model: a small Qwen3.5 (qwen3_5_text, 3 GDN : 1 attention) that can retrieve.
 
-The data is the corpus of training/build_corpus.py mixed with RULER-style retrieval tasks
-(analysis/ruler.py) whose haystacks are training text; sequence length follows a curriculum from
-1K to 16K tokens. Training stops at a wall-clock budget, then the RULER evaluation runs
-(analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
+The data is the corpus of training/build_corpus.py mixed with a random-token repeat drill (induction)
+and RULER-style retrieval tasks (analysis/ruler.py) whose haystacks are training text; sequence length
+follows a curriculum from 256 to 8K tokens. Training stops at a wall-clock budget, then the RULER
+evaluation runs (analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
 
-    python training/train.py --out runs/default            # GPU: 5.5 min training + 2.5 min evaluation
+    python training/train.py --out runs/default --budget-s 480 --no-eval   # GPU: 8 min of training
+    python -m analysis.ruler_eval --model runs/default/default-model      # then the evaluation
     python training/train.py --tiny --out runs/tiny        # CPU smoke test, under a minute
 
 Writes under --out: default-model/ (config.json, model.safetensors in bf16), train_log.json
 (loss curve), ruler.json (evaluation records). A checkpoint is written periodically: the last wins.
+The recipes tried so far and why: training/RETRIEVAL_NOTES.md.
 """
 
 from __future__ import annotations
@@ -198,9 +200,17 @@ class SequenceSource:
         self.rng = np.random.default_rng(seed)
         self.shares = np.array([m[0] for m in mixture]) / sum(m[0] for m in mixture)
 
+    def task_names(self) -> list[str]:
+        """One name per mixture entry, in mixture order (the labels of `labelled_batch`)."""
+        return [task or "text" for _, task, _, _ in self.mixture]
+
     def sequence(self, length: int) -> tuple[np.ndarray, np.ndarray]:
         """ids int64 [length] and a bool mask of the answer tokens (the targets to retrieve)."""
-        _, task, needles, queries = self.mixture[self.rng.choice(len(self.mixture), p=self.shares)]
+        return self.draw(length, int(self.rng.choice(len(self.mixture), p=self.shares)))
+
+    def draw(self, length: int, entry: int) -> tuple[np.ndarray, np.ndarray]:
+        """A sequence of mixture entry `entry` (ids, answer mask)."""
+        _, task, needles, queries = self.mixture[entry]
         mask = np.zeros(length, dtype=bool)
         if task is None:
             start = int(self.rng.integers(0, len(self.tokens) - length))
@@ -249,8 +259,15 @@ class SequenceSource:
         return ids, mask
 
     def batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        pairs = [self.sequence(length) for _ in range(size)]
-        return (torch.from_numpy(np.stack([p[0] for p in pairs])), torch.from_numpy(np.stack([p[1] for p in pairs])))
+        ids, mask, _ = self.labelled_batch(length, size)
+        return ids, mask
+
+    def labelled_batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """ids [size, length], answer mask [size, length], mixture entry of each row [size]."""
+        entries = self.rng.choice(len(self.mixture), size=size, p=self.shares)
+        pairs = [self.draw(length, int(e)) for e in entries]
+        return (torch.from_numpy(np.stack([p[0] for p in pairs])), torch.from_numpy(np.stack([p[1] for p in pairs])),
+                torch.from_numpy(entries.astype(np.int64)))
 
 
 class BatchStream(torch.utils.data.IterableDataset):
@@ -269,12 +286,11 @@ class BatchStream(torch.utils.data.IterableDataset):
             self.source.rng = np.random.default_rng([int(self.source.rng.integers(1 << 31)), info.id])
         while True:
             length = int(self.length.value)
-            ids, mask = self.source.batch(length, max(1, self.tokens_per_step // length))
-            yield length, ids, mask
+            yield (length, *self.source.labelled_batch(length, max(1, self.tokens_per_step // length)))
 
 
 def batch_stream(source: SequenceSource, tokens_per_step: int, first_length: int, workers: int):
-    """(shared length, iterator of (length, ids, mask)); workers=0 builds batches in this process."""
+    """(shared length, iterator of (length, ids, mask, entries)); workers=0 builds batches in this process."""
     import multiprocessing
 
     length = multiprocessing.get_context("fork").Value("i", first_length, lock=False)
@@ -296,8 +312,22 @@ def learning_rate(step: int, progress: float, peak: float, warmup: int) -> float
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
-def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor):
-    """(mean LM loss over all tokens, mean loss over answer tokens, answer-token accuracy)."""
+def task_accuracy(row_hits: torch.Tensor, mask: torch.Tensor, entries: torch.Tensor, names: list[str]) -> dict:
+    """Answer-token accuracy per task in one batch (tasks with answers in it only), rounded for the log."""
+    answers = mask[:, 1:].sum(1).cpu()
+    hits = row_hits.cpu()
+    result = {}
+    for entry, name in enumerate(names):
+        rows = entries == entry
+        total = int(answers[rows].sum())
+        if total:
+            result[name] = round(float(hits[rows].sum()) / total, 4)
+    return result
+
+
+def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor, per_row: bool = False):
+    """(mean LM loss over all tokens, mean loss over answer tokens, answer-token accuracy), and with
+    per_row the number of correctly predicted answer tokens of each row."""
     hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
     logits = model.lm_head(hidden[:, :-1])                         # [B, T-1, vocab]
     targets = ids[:, 1:]
@@ -309,7 +339,10 @@ def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor):
         accuracy = (logits.flatten(0, 1)[mask].argmax(-1) == targets.flatten()[mask]).float().mean()
     else:
         answer = accuracy = torch.zeros((), device=ids.device)
-    return lm, answer, accuracy
+    if not per_row:
+        return lm, answer, accuracy
+    hits = (logits.argmax(-1) == targets) & answer_mask[:, 1:]
+    return lm, answer, accuracy, hits.sum(1)
 
 
 class RetrievalProbe:
@@ -384,16 +417,16 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
             break
         length = phase_length(progress, curriculum)
         wanted.value = length
-        got, ids, mask = next(batches)
+        got, ids, mask, entries = next(batches)
         while got != length:  # batches built before a phase change: skip them
-            got, ids, mask = next(batches)
+            got, ids, mask, entries = next(batches)
         size = ids.shape[0]
         ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
         lr = learning_rate(step, progress, args.lr, args.warmup)
         for group in optimizer.param_groups:
             group["lr"] = lr
         with autocast:
-            lm, answer, accuracy = loss_terms(model, ids, mask)
+            lm, answer, accuracy, row_hits = loss_terms(model, ids, mask, per_row=True)
             loss = lm + args.answer_weight * answer
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -404,13 +437,15 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
             entry = {"step": step, "seconds": round(time.perf_counter() - start, 2), "length": length,
                      "batch": size, "tokens": step * args.tokens_per_step, "lr": lr, "lm_loss": lm.item(),
                      "answer_loss": answer.item(), "answer_token_accuracy": accuracy.item(),
-                     "grad_norm": grad_norm.item()}
+                     "grad_norm": grad_norm.item(),
+                     "task_accuracy": task_accuracy(row_hits, mask, entries, source.task_names())}
             if probe is not None and (step % args.probe_every == 0):
                 entry["probe_accuracy"] = probe(model, length, device)
             log.append(entry)
             print(f"[train] step {step:5d} {entry['seconds']:7.1f}s len {length:5d}x{size:<3d} "
                   f"lm {entry['lm_loss']:.3f} ans {entry['answer_loss']:.3f} acc {entry['answer_token_accuracy']:.3f} "
                   f"lr {lr:.2e} gn {entry['grad_norm']:.2f}"
+                  + " | " + " ".join(f"{k} {v:.2f}" for k, v in entry["task_accuracy"].items())
                   + (f" probe {entry['probe_accuracy']}" if "probe_accuracy" in entry else ""), flush=True)
         if time.perf_counter() - last_save > args.save_every_s:
             save_checkpoint(model, args.out / "default-model")
