@@ -319,9 +319,25 @@ def load_default(model_dir: Path, device: str):
     return model, tokenizer
 
 
+def checkpoint_digest(path: Path) -> str:
+    """sha256 of a checkpoint file: ties an evaluation to the weights it measured."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def run(model, tokenizer, *, device, heldout_path: Path, out: Path, command: str, model_name: str,
-        lengths=LENGTHS, samples=None, time_budget_s=120.0, backend="torch", log=print, **kwargs) -> dict:
-    """Evaluate and write the JSON results file (also used by training/train.py after training)."""
+        lengths=LENGTHS, samples=None, time_budget_s=120.0, backend="torch", log=print,
+        checkpoint: Path | None = None, **kwargs) -> dict:
+    """Evaluate and write the JSON results file (also used by training/train.py after training).
+
+    `checkpoint`: the safetensors file of the weights evaluated; its sha256 goes into the results, so the
+    model card can refuse to pair these numbers with other weights.
+    """
     heldout = dict(np.load(heldout_path))
     generator = RulerGenerator(tokenizer, heldout["milton"])
     samples = samples or {n: (16 if n <= 8192 else 8) for n in lengths}
@@ -329,6 +345,8 @@ def run(model, tokenizer, *, device, heldout_path: Path, out: Path, command: str
                "date": time.strftime("%Y-%m-%d"), "command": command, "samples": {str(k): v for k, v in samples.items()},
                "ppl_length": kwargs.get("ppl_length", 8192), "haystack": "milton (held out)", "backend": backend,
                "records": []}
+    if checkpoint is not None:
+        results["checkpoint_sha256"] = checkpoint_digest(checkpoint)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def save(records):
@@ -365,7 +383,7 @@ def main(argv=None) -> None:
         model_name=str(args.model), lengths=tuple(args.lengths),
         samples={n: args.samples for n in args.lengths} if args.samples else None,
         time_budget_s=args.time_budget, backend=args.backend, ppl_length=args.ppl_length,
-        ppl_windows=args.ppl_windows)
+        ppl_windows=args.ppl_windows, checkpoint=args.model / "model.safetensors")
     write_report(args.out)
 
 

@@ -28,12 +28,33 @@ NEEDLE_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiqu
 
 
 def import_run(run: Path) -> None:
-    """Copy a run's checkpoint, loss log and evaluation into the repository, then render the reports."""
-    for name in ("config.json", "generation_config.json", "model.safetensors"):
-        shutil.copyfile(run / "default-model" / name, MODEL_DIR / name)
-    shutil.copyfile(run / "train_log.json", MODEL_DIR / "train_log.json")
-    shutil.copyfile(run / "ruler.json", RESULTS)
-    ruler_eval.write_report(RESULTS)
+    """Copy what a run's $OUT holds into the repository: the checkpoint with its loss log (a training
+    run), the evaluation (ruler.json), or both; then render the evaluation reports."""
+    checkpoint = run / "default-model" / "model.safetensors"
+    evaluation = run / "ruler.json"
+    if not checkpoint.exists() and not evaluation.exists():
+        raise SystemExit(f"{run} holds neither default-model/model.safetensors nor ruler.json")
+    if checkpoint.exists():
+        for name in ("config.json", "generation_config.json", "model.safetensors"):
+            shutil.copyfile(run / "default-model" / name, MODEL_DIR / name)
+        shutil.copyfile(run / "train_log.json", MODEL_DIR / "train_log.json")
+    if evaluation.exists():
+        shutil.copyfile(evaluation, RESULTS)
+        ruler_eval.write_report(RESULTS)
+    else:
+        print("no ruler.json in the run: evaluate this checkpoint (python -m analysis.ruler_eval) and import that")
+
+
+def evaluated_checkpoint(results: dict) -> str:
+    """The card's line on which weights the evaluation measured; refuses numbers of other weights."""
+    recorded = results.get("checkpoint_sha256")
+    current = ruler_eval.checkpoint_digest(MODEL_DIR / "model.safetensors")
+    if recorded is None:
+        return "The evaluation predates checkpoint digests: it is the committed run's, not re-checked."
+    if recorded != current:
+        raise SystemExit(f"{RESULTS} evaluated another checkpoint (sha256 {recorded[:12]}, this one is "
+                         f"{current[:12]}): run python -m analysis.ruler_eval on data/default-model first")
+    return f"Evaluated checkpoint: sha256 `{current[:16]}` (this one)."
 
 
 def _needle_accuracy(rows, config: str, length: int) -> float | None:
@@ -87,6 +108,27 @@ def targets(results: dict) -> list[str]:
     return lines
 
 
+def recipe_command(train_log: dict, results: dict) -> list[str]:
+    """How the checkpoint was trained, and the same recipe spelled out in today's train.py flags."""
+    sys.path.insert(0, str(ROOT / "training"))
+    import train
+
+    logged = [(m["share"], None if m["task"] == "plain text" else m["task"],
+               None if m["needles"] is None else tuple(m["needles"]), None if m["queries"] is None else tuple(m["queries"]))
+              for m in train_log["mixture"]]
+    name = train_log.get("mixture_name") or next(
+        (k for k, v in train.MIXTURES.items() if [tuple(e) for e in v] == logged), None)
+    flags = [f"--mixture {name}" if name else "(a mixture no longer named in train.py)",
+             "--curriculum " + ",".join(f"{start:g}:{length}" for start, length in train_log["curriculum"]),
+             f"--tokens-per-step {train_log['tokens_per_step']}", f"--lr {train_log['peak_lr']:g}",
+             f"--answer-weight {train_log['answer_weight']:g}",
+             f"--warmup {train_log['warmup']}" if "warmup" in train_log else "(warm-up steps not logged)",
+             "--gdn-core " + ("torch" if "torch_chunk" in train_log["gdn_core"] else "fla")]
+    command = results.get("command", "python training/train.py")
+    return [f"The checkpoint came from `{command}` as `training/train.py` then was; with today's script the",
+            f"same recipe is `python training/train.py {' '.join(flags)}`.", ""]
+
+
 def render() -> str:
     config = json.loads((MODEL_DIR / "config.json").read_text())
     train_log = json.loads((MODEL_DIR / "train_log.json").read_text())
@@ -100,9 +142,9 @@ def render() -> str:
         entry[1] += d["chars"]
         entry[2] += d["tokens"]
     size = (MODEL_DIR / "model.safetensors").stat().st_size
-    def unit(task):  # the copy drill's range is a span length, not a needle count
-        return "-token repeated span" if task == "copy" else " needles"
-    mixture = ", ".join(f"{m['share']:.1%} {m['task']}"
+    def unit(task):  # the drills' ranges are span lengths, not needle counts
+        return "-token repeated span" if task in ("copy", "repeat") else " needles"
+    mixture = ", ".join(f"{100 * m['share']:g}% {m['task']}"
                         + (f" ({m['needles'][0]}-{m['needles'][1]}{unit(m['task'])})" if m["needles"] else "")
                         for m in train_log["mixture"])
     curriculum = ", ".join(f"{length} from {start:.0%}" for start, length in train_log["curriculum"])
@@ -146,8 +188,8 @@ def render() -> str:
         "take 78-127 MB at hidden size 256 in bf16, far over the 16 MiB a checkpoint may take; at 8K entries the",
         "embedding is 4 MiB and the rest of the budget goes to layers.", "",
         "## Training recipe", "",
-        f"`python training/train.py` (the command of the committed run is in `analysis/results/ruler.json`). AdamW "
-        f"(betas 0.9/0.95, weight decay 0.1 on matrices), peak LR {train_log['peak_lr']:g}, linear warm-up then cosine",
+        *recipe_command(train_log, results),
+        f"AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), peak LR {train_log['peak_lr']:g}, linear warm-up then cosine",
         f"to a tenth, bf16 autocast, {train_log['tokens_per_step']} tokens per step, loss = LM loss on all tokens +"
         f" {train_log['answer_weight']:g} x mean loss on answer tokens.",
         f"- Sequences: {mixture}.",
@@ -165,6 +207,7 @@ def render() -> str:
         "RULER-style tasks (`analysis/ruler.py`) over held-out Milton haystacks, and perplexity on held-out windows;",
         "dense versus SparseGDN through `analysis/patching.py` (`analysis/ruler_eval.py`). Full grid:",
         "`analysis/results/ruler.md`, figure `analysis/results/ruler.html`. Targets of issue 6:", "",
+        evaluated_checkpoint(results), "",
     ]
     lines += targets(results)
     lines += ["", "Headline rows (mean over the five tasks; perplexity per held-out source):", ""]

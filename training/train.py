@@ -462,7 +462,7 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
 def write_log(args, log, n_params, steps, seconds) -> None:
     (args.out / "train_log.json").write_text(json.dumps({
         "parameters": n_params, "steps": steps, "seconds": round(seconds, 1), "tokens_per_step": args.tokens_per_step,
-        "peak_lr": args.lr, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
+        "peak_lr": args.lr, "warmup": args.warmup, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
         "curriculum": args.curriculum, "mixture_name": args.mixture,
         "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q}
                     for s, t, n, q in MIXTURES[args.mixture]],
@@ -531,7 +531,8 @@ def main(argv=None) -> None:
             command="python training/train.py " + " ".join(sys.argv[1:] if argv is None else argv),
             model_name="default (trained by training/train.py)", lengths=lengths,
             samples={n: 2 for n in lengths} if tiny else None, time_budget_s=args.eval_budget_s,
-            ppl_length=1024 if tiny else 8192, ppl_windows=2 if tiny else 8)
+            ppl_length=1024 if tiny else 8192, ppl_windows=2 if tiny else 8,
+            checkpoint=args.out / "default-model" / "model.safetensors")
     except Exception:  # the checkpoint is saved already; keep the log readable and the partial records
         import traceback
         traceback.print_exc()
