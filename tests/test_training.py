@@ -186,3 +186,21 @@ def test_loss_terms_per_row_hits_count_correct_answer_tokens():
     direct = ((logits.argmax(-1) == ids[:, 1:]) & mask[:, 1:]).sum(1)
     assert torch.equal(hits, direct)
     assert accuracy.item() == pytest.approx(direct.sum().item() / mask[:, 1:].sum().item())
+
+
+def test_induction_probe_builds_the_configuration_it_is_asked_for():
+    """The probe's flags reach the model config; a short run logs finite losses and accuracies."""
+    from training import induction_probe
+
+    args = argparse.Namespace(
+        default=False, layers="GA", head_dim=16, rope_theta=1e7, rotary=0.5, steps=4, batch=2, span=8, draw=64,
+        lr=1e-3, seed=0, log_every=2, stop_at=0.0)
+    config = induction_probe.probe_config(args)
+    assert config.layer_types == ["linear_attention", "full_attention"] and config.head_dim == 16
+    assert config.rope_parameters["rope_theta"] == 1e7 and config.rope_parameters["partial_rotary_factor"] == 0.5
+    default = induction_probe.probe_config(argparse.Namespace(default=True, layers="", head_dim=0, rope_theta=None,
+                                                              rotary=None))
+    assert default.rope_parameters == train.model_config(8192, 0).rope_parameters
+    log = induction_probe.run(args)
+    assert [e["step"] for e in log] == [2, 4]
+    assert all(math.isfinite(e["answer_loss"]) and 0.0 <= e["accuracy"] <= 1.0 for e in log)

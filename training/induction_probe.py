@@ -1,0 +1,106 @@
+"""How many steps a Qwen3.5 configuration needs to learn to copy: the induction test behind the recipe.
+
+Each batch holds 32 rows of 48 random tokens written twice; the loss is the cross-entropy of the second
+copy only (after its first token), which nothing but looking back can predict. A model that has formed
+the look-up-and-copy circuit gets answer accuracy near 1; before that it sits near the unigram floor
+(ln of the number of tokens drawn). The same circuit is what needle retrieval needs, so a configuration
+that is slow here is slow to learn retrieval (training/RETRIEVAL_NOTES.md, third round).
+
+    python training/induction_probe.py --default                       # the default model's config
+    python training/induction_probe.py --default --rope-theta 1e7       # ... with Qwen3.5's rotary base
+    python training/induction_probe.py --layers GGGA --head-dim 32      # small: 3 GDN + 1 attention
+
+CPU, one thread: ~0.8 s a step for the small configurations, ~3 s for --default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import train  # noqa: E402
+
+FIRST_WORD = 256  # above the special and single-byte tokens of the 8192-token BPE
+
+
+def probe_config(args):
+    """The model config under test: train.py's default, or the tiny one reshaped by the flags."""
+    config = train.model_config(8192, 0, tiny=not args.default)
+    if not args.default:
+        config.layer_types = ["full_attention" if c == "A" else "linear_attention" for c in args.layers]
+        config.num_hidden_layers = len(args.layers)
+        config.head_dim, config.num_attention_heads, config.num_key_value_heads = args.head_dim, 2, 2
+    rope = dict(config.rope_parameters)
+    if args.rope_theta is not None:
+        rope["rope_theta"] = args.rope_theta
+    if args.rotary is not None:
+        rope["partial_rotary_factor"] = args.rotary
+    config.rope_parameters = rope
+    return config
+
+
+def run(args) -> list[dict]:
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(args.seed)
+    config = probe_config(args)
+    model = Qwen3_5ForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95))
+    print(f"layers {''.join('A' if t == 'full_attention' else 'G' for t in config.layer_types)}, attention head dim "
+          f"{config.head_dim}, rotary {config.rope_parameters['partial_rotary_factor']:g} at base "
+          f"{config.rope_parameters['rope_theta']:g}; {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters",
+          flush=True)
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    log, start = [], time.perf_counter()
+    with train.training_core(64):
+        for step in range(1, args.steps + 1):
+            half = torch.randint(FIRST_WORD, FIRST_WORD + args.draw, (args.batch, args.span), generator=generator)
+            ids = torch.cat([half, half], dim=1)
+            mask = torch.zeros_like(ids, dtype=torch.bool)
+            mask[:, args.span + 1:] = True
+            _, answer, accuracy = train.loss_terms(model, ids, mask)
+            optimizer.zero_grad(set_to_none=True)
+            answer.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            if step % args.log_every == 0:
+                entry = {"step": step, "seconds": round(time.perf_counter() - start, 1),
+                         "answer_loss": round(answer.item(), 4), "accuracy": round(accuracy.item(), 4)}
+                log.append(entry)
+                print(f"step {step:4d} {entry['seconds']:7.1f}s answer loss {entry['answer_loss']:.3f} "
+                      f"accuracy {entry['accuracy']:.3f}", flush=True)
+                if args.stop_at and accuracy.item() >= args.stop_at:
+                    break
+    return log
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--default", action="store_true", help="train.py's default model config (else tiny)")
+    parser.add_argument("--layers", default="GGGA", help="G = GDN, A = attention (not with --default)")
+    parser.add_argument("--head-dim", type=int, default=32, help="attention head dim (not with --default)")
+    parser.add_argument("--rope-theta", type=float, default=None, help="rotary base (default: the config's)")
+    parser.add_argument("--rotary", type=float, default=None, help="rotating share of each head")
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--span", type=int, default=48)
+    parser.add_argument("--draw", type=int, default=512, help="how many word tokens the random spans use")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--stop-at", type=float, default=0.0, help="stop once accuracy reaches this")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.batch < 1 or args.span < 2 or not 1 <= args.draw <= 8192 - FIRST_WORD:
+        parser.error("--steps, --batch >= 1, --span >= 2, 1 <= --draw <= 7936")
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
