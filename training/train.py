@@ -5,7 +5,7 @@ and RULER-style retrieval tasks (analysis/ruler.py) whose haystacks are training
 follows a curriculum from 256 to 8K tokens. Training stops at a wall-clock budget, then the RULER
 evaluation runs (analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
 
-    python training/train.py --out runs/default --budget-s 480 --no-eval   # GPU: 8 min of training
+    python training/train.py --out runs/default --budget-s 510 --no-eval   # GPU: 8.5 min of training
     python -m analysis.ruler_eval --model runs/default/default-model      # then the evaluation
     python training/train.py --tiny --out runs/tiny        # CPU smoke test, under a minute
 
@@ -121,10 +121,10 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
         linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
         max_position_embeddings=65536, tie_word_embeddings=True,
         # A quarter of each head rotates, as in Qwen3.5 (the position-free rest is what lets retrieval reach
-        # past the trained length), but with base 1e4, not Qwen3.5's 1e7: at 1e7 only one or two of the
-        # rotating pairs turn fast enough to tell neighbouring tokens apart, and the previous-token step of
-        # the look-up-and-copy circuit formed several times more slowly in CPU trials, or not at all within
-        # them (training/RETRIEVAL_NOTES.md, third round). The slowest pair at 1e4 still spans ~20K tokens.
+        # past the trained length), but with base 1e4, not Qwen3.5's 1e7: at 1e7 six of the eight rotating
+        # pairs barely turn over a few hundred tokens, and the look-up-and-copy circuit that retrieval needs
+        # formed far more slowly in CPU trials (at the full config: copying learned by step 175 at 1e4, not
+        # by step 200 at 1e7; training/RETRIEVAL_NOTES.md). The slowest pair at 1e4 still spans ~20K tokens.
         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.25},
         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, use_cache=False,
     )
