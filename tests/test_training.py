@@ -193,8 +193,8 @@ def test_induction_probe_builds_the_configuration_it_is_asked_for():
     from training import induction_probe
 
     args = argparse.Namespace(
-        default=False, layers="GA", head_dim=16, rope_theta=1e7, rotary=0.5, steps=4, batch=2, span=8, draw=64,
-        lr=1e-3, seed=0, log_every=2, stop_at=0.0)
+        default=False, layers="GA", head_dim=16, rope_theta=1e7, rotary=0.5, steps=4, batch=2, span=8, draw=64, gap=5,
+        lr=1e-3, seed=0, log_every=2, stop_at=0.0, lm_answer_weight=2.0)
     config = induction_probe.probe_config(args)
     assert config.layer_types == ["linear_attention", "full_attention"] and config.head_dim == 16
     assert config.rope_parameters["rope_theta"] == 1e7 and config.rope_parameters["partial_rotary_factor"] == 0.5
@@ -204,3 +204,17 @@ def test_induction_probe_builds_the_configuration_it_is_asked_for():
     log = induction_probe.run(args)
     assert [e["step"] for e in log] == [2, 4]
     assert all(math.isfinite(e["answer_loss"]) and 0.0 <= e["accuracy"] <= 1.0 for e in log)
+
+
+def test_induction_probe_rows_repeat_their_tail_at_a_varying_distance():
+    from training import induction_probe
+
+    ids, mask = induction_probe.repeat_batch(64, 6, 10, 100, torch.Generator().manual_seed(0))
+    assert ids.shape == (64, 22) and mask.sum(1).eq(5).all() and mask[:, -5:].all()
+    assert ids.min() >= induction_probe.FIRST_WORD and ids.max() < induction_probe.FIRST_WORD + 100
+    starts = []
+    for row in ids:
+        found = [s for s in range(11) if torch.equal(row[s:s + 6], row[-6:])]
+        assert found, "the tail does not occur earlier in the row"
+        starts.append(found[0])
+    assert len(set(starts)) > 5, f"the first copy always starts at the same place: {sorted(set(starts))}"

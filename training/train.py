@@ -120,12 +120,11 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
         linear_num_key_heads=2 if tiny else 4, linear_num_value_heads=4 if tiny else 8,
         linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
         max_position_embeddings=65536, tie_word_embeddings=True,
-        # A quarter of each head rotates, as in Qwen3.5 (the position-free rest is what lets retrieval reach
-        # past the trained length), but with base 1e4, not Qwen3.5's 1e7: at 1e7 six of the eight rotating
-        # pairs barely turn over a few hundred tokens, and the look-up-and-copy circuit that retrieval needs
-        # formed far more slowly in CPU trials (at the full config: copying learned by step 175 at 1e4, not
-        # by step 200 at 1e7; training/RETRIEVAL_NOTES.md). The slowest pair at 1e4 still spans ~20K tokens.
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.25},
+        # Qwen3.5's rotary setting: a quarter of each head rotates, base 1e7 (the rest is position-free,
+        # which is what lets retrieval reach past the trained length). Base 1e4 was tried on the CPU: it
+        # learns a look-up at a fixed distance sooner, but not the content look-up that retrieval needs
+        # (training/RETRIEVAL_NOTES.md, third round), so the real model's setting stays.
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, use_cache=False,
     )
 
