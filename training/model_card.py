@@ -124,7 +124,7 @@ def recipe_command(train_log: dict, results: dict) -> list[str]:
              f"--answer-weight {train_log['answer_weight']:g}",
              f"--warmup {train_log['warmup']}" if "warmup" in train_log else "(warm-up steps not logged)",
              "--gdn-core " + ("torch" if "torch_chunk" in train_log["gdn_core"] else "fla")]
-    command = results.get("command", "python training/train.py")
+    command = train_log.get("command") or results.get("command", "python training/train.py")
     return [f"The checkpoint came from `{command}` as `training/train.py` then was; with today's script the",
             f"same recipe is `python training/train.py {' '.join(flags)}`.", ""]
 

@@ -464,6 +464,7 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
 def write_log(args, log, n_params, steps, seconds) -> None:
     (args.out / "train_log.json").write_text(json.dumps({
         "parameters": n_params, "steps": steps, "seconds": round(seconds, 1), "tokens_per_step": args.tokens_per_step,
+        "command": "python training/train.py " + " ".join(sys.argv[1:]),
         "peak_lr": args.lr, "warmup": args.warmup, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
         "curriculum": args.curriculum, "mixture_name": args.mixture,
         "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q}
