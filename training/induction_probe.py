@@ -25,10 +25,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import train  # noqa: E402
+from training import train  # noqa: E402
 
 FIRST_WORD = 256  # above the special and single-byte tokens of the 8192-token BPE
 

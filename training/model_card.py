@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import ruler_eval  # noqa: E402
+from training import train  # noqa: E402
 
 MODEL_DIR = ROOT / "data" / "default-model"
 MANIFEST = ROOT / "data" / "corpus" / "manifest.json"
@@ -110,9 +111,6 @@ def targets(results: dict) -> list[str]:
 
 def recipe_command(train_log: dict, results: dict) -> list[str]:
     """How the checkpoint was trained, and the same recipe spelled out in today's train.py flags."""
-    sys.path.insert(0, str(ROOT / "training"))
-    import train
-
     logged = [(m["share"], None if m["task"] == "plain text" else m["task"],
                None if m["needles"] is None else tuple(m["needles"]), None if m["queries"] is None else tuple(m["queries"]))
               for m in train_log["mixture"]]

@@ -215,8 +215,7 @@ class SequenceSource:
         _, task, needles, queries = self.mixture[entry]
         mask = np.zeros(length, dtype=bool)
         if task is None:
-            start = int(self.rng.integers(0, len(self.tokens) - length))
-            return self.tokens[start:start + length], mask
+            return self.corpus_window(length), mask
         n = int(self.rng.integers(needles[0], needles[1] + 1)) if needles else None
         if task == "copy":
             return self.copy_sequence(length, min(n, length // 4))
@@ -227,21 +226,29 @@ class SequenceSource:
             sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)),
                                            needles=n, queries=q)
         except ValueError:  # too many needles for a short sequence: plain text instead
-            start = int(self.rng.integers(0, len(self.tokens) - length))
-            return self.tokens[start:start + length], mask
+            return self.corpus_window(length), mask
         for a, b in sample.answer_spans:
             mask[a:b] = True
         return sample.input_ids, mask
 
+    def corpus_window(self, length: int) -> np.ndarray:
+        """A random window of `length` training tokens (a view: copy before writing into it)."""
+        start = int(self.rng.integers(0, len(self.tokens) - length))
+        return self.tokens[start:start + length]
+
+    @staticmethod
+    def tail_mask(length: int, span: int) -> np.ndarray:
+        """Answer mask of a repeat that ends the sequence: its first token cannot be known in advance."""
+        mask = np.zeros(length, dtype=bool)
+        mask[length - span + 1:] = True
+        return mask
+
     def copy_sequence(self, length: int, span: int) -> tuple[np.ndarray, np.ndarray]:
         """Corpus text whose last `span` tokens repeat a span from earlier in the same sequence."""
-        start = int(self.rng.integers(0, len(self.tokens) - length))
-        ids = self.tokens[start:start + length].copy()
+        ids = self.corpus_window(length).copy()
         source = int(self.rng.integers(0, length - 2 * span))
         ids[length - span:] = ids[source:source + span]
-        mask = np.zeros(length, dtype=bool)
-        mask[length - span + 1:] = True  # the repeat's first token cannot be known in advance
-        return ids, mask
+        return ids, self.tail_mask(length, span)
 
     def repeat_sequence(self, length: int, span: int) -> tuple[np.ndarray, np.ndarray]:
         """Corpus text with a span of random vocabulary tokens written twice, the second time at the end.
@@ -250,15 +257,12 @@ class SequenceSource:
         token of it after the first is a clean training signal for the induction (look-up-and-copy)
         circuit that needle retrieval needs.
         """
-        start = int(self.rng.integers(0, len(self.tokens) - length))
-        ids = self.tokens[start:start + length].copy()
+        ids = self.corpus_window(length).copy()
         pattern = self.rng.integers(self.lowest_word, self.vocab_size, size=span)
         source = int(self.rng.integers(0, length - 2 * span))
         ids[source:source + span] = pattern
         ids[length - span:] = pattern
-        mask = np.zeros(length, dtype=bool)
-        mask[length - span + 1:] = True
-        return ids, mask
+        return ids, self.tail_mask(length, span)
 
     def batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         ids, mask, _ = self.labelled_batch(length, size)
@@ -336,15 +340,16 @@ def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor, per_row: boo
     per_token = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
     mask = answer_mask[:, 1:].flatten()
     lm = per_token.mean()
-    if mask.any():
-        answer = per_token[mask].mean()
-        accuracy = (logits.flatten(0, 1)[mask].argmax(-1) == targets.flatten()[mask]).float().mean()
-    else:
-        answer = accuracy = torch.zeros((), device=ids.device)
-    if not per_row:
-        return lm, answer, accuracy
-    hits = (logits.argmax(-1) == targets) & answer_mask[:, 1:]
-    return lm, answer, accuracy, hits.sum(1)
+    if per_row:  # one argmax over all positions serves the per-row counts and the accuracy
+        hits = ((logits.argmax(-1) == targets) & answer_mask[:, 1:]).sum(1)
+    if not mask.any():
+        zero = torch.zeros((), device=ids.device)
+        return (lm, zero, zero, hits) if per_row else (lm, zero, zero)
+    answer = per_token[mask].mean()
+    if per_row:
+        return lm, answer, hits.sum() / mask.sum(), hits
+    accuracy = (logits.flatten(0, 1)[mask].argmax(-1) == targets.flatten()[mask]).float().mean()  # answers only
+    return lm, answer, accuracy
 
 
 class RetrievalProbe:
@@ -427,20 +432,21 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
         lr = learning_rate(step, progress, args.lr, args.warmup)
         for group in optimizer.param_groups:
             group["lr"] = lr
+        logging = (step + 1) % args.log_every == 0 or step == 0  # per-task counts only where they are logged
         with autocast:
-            lm, answer, accuracy, row_hits = loss_terms(model, ids, mask, per_row=True)
+            lm, answer, accuracy, *row_hits = loss_terms(model, ids, mask, per_row=logging)
             loss = lm + args.answer_weight * answer
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         step += 1
-        if step % args.log_every == 0 or step == 1:
+        if logging:
             entry = {"step": step, "seconds": round(time.perf_counter() - start, 2), "length": length,
                      "batch": size, "tokens": step * args.tokens_per_step, "lr": lr, "lm_loss": lm.item(),
                      "answer_loss": answer.item(), "answer_token_accuracy": accuracy.item(),
                      "grad_norm": grad_norm.item(),
-                     "task_accuracy": task_accuracy(row_hits, mask, entries, source.task_names())}
+                     "task_accuracy": task_accuracy(row_hits[0], mask, entries, source.task_names())}
             if probe is not None and (step % args.probe_every == 0):
                 entry["probe_accuracy"] = probe(model, length, device)
             log.append(entry)
