@@ -97,11 +97,11 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
             validation.check_values(q, k, v, g, beta, initial_state)
             events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), budget=budget,
                                      selector=selector, scale=scale, seed=seed)
-        o, final_state, events, scores, per_head = triton_backend.sparse_gdn_forward(
+        o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
-        validation.check_values_after(o, q, k, v, g, beta, initial_state)
+        validation.check_flags(flags, q, k, v, g, beta, initial_state)
         return o, final_state, SelectionInfo(events, scores, per_head)
 
     validation.check_values(q, k, v, g, beta, initial_state)

@@ -97,6 +97,23 @@ def check_values_after(o, q, k, v, g, beta, initial_state):
         check_values(q, k, v, g, beta, initial_state)
 
 
+def check_flags(flags, q, k, v, g, beta, initial_state):
+    """The contract of `check_values` for the Triton path, from the flags its kernels raised.
+
+    The kernels check what they read anyway (g and beta in the intra-chunk solve, the initial state
+    in the state pass, o as it is written), so no pass over the inputs is added, and reading the
+    flags back is the call's one device sync, after every launch. NaN and inf in q, k or v always
+    reach o (they survive every product, even with zero), so a clean o clears them. Only when a flag
+    is set are the inputs read one by one, to name the argument; finite inputs whose computation
+    overflowed are reported as such.
+    """
+    if not any(flags.tolist()):
+        return
+    check_values(q, k, v, g, beta, initial_state)
+    raise ValueError("q, k, v, g, beta: every input is finite, but the computation overflowed "
+                     "(non-finite output); check the scale of g (log decays), beta and scale")
+
+
 def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
                               or not math.isfinite(scale) or scale <= 0):

@@ -94,10 +94,35 @@ def test_triton_score_selection_full_shape_on_gpu():
     assert (info.events.flatten(1).sum(1) == selection.event_count(0.29, 32, 64)).all()
 
 
-@pytest.mark.parametrize("band,first", [(1, "chunk_prepare"), (3, "chunk_prepare")])
-def test_stage_hook_reports_the_five_passes_in_order(band, first):
+@pytest.mark.parametrize("band", [1, 3])
+def test_stage_hook_reports_the_five_passes_in_order(band):
     """The analysis pipeline times the GPU stages through this hook; a pass added or renamed shows here."""
     q, k, v, g, beta, _ = random_inputs(1, 100, 1, 2, 16, 16, dtype=torch.float32, device=DEVICE)
     seen = []
     sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, backend="triton", stage_hook=seen.append)
-    assert seen == [first, "selection", "event_prepare", "state_pass", "chunk_output"]
+    assert seen == ["intra_solve", "selection", "event_prepare", "state_pass", "output"]
+
+
+def test_triton_reads_strided_views_in_place():
+    """q, k, v split from one projection (a token stride larger than their rows, as a model hands them over)
+    give bit for bit the result of contiguous copies."""
+    mixed = torch.randn(1, 150, 3 * 2 * 16, device=DEVICE, dtype=torch.bfloat16)
+    q, k, v = (x.reshape(1, 150, 2, 16) for x in mixed.split(32, dim=-1))
+    g = -torch.rand(1, 150, 2, device=DEVICE) * 0.2
+    beta = (torch.rand(1, 150, 3, device=DEVICE) * 0.9 + 0.05)[:, :, :2]      # a gate with a token stride of 3
+    assert not (q.is_contiguous() or v.is_contiguous() or beta.is_contiguous())
+    strided = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", output_final_state=True)
+    copied = sparsegdn.sparse_gated_delta_rule(q.contiguous(), k.contiguous(), v.contiguous(), g, beta.contiguous(),
+                                               backend="triton", output_final_state=True)
+    assert torch.equal(strided[0], copied[0]) and torch.equal(strided[1], copied[1])
+    assert torch.equal(strided[2].events, copied[2].events)
+
+
+def test_triton_reports_finite_inputs_whose_computation_overflows():
+    """Four log decays of -1e38 in one chunk sum past float32's range: the output is NaN although every input
+    is finite, and the call says so instead of returning it."""
+    q, k, v, g, beta, _ = random_inputs(1, 70, 1, 2, 16, 16, dtype=torch.float32, seed=3, device=DEVICE)
+    g = g.clone()
+    g[0, 5:9, 0] = -1e38
+    with pytest.raises(ValueError, match="overflow"):
+        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton")

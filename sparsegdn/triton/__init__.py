@@ -17,9 +17,11 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
     """Inputs already validated by the caller. events: None or bool[B,HV,NC] (then selector/budget are
     ignored); selector one of "score", "uniform", "all" when events is None; scale a float.
 
-    stage_hook(name), when given, is called after each of the five passes (for timing).
+    stage_hook(name), when given, is called after each of the five passes (forward.STAGES, for timing).
     Returns (o [B,T,HV,V] in v.dtype, final_state float32 [B,HV,K,V] or None,
-             events bool[B,HV,NC], scores float32[B,HV,NC], budget_per_head int64[B,HV]).
+             events bool[B,HV,NC], scores float32[B,HV,NC], budget_per_head int64[B,HV],
+             flags int32 [3]: non-zero where the kernels saw a non-finite output, bad gates or a
+             non-finite initial state; read back by the caller, see sparsegdn.validation.check_flags).
     """
     from .forward import sparse_gdn_forward as forward
 

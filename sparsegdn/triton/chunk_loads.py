@@ -1,8 +1,9 @@
-"""Tile loaders, the matrix product and rounding shared by the SparseGDN kernels.
+"""Tile loaders, the matrix products, rounding and checks shared by the SparseGDN kernels.
 
-Loaders read one chunk's rows of q/k/v/g/beta, zero past T.
-Zero rows past T are neutral everywhere (g = 0: no decay, beta = 0 and k = 0: no write), the same
-padding as `sparsegdn.reference.to_chunks`.
+Every input is read through explicit strides (batch, token, head; the last dimension contiguous), so
+the views a model hands over (q, k, v split from one projection) are read in place, not copied.
+Loaders read one chunk's rows, zero past T. Zero rows past T are neutral everywhere (g = 0: no
+decay, beta = 0 and k = 0: no write), the same padding as `sparsegdn.reference.to_chunks`.
 """
 import os
 
@@ -10,10 +11,23 @@ import torch
 import triton
 import triton.language as tl
 
+from ..reference import BLOCK as BLOCK_SIZE
+from ..reference import CHUNK as CHUNK_SIZE
+
+CHUNK = tl.constexpr(CHUNK_SIZE)   # tokens per chunk
+BLOCK = tl.constexpr(BLOCK_SIZE)   # rows of one block of the band solver
+BLOCKS = tl.constexpr(CHUNK_SIZE // BLOCK_SIZE)
 NORM_EPS = tl.constexpr(1e-6)
 INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 # Autotuning compiles every config for every new shape: on by default, off for quick GPU test runs.
 AUTOTUNE = os.environ.get("SPARSEGDN_AUTOTUNE", "1") == "1" and not INTERPRET
+INF = tl.constexpr(float("inf"))
+
+# Slots of the flags buffer the kernels raise instead of separate passes over the inputs.
+FLAG_OUTPUT = 0          # o has a NaN or inf (NaN and inf in q, k or v always reach o)
+FLAG_GATES = 1           # g or beta not finite, or g > 0
+FLAG_INITIAL_STATE = 2   # the initial state not finite
+NUM_FLAGS = 3
 
 
 @triton.jit
@@ -36,6 +50,13 @@ def load_tile(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COL
 
 
 @triton.jit
+def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
+    """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
+    rows = row0 + tl.arange(0, ROWS)
+    return tl.load(ptr + rows.to(tl.int64) * row_stride, mask=rows < num_rows, other=0.0).to(tl.float32)
+
+
+@triton.jit
 def inverse_norm(x, NORMALIZE: tl.constexpr):
     """float32 [ROWS]: rsqrt(sum(x^2) + 1e-6) per row when NORMALIZE, else ones. Scaling the products
     of raw tiles by it equals normalising first, with one rounding less."""
@@ -43,13 +64,6 @@ def inverse_norm(x, NORMALIZE: tl.constexpr):
     if NORMALIZE:
         return tl.rsqrt(tl.sum(xf * xf, axis=1) + NORM_EPS)
     return tl.sum(xf * 0.0, axis=1) + 1.0
-
-
-@triton.jit
-def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
-    """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
-    rows = row0 + tl.arange(0, ROWS)
-    return tl.load(ptr + rows.to(tl.int64) * row_stride, mask=rows < num_rows, other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -61,6 +75,15 @@ def mma(a, b):
     if a.dtype == tl.float32:      # float32 inputs: three tf32 products, near float32 accuracy
         return tl.dot(a, b, input_precision="tf32x3")
     return tl.dot(a, b)
+
+
+@triton.jit
+def fdot(a, b, PRECISION: tl.constexpr):
+    """Product of float32 tiles (2D or batched 3D) for the intra-chunk solve: tf32 on the GPU when the
+    inputs are 16-bit (their own rounding dominates), exact float32 ("ieee") for float32 inputs."""
+    if INTERPRET:
+        return tl.dot(a, b)
+    return tl.dot(a, b, input_precision=PRECISION)
 
 
 @triton.jit
@@ -77,8 +100,28 @@ def round_to(x, dtype: tl.constexpr):
 
 
 @triton.jit
+def not_finite(x):
+    """True where x is NaN or infinite (a NaN fails every comparison)."""
+    return ~(tl.abs(x) < INF)
+
+
+@triton.jit
+def raise_flag(flags_ptr, slot: tl.constexpr, hit):
+    """Set flags[slot] when the scalar `hit` is non-zero. A plain store: every writer writes 1, so
+    programs need no atomics and the common case (nothing wrong) writes nothing."""
+    tl.store(flags_ptr + slot, 1, mask=hit > 0)
+
+
+@triton.jit
+def any_2d(bad):
+    """int32 scalar: 1 when any element of a 2D boolean tile is true."""
+    return tl.max(tl.max(bad.to(tl.int32), axis=1), axis=0)
+
+
+@triton.jit
 def grouped_program(pid, NC, H: tl.constexpr, HV: tl.constexpr, GROUP: tl.constexpr):
-    """A program's (value head, chunk group, batch row, key head) when each program takes GROUP chunks."""
+    """A program's (value head, chunk group, batch row, key head) when each program takes GROUP chunks,
+    value heads fastest (the value heads of one key head read its tiles from L2 side by side)."""
     n_groups = tl.cdiv(NC, GROUP)
     hv = pid % HV
     group = (pid // HV) % n_groups
@@ -86,12 +129,27 @@ def grouped_program(pid, NC, H: tl.constexpr, HV: tl.constexpr, GROUP: tl.conste
     return hv, group, b, hv // (HV // H)
 
 
-def solve_outputs(k, num_value_heads):
+def padded(n: int) -> int:
+    """A tile width for a head size: a power of two, at least 16 (the smallest dot operand)."""
+    return max(16, triton.next_power_of_2(n))
+
+
+def strides(x: torch.Tensor):
+    """(batch, token, head) strides of a [B, T, N, D] or [B, T, N] input whose last dimension is the
+    contiguous one (see `rows_view`)."""
+    return x.stride(0), x.stride(1), x.stride(2)
+
+
+def rows_view(x: torch.Tensor) -> torch.Tensor:
+    """x itself when the kernels can read it in place (the innermost dimension contiguous), else a
+    contiguous copy."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def solve_outputs(k, num_value_heads, num_chunks):
     """The buffers both intra-chunk solvers fill: t_inv [B,HV,NC,64,64] in k's dtype and three float32
     statistics [3,B,HV,NC] (gamma_L, write, read); plus the dot precision for k's dtype."""
-    batch, tokens = k.shape[:2]
-    n_chunks = triton.cdiv(tokens, 64)
-    t_inv = torch.empty(batch, num_value_heads, n_chunks, 64, 64, device=k.device, dtype=k.dtype)
-    stats = torch.empty(3, batch, num_value_heads, n_chunks, device=k.device, dtype=torch.float32)
+    batch = k.shape[0]
+    t_inv = torch.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device, dtype=k.dtype)
+    stats = torch.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
     return t_inv, stats, ("ieee" if k.dtype == torch.float32 else "tf32")
-

@@ -1,58 +1,77 @@
 """Pass 5, every chunk in parallel: the output of every token.
 
-Grid: one program per (batch row, group of GROUP chunks, head pair), head pairs fastest (k shared in
-L2 by the value heads of one key head; the snapshot of a run of skipped chunks stays in L2). A
-program loops over its chunks so the compiler's pipeliner can fetch the next chunk's tiles while
-this one's products run. The state entering chunk c is exp(d_c) * snapshot (Schedule), and with P
-the decayed causal Q K^T, M = P Tinv and X = beta e^gamma K:
+Grid: one program per (batch row, group of GROUP chunks, head pair, block of BV value columns), value
+blocks fastest, then head pairs (k, q and Tinv shared in L2 by the programs of one chunk; the
+snapshot of a run of skipped chunks stays in L2). A program loops over its chunks so the compiler's
+pipeliner can fetch the next chunk's tiles while this one's products run. The state entering chunk c
+is exp(d_c) * snapshot (Schedule), and with P the decayed causal Q K^T, M = P Tinv and X = beta e^gamma K:
 
     o = scale [ (Q e^gamma) S + P (u - w S) ]
       = scale [ e^{d_c} (Q e^gamma - M X) snapshot + M (beta V) ]
 
 Folding Tinv into M saves the w S product (64 x K x V) that the textbook form needs: the kernel
-does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V). q and k stay raw dot operands;
-their norms scale the products.
+does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V); with BV < V the first three are
+repeated by each value block (more programs, smaller tiles: the autotuner weighs the two). q and k
+stay raw dot operands; their norms scale the products. A non-finite output raises FLAG_OUTPUT.
 """
 import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, grouped_program, inverse_norm, load_gates, load_rows, load_tile, mma, round_to
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, inverse_norm, load_gates, load_rows, load_tile, mma,
+                          not_finite, padded, raise_flag, round_to)
 
-CHUNK = tl.constexpr(64)
-CONFIGS = [triton.Config({"GROUP": group}, num_warps=4, num_stages=stages)
-           for group in (1, 4) for stages in (3, 2)] + [triton.Config({"GROUP": 2}, num_warps=4, num_stages=3)]
+CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=warps, num_stages=stages)
+           for group, bv, warps, stages in ((1, 128, 4, 2), (1, 128, 8, 2), (1, 64, 4, 2), (2, 64, 4, 3),
+                                            (4, 128, 4, 3), (2, 128, 8, 3), (1, 32, 4, 2))]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV"])
+def _prune(configs, named_args, **kwargs):
+    """Value blocks no wider than the (padded) value head, at least one config kept."""
+    widest = padded(named_args["V"])
+    kept = [config for config in configs if config.kwargs["BV"] <= widest]
+    return kept or [triton.Config({"GROUP": 1, "BV": widest}, num_warps=4, num_stages=2)]
+
+
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV"],
+                 prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
-                        log_decay_since_ptr, o_ptr, scale, T, NC, H: tl.constexpr, HV: tl.constexpr, K, V,
-                        BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, GROUP: tl.constexpr):
+                        log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC,
+                        q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh,
+                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
+                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                        NORMALIZE: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    hv, group, b, hk = grouped_program(pid, NC, H, HV, GROUP)
+    n_blocks = tl.cdiv(V, BV)
+    i_v = pid % n_blocks
+    rest = pid // n_blocks
+    n_groups = tl.cdiv(NC, GROUP)
+    hv = rest % HV
+    group = (rest // HV) % n_groups
+    b = rest // (HV * n_groups)
+    hk = hv // (HV // H)
     row = b * HV + hv
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)
     ck = tl.arange(0, BK)
-    cv = tl.arange(0, BV)
+    cv = i_v * BV + tl.arange(0, BV)
     causal = rows[:, None] >= rows[None, :]
+    bad = tl.program_id(0) * 0        # int32 scalar: any non-finite output seen
 
     for i in range(GROUP):
-        c = group * GROUP + i
-        in_range = c < NC          # past NC every row is past T too: loads give zeros, stores are masked
+        c = tl.minimum(group * GROUP + i, NC - 1)     # a group past NC redoes the last chunk: same values
         t0 = c * CHUNK
-        q = load_tile(q_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK)
-        k = load_tile(k_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK)
-        v = load_rows(v_ptr + (b * T * HV + hv) * V, t0, T, HV * V, V, CHUNK, BV)
-        g = load_gates(g_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
-        beta = load_gates(beta_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
-        t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :],
-                        mask=in_range, other=0.0)
-        snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c, mask=in_range, other=0).to(tl.int64)
+        q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
+        k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
+        v = load_rows(v_ptr + b * v_sb + hv * v_sh + i_v * BV, t0, T, v_st, V - i_v * BV, CHUNK, BV)
+        g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
+        beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
+        t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
+        snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c).to(tl.int64)
         snapshot = tl.load(snapshot_ptr + snapshot_index * K * V + ck[:, None] * V + cv[None, :],
-                           mask=(ck < K)[:, None] & (cv < V)[None, :] & in_range, other=0.0)
-        decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c, mask=in_range, other=0.0))
+                           mask=(ck < K)[:, None] & (cv < V)[None, :], other=0.0)
+        decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
 
         q_scale = inverse_norm(q, NORMALIZE)
         k_scale = inverse_norm(k, NORMALIZE)
@@ -63,22 +82,24 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
         x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
-        o = mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))
+        o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
-        tl.store(o_ptr + (b * T * HV + hv) * V + (t0 + rows)[:, None] * (HV * V) + cv[None, :],
-                 round_to(o * scale, o_ptr.dtype.element_ty), mask=mask)
+        tl.store(o_ptr + b * o_sb + hv * o_sh + (t0 + rows)[:, None].to(tl.int64) * o_st + cv[None, :],
+                 round_to(o, o_ptr.dtype.element_ty), mask=mask)
+        bad = tl.maximum(bad, any_2d(not_finite(o) & mask))
+    raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
-def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, *, scale, normalize, out_dtype):
-    """Returns o [B,T,HV,V] in out_dtype."""
+def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype):
+    """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = t_inv.shape[2]
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
-    grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * value_heads,)  # noqa: E731
+    grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
+                         * triton.cdiv(value_dim, meta["BV"]),)
     chunk_output_kernel[grid](
-        q, k, v, g, beta, t_inv, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, scale,
-        tokens, n_chunks, key_heads, value_heads, key_dim, value_dim,
-        BK=max(16, triton.next_power_of_2(key_dim)), BV=max(16, triton.next_power_of_2(value_dim)),
-        NORMALIZE=normalize)
+        q, k, v, g, beta, t_inv, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale,
+        tokens, n_chunks, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(),
+        *o.stride()[:3], key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize)
     return o

@@ -12,15 +12,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import inverse_norm, load_gates, load_rows, load_tile, mma, round_to
+from .chunk_loads import CHUNK, inverse_norm, load_gates, load_rows, load_tile, mma, padded, round_to
 
-CHUNK = tl.constexpr(64)
 NUM_WARPS = 4
 
 
 @triton.jit
 def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
-                         T, NC, E, H: tl.constexpr, HV: tl.constexpr, K, V,
+                         T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                         H: tl.constexpr, HV: tl.constexpr, K, V,
                          BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr):
     e = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1).to(tl.int64)
@@ -31,12 +31,12 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         hk = hv // (HV // H)
         t0 = c * CHUNK
         dot_dtype = k_ptr.dtype.element_ty
-        k = load_tile(k_ptr + (b * T * H + hk) * K, t0, T, H * K, K, CHUNK, BK)
+        k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
         k_scale = inverse_norm(k, NORMALIZE)
         k = k.to(tl.float32)
-        v = load_rows(v_ptr + (b * T * HV + hv) * V, t0, T, HV * V, V, CHUNK, BV)
-        g = load_gates(g_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
-        beta = load_gates(beta_ptr + b * T * HV + hv, t0, T, HV, CHUNK)
+        v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, V, CHUNK, BV)
+        g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
+        beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         gamma = tl.cumsum(g, axis=0)
         rows = tl.arange(0, CHUNK)
         t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
@@ -57,11 +57,12 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
-    w = torch.empty(batch, n_events, 64, key_dim, device=k.device, dtype=k.dtype)
-    u = torch.empty(batch, n_events, 64, value_dim, device=k.device, dtype=k.dtype)
+    chunk = t_inv.shape[-1]
+    w = torch.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
+    u = torch.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
     k_commit = torch.empty_like(w)
     event_prepare_kernel[(n_events, batch)](
-        k, v, g, beta, t_inv, event_chunks, w, u, k_commit, tokens, t_inv.shape[2], n_events, key_heads, num_value_heads,
-        key_dim, value_dim, BK=max(16, triton.next_power_of_2(key_dim)), BV=max(16, triton.next_power_of_2(value_dim)),
-        NORMALIZE=normalize, num_warps=NUM_WARPS)
+        k, v, g, beta, t_inv, event_chunks, w, u, k_commit, tokens, t_inv.shape[2], n_events,
+        *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
+        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize, num_warps=NUM_WARPS)
     return w, u, k_commit

@@ -15,12 +15,18 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, mma, round_to
+from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, any_2d, mma, not_finite, padded, raise_flag, round_to
 
-CHUNK = tl.constexpr(64)
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
 # BV = 16 two per SM, whose sequential chains then overlap.
-CONFIGS = [triton.Config({"BV": bv}, num_warps=w) for bv, w in ((32, 4), (32, 8), (16, 4), (16, 2), (64, 4), (64, 8))]
+CONFIGS = [triton.Config({"BV": bv}, num_warps=w) for bv, w in ((32, 4), (32, 8), (16, 4), (64, 4), (64, 8))]
+
+
+def _prune(configs, named_args, **kwargs):
+    """No value block wider than the (padded) value head: such a program would be mostly masked."""
+    widest = padded(named_args["V"])
+    kept = [config for config in configs if config.kwargs["BV"] <= widest]
+    return kept or configs[:1]
 
 
 @triton.jit
@@ -45,11 +51,12 @@ def _commit(state, decay, chunk_decay, w, u, k_commit):
     return state * chunk_decay + mma(tl.trans(k_commit), round_to(v_new, w.dtype))
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V"])
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V"],
+                 prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                      final_state_ptr, NC, E, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                      final_state_ptr, flags_ptr, NC, E, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                       HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr):
     i_v = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)        # b * HV + hv
@@ -63,6 +70,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
 
     if HAS_INITIAL:
         state = tl.load(initial_state_ptr + row * K * V + state_offsets, mask=state_mask, other=0.0).to(tl.float32)
+        raise_flag(flags_ptr, FLAG_INITIAL_STATE, any_2d(not_finite(state)))
     else:
         state = tl.zeros([BK, BV], dtype=tl.float32)
     first = tl.load(first_event_ptr + row).to(tl.int64)
@@ -95,7 +103,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
         tl.store(final_state_ptr + row * K * V + state_offsets, state, mask=state_mask)
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, *, store_final):
+def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final):
     """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None."""
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -107,6 +115,6 @@ def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, *, stor
     state_pass_kernel[grid](
         w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head, schedule.log_decay_since,
         chunk_log_decay, schedule.final_log_decay, initial_state if initial_state is not None else snapshots,
-        snapshots, final_state, n_chunks, n_events, heads, key_dim, value_dim,
-        BK=max(16, triton.next_power_of_2(key_dim)), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final)
+        snapshots, final_state, flags, n_chunks, n_events, heads, key_dim, value_dim,
+        BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final)
     return snapshots, (final_state if store_final else None)
