@@ -146,10 +146,8 @@ def rows_view(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def solve_outputs(k, num_value_heads, num_chunks):
-    """The buffers both intra-chunk solvers fill: t_inv [B,HV,NC,64,64] in k's dtype and three float32
-    statistics [3,B,HV,NC] (gamma_L, write, read); plus the dot precision for k's dtype."""
-    batch = k.shape[0]
-    t_inv = torch.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device, dtype=k.dtype)
-    stats = torch.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
-    return t_inv, stats, ("ieee" if k.dtype == torch.float32 else "tf32")
+def solve_precision(dtype: torch.dtype) -> str:
+    """Dot precision of the intra-chunk solve: exact float32 for float32 inputs, tf32 for 16-bit ones
+    (their own rounding dominates; bf16 operands there raised the output error to 1-2e-2 on
+    correlated keys)."""
+    return "ieee" if dtype == torch.float32 else "tf32"

@@ -12,14 +12,17 @@ is exp(d_c) * snapshot (Schedule), and with P the decayed causal Q K^T, M = P Ti
 Folding Tinv into M saves the w S product (64 x K x V) that the textbook form needs: the kernel
 does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V); with BV < V the first three are
 repeated by each value block (more programs, smaller tiles: the autotuner weighs the two). q and k
-stay raw dot operands; their norms scale the products. A non-finite output raises FLAG_OUTPUT.
+stay raw dot operands; their norms scale the products. Tinv is read from pass 1, or, when pass 1
+does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A non-finite
+output raises FLAG_OUTPUT.
 """
 import torch
 import triton
 import triton.language as tl
 
+from .band_solve import band_inverse
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, inverse_norm, load_gates, load_rows, load_tile, mma,
-                          not_finite, padded, raise_flag, round_to)
+                          not_finite, padded, raise_flag, round_to, solve_precision)
 
 CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=warps, num_stages=stages)
            for group, bv, warps, stages in ((1, 128, 4, 2), (1, 128, 8, 2), (1, 64, 4, 2), (2, 64, 4, 3),
@@ -33,7 +36,7 @@ def _prune(configs, named_args, **kwargs):
     return kept or [triton.Config({"GROUP": 1, "BV": widest}, num_warps=4, num_stages=2)]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
@@ -41,7 +44,8 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-                        NORMALIZE: tl.constexpr, GROUP: tl.constexpr):
+                        NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks
@@ -67,7 +71,8 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         v = load_rows(v_ptr + b * v_sb + hv * v_sh + i_v * BV, t0, T, v_st, V - i_v * BV, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
-        t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
+        if not RECOMPUTE:
+            t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
         snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c).to(tl.int64)
         snapshot = tl.load(snapshot_ptr + snapshot_index * K * V + ck[:, None] * V + cv[None, :],
                            mask=(ck < K)[:, None] & (cv < V)[None, :], other=0.0)
@@ -76,6 +81,8 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         q_scale = inverse_norm(q, NORMALIZE)
         k_scale = inverse_norm(k, NORMALIZE)
         gamma = tl.cumsum(g, axis=0)
+        if RECOMPUTE:
+            t_inv = round_to(band_inverse(k, k_scale, beta, gamma, BAND, PRECISION), dot_dtype)
         # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 could overflow.
         p = mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :])
         p = tl.where(causal, p * tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)
@@ -90,16 +97,18 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
-def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype):
-    """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o."""
+def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band):
+    """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
+    t_inv: the stored inverses of pass 1, or None to solve them here."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
-    n_chunks = t_inv.shape[2]
+    n_chunks = schedule.events.shape[2]
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
     grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
                          * triton.cdiv(value_dim, meta["BV"]),)
     chunk_output_kernel[grid](
-        q, k, v, g, beta, t_inv, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale,
+        q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale,
         tokens, n_chunks, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(),
-        *o.stride()[:3], key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize)
+        *o.stride()[:3], key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize,
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype))
     return o

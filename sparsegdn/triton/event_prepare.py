@@ -6,13 +6,15 @@ Grid: one program per (event slot, batch row). Only selected chunks get
 
 written into lists of E entries, so this memory scales with the budget, not with T, and the
 sequential pass is left with two products per commit. Unselected chunks need w and u only for
-their own outputs; pass 5 forms those products in registers instead.
+their own outputs; pass 5 forms those products in registers instead. Tinv is read from pass 1, or,
+when pass 1 does not store it (RECOMPUTE), solved here for the selected chunks only.
 """
 import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import CHUNK, inverse_norm, load_gates, load_rows, load_tile, mma, padded, round_to
+from .band_solve import band_inverse
+from .chunk_loads import CHUNK, inverse_norm, load_gates, load_rows, load_tile, mma, padded, round_to, solve_precision
 
 NUM_WARPS = 4
 
@@ -21,7 +23,8 @@ NUM_WARPS = 4
 def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
                          T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                          H: tl.constexpr, HV: tl.constexpr, K, V,
-                         BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr):
+                         BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
+                         BAND: tl.constexpr, PRECISION: tl.constexpr):
     e = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1).to(tl.int64)
     flat = tl.load(event_chunks_ptr + b * E + e).to(tl.int64)
@@ -31,15 +34,19 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         hk = hv // (HV // H)
         t0 = c * CHUNK
         dot_dtype = k_ptr.dtype.element_ty
-        k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-        k_scale = inverse_norm(k, NORMALIZE)
-        k = k.to(tl.float32)
+        k_raw = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
+        k_scale = inverse_norm(k_raw, NORMALIZE)
+        k = k_raw.to(tl.float32)
         v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, V, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         gamma = tl.cumsum(g, axis=0)
         rows = tl.arange(0, CHUNK)
-        t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
+        if RECOMPUTE:
+            t_inv = round_to(band_inverse(k_raw, k_scale, beta, gamma, BAND, PRECISION), dot_dtype)
+        else:
+            t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK
+                            + rows[None, :])
         w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k, dot_dtype))
         k_commit = (k_scale * tl.exp(tl.sum(g, axis=0) - gamma))[:, None] * k
         u = mma(t_inv, round_to((beta[:, None] * v), dot_dtype))
@@ -52,17 +59,19 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         tl.store(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], round_to(u, dot_dtype), mask=(cv < V)[None, :])
 
 
-def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads):
-    """Returns w, k_commit [B,E,64,K] and u [B,E,64,V] in k.dtype for the events in event_chunks [B,E]."""
+def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band):
+    """Returns w, k_commit [B,E,64,K] and u [B,E,64,V] in k.dtype for the events in event_chunks [B,E].
+    t_inv: the stored inverses of pass 1, or None to solve them here."""
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
-    chunk = t_inv.shape[-1]
+    chunk = CHUNK.value
     w = torch.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
     u = torch.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
     k_commit = torch.empty_like(w)
     event_prepare_kernel[(n_events, batch)](
-        k, v, g, beta, t_inv, event_chunks, w, u, k_commit, tokens, t_inv.shape[2], n_events,
+        k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens, num_chunks, n_events,
         *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
-        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize, num_warps=NUM_WARPS)
+        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None,
+        BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS)
     return w, u, k_commit

@@ -1,11 +1,15 @@
 """SparseGDN forward on the GPU: five passes, see each kernel's file.
 
-    1 intra_solve    block_solve   (parallel, all chunks)  band 0/1 Tinv from 16x16 blocks, score statistics
-                     chunk_prepare (parallel, all chunks)  the same for bands 2/3, on whole 64x64 tiles
-    2 selection      score_scan + torch top-k + schedule   event scores, events, event lists, decays
-    3 event_prepare  (parallel, events)                    w, u, k_commit of the selected chunks only
-    4 state_pass     (sequential, events)                  commits and snapshots
-    5 output         chunk_output (parallel, all chunks)   every token's output
+    1 intra_chunk    (parallel, all chunks)               score statistics, gate checks, [Tinv]
+    2 selection      score_scan + torch top-k + schedule  event scores, events, event lists, decays
+    3 event_prepare  (parallel, events)                   w, u, k_commit of the selected chunks only
+    4 state_pass     (sequential, events)                 commits and snapshots
+    5 output         chunk_output (parallel, all chunks)  every token's output
+
+Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
+solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
+store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
+STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both).
 
 Inputs are read in place through their strides (no copies of model views); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
@@ -17,17 +21,19 @@ proportional to the budget, the w / u / k_commit lists and one snapshot per comm
 import torch
 
 from .. import reference
-from .block_solve import block_solve
+import os
+
 from .chunk_loads import NUM_FLAGS, rows_view
 from .chunk_output import chunk_output
-from .chunk_prepare import chunk_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
+from .intra_chunk import intra_chunk
 from .score_scan import score_scan
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-STAGES = ("intra_solve", "selection", "event_prepare", "state_pass", "output")
+STAGES = ("intra_chunk", "selection", "event_prepare", "state_pass", "output")
+STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
 
 
 def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
@@ -44,9 +50,9 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
     hook = stage_hook or (lambda name: None)
     flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
 
-    solve = block_solve if band <= 1 else chunk_prepare
-    t_inv, chunk_log_decay, write, read = solve(k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel,
-                                                num_value_heads=value_heads, num_chunks=n_chunks)
+    t_inv, chunk_log_decay, write, read = intra_chunk(k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel,
+                                                      num_value_heads=value_heads, num_chunks=n_chunks,
+                                                      store_inverse=STORE_INVERSE)
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:
@@ -56,13 +62,13 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
     hook(STAGES[1])
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
-                                   num_value_heads=value_heads)
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=band)
     hook(STAGES[2])
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
                                         store_final=output_final_state)
     del w, u, k_commit     # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
-                     normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype)
+                     normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band)
     hook(STAGES[4])
     return o, final_state, schedule.events, scores, schedule.per_head, flags

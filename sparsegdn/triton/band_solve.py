@@ -1,0 +1,92 @@
+"""The band-projected intra-chunk inverse Tinv, computed in registers (no kernel here: the passes that
+need Tinv call these functions, or read it from the intra-chunk pass).
+
+For one chunk, with gamma the cumulative g inside the chunk:
+
+    A         = strict_lower( beta_i k_i . k_j exp(gamma_i - gamma_j) )       one 64 x 64 product
+    A_aa      = the four 16 x 16 diagonal blocks of A,  A_a,a-1 the blocks below them
+    D_a       = (I + A_aa)^-1 = (I - N)(I + N^2)(I + N^4)(I + N^8),  N = A_aa,  N^16 = 0
+
+Bands 0 and 1 (the block-adjacent solver): Tinv_aa = D_a, Tinv_a,a-1 = -D_a A_a,a-1 D_a-1 (band 1),
+every other block zero. K K^T is one tensor-core product whose blocks are picked out in registers;
+the inverses are batched [4, 16, 16] products written so that independent products sit side by side
+(the chain is four products deep, not six); D_a-1 is D shifted by one block, not a second solve; the
+far blocks of Tinv are never formed.
+
+Bands 2 and 3, on whole 64 x 64 tiles: with D = blockdiag(D_a) and M = D A_off (A_off the blocks
+below the diagonal ones; M^4 = 0), Tinv = (I - M)(I + M^2) D, projected on the band.
+"""
+import triton
+import triton.language as tl
+
+from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
+
+
+@triton.jit
+def decayed_kkt(k, k_scale, beta, gamma):
+    """strict_lower(beta_i k_i . k_j exp(gamma_i - gamma_j)), float32 [64, 64], from a raw k tile."""
+    rows = tl.arange(0, CHUNK)
+    below = rows[:, None] > rows[None, :]
+    log_decay = tl.where(below, gamma[:, None] - gamma[None, :], 0.0)     # masked before exp: no overflow
+    scale = (beta * k_scale)[:, None] * k_scale[None, :]
+    return tl.where(below, mma(k, tl.trans(k)) * scale * tl.exp(log_decay), 0.0)
+
+
+@triton.jit
+def block_inverse(n, PRECISION: tl.constexpr):
+    """(I + N)^-1 of each strictly lower [16, 16] block of a [4, 16, 16] batch, by doubling."""
+    idx = tl.arange(0, BLOCK)
+    eye = tl.where(idx[:, None] == idx[None, :], 1.0, 0.0)[None, :, :]
+    n2 = fdot(n, n, PRECISION)
+    n4 = fdot(n2, n2, PRECISION)                          # independent of the next line
+    d = fdot(eye - n, eye + n2, PRECISION)
+    n8 = fdot(n4, n4, PRECISION)                          # independent of the next line
+    d = fdot(d, eye + n4, PRECISION)
+    return fdot(d, eye + n8, PRECISION)
+
+
+@triton.jit
+def _adjacent_inverse(a, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """Bands 0 and 1 from the blocks of A."""
+    a = tl.reshape(a, (BLOCKS, BLOCK, BLOCKS, BLOCK))          # [block row, row, block column, column]
+    block_row = tl.arange(0, BLOCKS)[:, None, None, None]
+    block_col = tl.arange(0, BLOCKS)[None, None, :, None]
+    d = block_inverse(tl.sum(tl.where(block_col == block_row, a, 0.0), axis=2), PRECISION)     # [4, 16, 16]
+    if BAND == 1:
+        adjacent = tl.sum(tl.where(block_col == block_row - 1, a, 0.0), axis=2)               # 0 for a = 0
+        blocks = tl.arange(0, BLOCKS)
+        shift = (blocks[None, :] == blocks[:, None] - 1)[:, :, None, None]                   # [a, a'], a' = a - 1
+        d_prev = tl.sum(tl.where(shift, d[None, :, :, :], 0.0), axis=1)
+        off = -fdot(d, fdot(adjacent, d_prev, PRECISION), PRECISION)
+        t_inv = tl.where(block_col == block_row, d[:, :, None, :],
+                         tl.where(block_col == block_row - 1, off[:, :, None, :], 0.0))
+    else:
+        t_inv = tl.where(block_col == block_row, d[:, :, None, :], 0.0)
+    return tl.reshape(t_inv, (CHUNK, CHUNK))
+
+
+@triton.jit
+def _whole_tile_inverse(a, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """Bands 2 and 3 on 64 x 64 tiles."""
+    rows = tl.arange(0, CHUNK)
+    distance = rows[:, None] // BLOCK - rows[None, :] // BLOCK          # block row - block column
+    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
+    n = tl.where(distance == 0, a, 0.0)
+    n2 = fdot(n, n, PRECISION)
+    n4 = fdot(n2, n2, PRECISION)
+    d = fdot(eye - n, eye + n2, PRECISION)
+    n8 = fdot(n4, n4, PRECISION)
+    d = fdot(fdot(d, eye + n4, PRECISION), eye + n8, PRECISION)
+    m = fdot(d, tl.where(distance > 0, a, 0.0), PRECISION)
+    t_inv = fdot(fdot(eye - m, eye + fdot(m, m, PRECISION), PRECISION), d, PRECISION)
+    return tl.where(distance <= BAND, t_inv, 0.0)
+
+
+@triton.jit
+def band_inverse(k, k_scale, beta, gamma, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """float32 [64, 64] band-projected Tinv of one chunk, from its raw k tile [64, BK], the inverse norms
+    of k, beta and gamma [64]."""
+    a = decayed_kkt(k, k_scale, beta, gamma)
+    if BAND <= 1:
+        return _adjacent_inverse(a, BAND, PRECISION)
+    return _whole_tile_inverse(a, BAND, PRECISION)

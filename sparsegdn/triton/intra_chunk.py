@@ -1,0 +1,83 @@
+"""Pass 1, every chunk in parallel: the score statistics, the gate checks, and Tinv where it is stored.
+
+Grid: one program per (batch row, chunk, head pair), head pairs fastest (the value heads of one key
+head read its tile from L2 side by side). For chunk c of head pair h, with gamma the cumulative g:
+
+    stats   = gamma_L,  write_c = sum beta exp(gamma_L - gamma) ||k|| ||v||,  read_c = sum exp(gamma)
+    Tinv    band-projected inverse (band_solve.py), stored in the input dtype when STORE_INVERSE
+
+With STORE_INVERSE off the later passes recompute Tinv on chip where they need it (the selected
+chunks in event_prepare, every chunk in chunk_output), and this pass only reads k, v, g and beta
+once. A g or beta that is not finite, or g > 0, raises FLAG_GATES: the kernel reads them anyway.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from .band_solve import band_inverse
+from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, inverse_norm, load_gates, load_rows, load_tile, not_finite,
+                          padded, raise_flag, round_to, solve_precision)
+
+CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (4, 8)]
+
+
+@triton.jit
+def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh):
+    """g and beta [64] of one chunk (float32, zero past T) and gamma, the cumulative g."""
+    g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
+    beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
+    return g, beta, tl.cumsum(g, axis=0)
+
+
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE"])
+@triton.jit
+def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
+                       T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                       H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                       BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
+                       STORE_INVERSE: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    hv = pid % HV
+    c = (pid // HV) % NC
+    b = pid // (HV * NC)
+    hk = hv // (HV // H)
+    t0 = c * CHUNK
+
+    k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
+    v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, V, CHUNK, BV)
+    g, beta, gamma = load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh)
+    k_scale = inverse_norm(k, NORMALIZE)
+    kf = k.to(tl.float32)
+    magnitude = tl.sqrt(tl.sum(kf * kf, axis=1)) * k_scale * tl.sqrt(tl.sum(v * v, axis=1))
+    gamma_last = tl.sum(g, axis=0)
+    stat = (b * HV + hv) * NC + c
+    tl.store(log_decay_ptr + stat, gamma_last)
+    tl.store(write_ptr + stat, tl.sum(beta * tl.exp(gamma_last - gamma) * magnitude, axis=0))
+    tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
+    bad = not_finite(g) | not_finite(beta) | (g > 0)
+    raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
+
+    if STORE_INVERSE:
+        t_inv = band_inverse(k, k_scale, beta, gamma, BAND, PRECISION)
+        rows = tl.arange(0, CHUNK)
+        offsets = stat * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :]
+        tl.store(t_inv_ptr + offsets, round_to(t_inv, t_inv_ptr.dtype.element_ty))
+
+
+def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse):
+    """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous.
+
+    Returns t_inv [B,HV,NC,64,64] in k.dtype (None unless store_inverse) and the per-chunk statistics
+    gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta.
+    """
+    batch, tokens, key_heads, key_dim = k.shape
+    value_dim = v.shape[-1]
+    stats = torch.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
+    t_inv = (torch.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device, dtype=k.dtype)
+             if store_inverse else stats)
+    intra_chunk_kernel[(batch * num_chunks * num_value_heads,)](
+        k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens, num_chunks,
+        *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
+        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
+        PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse)
+    return (t_inv if store_inverse else None), stats[0], stats[1], stats[2]
