@@ -30,8 +30,12 @@ from pathlib import Path
 import torch
 
 from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
+from sparsegdn.validation import DeferredChecks
+
 from .patching import dense_core, original_core, sparse_core, swap_gdn_core
 from .timing import Timer
+
+CHECKS = DeferredChecks()     # the sparse core's value checks, read back once per prefill (no sync per layer)
 
 
 def zero_core(call):
@@ -47,7 +51,8 @@ def make_cores(args) -> dict:
                 f"sparse-torch@{args.budget}": sparse_core(args.budget, args.selector, args.band, "torch"),
                 "zero": zero_core}
     cores = {"dense-fla": dense_core("fla"),
-             f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton"),
+             f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton",
+                                                         checks=CHECKS),
              "zero": zero_core}
     try:
         import fla  # noqa: F401
@@ -86,6 +91,7 @@ def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None
                 output = model(input_ids=ids[:, start:start + step], past_key_values=cache, use_cache=True,
                                logits_to_keep=1)
     timer.resolve()
+    CHECKS.check()
     del cache
     result = {"prefill_ms": whole.ms, "core_ms": sum(i.ms for i in timed_core.intervals),
               "core_calls": len(timed_core.intervals),

@@ -196,14 +196,16 @@ def dense_core(backend: str = "auto") -> Core:
 
 
 def sparse_core(budget: float = 0.29, selector: str = "score", band: int = 1, backend: str = "auto",
-                on_call: Optional[Callable] = None) -> Core:
-    """SparseGDN as the core; `on_call(call, o, final_state, info)` sees every call (for records)."""
+                on_call: Optional[Callable] = None, checks=None) -> Core:
+    """SparseGDN as the core; `on_call(call, o, final_state, info)` sees every call (for records).
+    `checks` (sparsegdn.validation.DeferredChecks): collect the GPU value checks instead of one device
+    sync per layer; the caller checks them after the forward."""
 
     def core(call: CoreCall):
         o, state, info = sparsegdn.sparse_gated_delta_rule(
             call.q, call.k, call.v, call.g, call.beta, budget=budget, selector=selector, band=band,
             scale=call.scale, initial_state=call.initial_state, output_final_state=call.output_final_state,
-            use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=backend)
+            use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=backend, checks=checks)
         if on_call is not None:
             on_call(call, o, state, info)
         return o, state

@@ -73,12 +73,14 @@ def select_torch(q, k, v, g, beta, *, budget, selector, scale, seed=0):
 
 def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", band=1, events=None,
                             scale=None, initial_state=None, output_final_state=False,
-                            use_qk_l2norm_in_kernel=True, backend="auto", seed=0, stage_hook=None):
+                            use_qk_l2norm_in_kernel=True, backend="auto", seed=0, stage_hook=None, checks=None):
     """SparseGDN: every token gets an output; only the selected events commit to the state.
 
     Returns (o in v's dtype [B,T,HV,V], final_state float32 [B,HV,K,V] or None, SelectionInfo).
     `seed` seeds the `random` selector. `stage_hook(name)`, when given, is called after each stage of
-    the computation (for per-stage timing; the stages are the backend's own).
+    the computation (for per-stage timing; the stages are the backend's own). `checks`, a
+    `validation.DeferredChecks`, takes the GPU path's value flags instead of reading them back here
+    (no device sync in the call; for a model's layers): the caller calls `checks.check()` later.
     """
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_options(scale=scale, budget=budget, band=band, selector=selector, backend=backend,
@@ -101,7 +103,10 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
-        validation.check_flags(flags, q, k, v, g, beta, initial_state)
+        if checks is not None:
+            checks.add(flags)
+        else:
+            validation.check_flags(flags, q, k, v, g, beta, initial_state)
         return o, final_state, SelectionInfo(events, scores, per_head)
 
     validation.check_values(q, k, v, g, beta, initial_state)

@@ -114,6 +114,36 @@ def check_flags(flags, q, k, v, g, beta, initial_state):
                      "(non-finite output); check the scale of g (log decays), beta and scale")
 
 
+class DeferredChecks:
+    """Value flags of many GPU calls, read back once (one device sync) instead of once per call.
+
+    A model calls the core once per layer; reading each call's flags back would stop the host from
+    queueing the next layers while the GPU works. Pass one collector to every call
+    (`sparse_gated_delta_rule(..., checks=collector)`) and call `collector.check()` after the last:
+    it raises a ValueError naming the first call (by its label) whose kernels saw a non-finite input
+    or output, without naming the argument (the inputs are not kept to re-read).
+    """
+
+    def __init__(self):
+        self._labels: list[str] = []
+        self._flags: list[torch.Tensor] = []
+
+    def add(self, flags: torch.Tensor, label: str | None = None) -> None:
+        self._labels.append(label or f"GDN core call {len(self._labels) + 1}")
+        self._flags.append(flags)
+
+    def check(self) -> None:
+        if not self._flags:
+            return
+        rows = torch.stack(self._flags).tolist()
+        labels = self._labels
+        self._labels, self._flags = [], []
+        for label, row in zip(labels, rows):
+            if any(row):
+                raise ValueError(f"{label}: the GDN core saw a NaN or infinite value (or g > 0) in its inputs, "
+                                 "initial state or output")
+
+
 def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
                               or not math.isfinite(scale) or scale <= 0):

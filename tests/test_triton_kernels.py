@@ -142,3 +142,19 @@ def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
                                                        output_final_state=True, backend="triton")
     assert torch.equal(out[True][2].events, out[False][2].events)
     assert rel_err(out[False][0], out[True][0]) <= 1e-3 and rel_err(out[False][1], out[True][1]) <= 1e-3
+
+
+def test_deferred_checks_raise_once_for_many_calls():
+    """A model's layers hand their value flags to one collector; the bad call is named when it is checked."""
+    from sparsegdn.validation import DeferredChecks
+    checks = DeferredChecks()
+    q, k, v, g, beta, _ = random_inputs(1, 80, 1, 2, 16, 16, dtype=torch.float32, seed=5, device=DEVICE)
+    sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", checks=checks)
+    checks.check()                                     # a clean call passes
+    bad_v = v.clone()
+    bad_v[0, 40, 1, 2] = float("nan")
+    sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", checks=checks)
+    sparsegdn.sparse_gated_delta_rule(q, k, bad_v, g, beta, backend="triton", checks=checks)   # does not raise here
+    with pytest.raises(ValueError, match="call 2"):
+        checks.check()
+    checks.check()                                     # read once: the collector starts empty again
