@@ -213,15 +213,16 @@ def main():
     bandwidth, matrix_rate = ceilings()
     print(f"{device}: copy {bandwidth / 1e12:.2f} TB/s, bf16 matmul {matrix_rate / 1e12:.0f} TFLOP/s", flush=True)
     rows = []
-    for tokens in args.tokens:
-        rows += measure(tokens, args, bandwidth, matrix_rate, device)
-    tuned = autotune_choices()
-    for r in rows:
-        r["autotune"] = tuned
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "kernel_bench.json").write_text(json.dumps(rows, indent=1))
-    (out / "kernel_bench.md").write_text(markdown(rows))
+    for tokens in args.tokens:       # written after every length, so a run cut short keeps what it measured
+        rows += measure(tokens, args, bandwidth, matrix_rate, device)
+        tuned = autotune_choices()
+        for r in rows:
+            r["autotune"] = tuned
+            r["complete"] = tokens == args.tokens[-1]
+        (out / "kernel_bench.json").write_text(json.dumps(rows, indent=1))
+        (out / "kernel_bench.md").write_text(markdown(rows))
     print(markdown(rows))
 
 
