@@ -24,9 +24,9 @@ AUTOTUNE = os.environ.get("SPARSEGDN_AUTOTUNE", "1") == "1" and not INTERPRET
 INF = tl.constexpr(float("inf"))
 
 # Slots of the flags buffer the kernels raise instead of separate passes over the inputs.
-FLAG_OUTPUT = 0          # o has a NaN or inf (NaN and inf in q, k or v always reach o)
-FLAG_GATES = 1           # g or beta not finite, or g > 0
-FLAG_INITIAL_STATE = 2   # the initial state not finite
+FLAG_OUTPUT = tl.constexpr(0)        # o has a NaN or inf (NaN and inf in q, k or v always reach o)
+FLAG_GATES = tl.constexpr(1)         # g or beta not finite, or g > 0
+FLAG_INITIAL_STATE = tl.constexpr(2)  # the initial state not finite
 NUM_FLAGS = 3
 
 
@@ -149,5 +149,5 @@ def rows_view(x: torch.Tensor) -> torch.Tensor:
 def solve_precision(dtype: torch.dtype) -> str:
     """Dot precision of the intra-chunk solve: exact float32 for float32 inputs, tf32 for 16-bit ones
     (their own rounding dominates; bf16 operands there raised the output error to 1-2e-2 on
-    correlated keys)."""
-    return "ieee" if dtype == torch.float32 else "tf32"
+    correlated keys). SPARSEGDN_SOLVE_PRECISION=ieee|tf32 overrides it (for GPU probes)."""
+    return os.environ.get("SPARSEGDN_SOLVE_PRECISION") or ("ieee" if dtype == torch.float32 else "tf32")

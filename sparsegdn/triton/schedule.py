@@ -58,7 +58,9 @@ def _restart_sum(flag_a, sum_a, flag_b, sum_b):
 @triton.jit
 def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_ptr, first_event_ptr,
                     snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, NC, E,
-                    HV: tl.constexpr, BLOCK_NC: tl.constexpr):
+                    HV, BLOCK_NC: tl.constexpr):
+    # HV is a runtime value: a constant HV = 1 folds the loop below away and broke Triton 3.6's
+    # coalescing pass on the GPU (an LLVM assertion while compiling).
     row = tl.program_id(0).to(tl.int64)
     b = row // HV
     hv = row % HV

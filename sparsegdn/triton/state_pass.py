@@ -19,7 +19,8 @@ from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, any_2d, mma, not_f
 
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
 # BV = 16 two per SM, whose sequential chains then overlap.
-CONFIGS = [triton.Config({"BV": bv}, num_warps=w) for bv, w in ((32, 4), (32, 8), (16, 4), (64, 4), (64, 8))]
+# Four warps only (see chunk_output.CONFIGS).
+CONFIGS = [triton.Config({"BV": bv}, num_warps=4) for bv in (32, 16, 64)]
 
 
 def _prune(configs, named_args, **kwargs):
