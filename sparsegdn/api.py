@@ -17,6 +17,11 @@ class SelectionInfo:
     budget_per_head: torch.Tensor
 
 
+# The Triton kernels gave wrong results for head size 32 on an H200 (2026-11-30, tests/test_triton_gpu_matrix.py,
+# benchmarks/config_probe.py); the interpreter on the CPU runs every size.
+MIN_GPU_HEAD_SIZE = 64
+
+
 def _compute_dtype(v: torch.Tensor) -> torch.dtype:
     return torch.float64 if v.dtype == torch.float64 else torch.float32
 
@@ -88,10 +93,14 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
+    head_sizes_ok = not q.is_cuda or min(key_dim, v.shape[-1]) >= MIN_GPU_HEAD_SIZE
     if backend == "auto":
-        backend = "triton" if q.is_cuda and _triton_available() else "torch"
+        backend = "triton" if q.is_cuda and _triton_available() and head_sizes_ok else "torch"
     if backend == "triton" and not _triton_available():
         raise ValueError("backend: 'triton' needs a CUDA device (or TRITON_INTERPRET=1) and triton installed")
+    if backend == "triton" and not head_sizes_ok:
+        raise ValueError(f"k, v: head sizes K={key_dim}, V={v.shape[-1]}: the Triton backend on a GPU needs K and V "
+                         f">= {MIN_GPU_HEAD_SIZE} (smaller heads gave wrong results on an H200); use backend='torch'")
 
     if backend == "triton":
         from . import triton as triton_backend

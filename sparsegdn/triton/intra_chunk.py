@@ -18,7 +18,7 @@ from .band_solve import band_inverse
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
 
-CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps only (see chunk_output.CONFIGS)
+CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
 
 
 @triton.jit
