@@ -17,9 +17,21 @@ class SelectionInfo:
     budget_per_head: torch.Tensor
 
 
-# The Triton kernels gave wrong results for head size 32 on an H200 (2026-11-30, tests/test_triton_gpu_matrix.py,
-# benchmarks/config_probe.py); the interpreter on the CPU runs every size.
+# Shapes the Triton kernels do not run on a GPU (H200, 2026-11-30, analysis/results/gpu_matrix.log): head
+# size 32 gave wrong results, and float32 inputs with heads over 128 need more shared memory than an SM
+# has. The interpreter on the CPU runs every size.
 MIN_GPU_HEAD_SIZE = 64
+MAX_GPU_FLOAT32_HEAD_SIZE = 128
+
+
+def gpu_shape_problem(key_dim: int, value_dim: int, dtype: torch.dtype) -> str | None:
+    """Why the Triton backend cannot take these heads on a GPU, or None when it can."""
+    if min(key_dim, value_dim) < MIN_GPU_HEAD_SIZE:
+        return f"needs K and V >= {MIN_GPU_HEAD_SIZE} (smaller heads gave wrong results on an H200)"
+    if dtype not in (torch.bfloat16, torch.float16) and max(key_dim, value_dim) > MAX_GPU_FLOAT32_HEAD_SIZE:
+        return (f"needs K and V <= {MAX_GPU_FLOAT32_HEAD_SIZE} for {str(dtype).removeprefix('torch.')} inputs "
+                "(larger float32 tiles exceed an SM's shared memory); bfloat16 or float16 inputs take up to 256")
+    return None
 
 
 def _compute_dtype(v: torch.Tensor) -> torch.dtype:
@@ -93,14 +105,14 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
-    head_sizes_ok = not q.is_cuda or min(key_dim, v.shape[-1]) >= MIN_GPU_HEAD_SIZE
+    shape_problem = gpu_shape_problem(key_dim, v.shape[-1], v.dtype) if q.is_cuda else None
     if backend == "auto":
-        backend = "triton" if q.is_cuda and _triton_available() and head_sizes_ok else "torch"
+        backend = "triton" if q.is_cuda and _triton_available() and shape_problem is None else "torch"
     if backend == "triton" and not _triton_available():
         raise ValueError("backend: 'triton' needs a CUDA device (or TRITON_INTERPRET=1) and triton installed")
-    if backend == "triton" and not head_sizes_ok:
-        raise ValueError(f"k, v: head sizes K={key_dim}, V={v.shape[-1]}: the Triton backend on a GPU needs K and V "
-                         f">= {MIN_GPU_HEAD_SIZE} (smaller heads gave wrong results on an H200); use backend='torch'")
+    if backend == "triton" and shape_problem is not None:
+        raise ValueError(f"k, v: head sizes K={key_dim}, V={v.shape[-1]}: the Triton backend on a GPU "
+                         f"{shape_problem}; use backend='torch'")
 
     if backend == "triton":
         from . import triton as triton_backend

@@ -70,7 +70,7 @@ def test_gpu_matches_torch_given_events(shape):
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
                            initial_state=initial, device="cuda")
     events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.35).cuda()
-    if min(key_dim, value_dim) < sparsegdn.api.MIN_GPU_HEAD_SIZE:     # refused before any launch; auto uses torch
+    if sparsegdn.api.gpu_shape_problem(key_dim, value_dim, dtype):    # refused before any launch; auto uses torch
         q, k, v, g, beta, s0 = inputs
         with pytest.raises(ValueError, match=r"^k, v: head sizes"):
             sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band, backend="triton")

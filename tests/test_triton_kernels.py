@@ -169,3 +169,14 @@ def test_deferred_checks_raise_once_for_many_calls():
     with pytest.raises(ValueError, match="call 2"):
         checks.check()
     checks.check()                                     # read once: the collector starts empty again
+
+
+def test_gpu_shape_limits_name_what_is_refused():
+    """The head sizes the GPU path refuses (wrong results at 32; float32 tiles over 128 exceed shared memory)."""
+    from sparsegdn.api import gpu_shape_problem
+    assert gpu_shape_problem(128, 128, torch.bfloat16) is None
+    assert gpu_shape_problem(256, 256, torch.bfloat16) is None
+    assert gpu_shape_problem(128, 128, torch.float32) is None
+    assert "K and V >= 64" in gpu_shape_problem(32, 128, torch.bfloat16)
+    assert "K and V >= 64" in gpu_shape_problem(128, 32, torch.float16)
+    assert "<= 128" in gpu_shape_problem(256, 64, torch.float32)
