@@ -99,19 +99,28 @@ def _commit_order(events: torch.Tensor):
     return order, real
 
 
-def _entering_log_decay(chunk_log_decay: torch.Tensor, events: torch.Tensor) -> torch.Tensor:
-    """Log of the factor from the last snapshot to the state entering chunk c, for c = 0..NC: [B,HV,NC+1].
+def _entering_log_decay(chunk_log_decay, events, log_decay_before) -> torch.Tensor:
+    """Log of the factor from the last snapshot to the state entering chunk c, for c = 0..n: [B,HV,n+1].
 
-    A segmented cumulative sum of chunk log-decays that restarts after each commit, taken as a
-    difference of float64 prefix sums so that long sequences lose no precision.
+    chunk_log_decay and events [B,HV,n]; log_decay_before [B,HV] float64 is the log-decay from the
+    last snapshot to chunk 0. A segmented cumulative sum of chunk log-decays that restarts after
+    each commit, in float64, as a difference of prefix sums.
     """
     batch, heads, n_chunks = events.shape
-    prefix = torch.zeros(batch, heads, n_chunks + 1, dtype=torch.float64, device=events.device)
-    prefix[..., 1:] = chunk_log_decay.to(torch.float64).cumsum(-1)
+    prefix = torch.empty(batch, heads, n_chunks + 1, dtype=torch.float64, device=events.device)
+    prefix[..., 0] = log_decay_before
+    torch.cumsum(chunk_log_decay.to(torch.float64), -1, out=prefix[..., 1:]).add_(log_decay_before[..., None])
     after = torch.arange(1, n_chunks + 1, device=events.device)
     start = torch.where(events, after, 0).cummax(-1).values              # first chunk after the last commit
     start = torch.cat([start.new_zeros(batch, heads, 1), start], dim=-1)
-    return prefix - prefix.gather(-1, start)
+    # no commit yet in these chunks: the segment began before chunk 0, log_decay_before counts it
+    return prefix - torch.where(start > 0, prefix.gather(-1, start), 0)
+
+
+def _chunk_view(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """Tokens of chunks start..stop-1 of x [B,T,HV,...] as a view [n, B, HV, 64, ...] (T a multiple of 64)."""
+    part = x[:, start * CHUNK:stop * CHUNK]
+    return part.unflatten(1, (stop - start, CHUNK)).movedim(1, 0).transpose(2, 3)
 
 
 def _chunk_slab(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -124,13 +133,12 @@ def _chunk_slab(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     pad = (stop - start) * CHUNK - part.shape[1]
     if pad:
         part = torch.cat([part, part.new_zeros((part.shape[0], pad) + tuple(part.shape[2:]))], dim=1)
-    part = part.unflatten(1, (stop - start, CHUNK)).movedim(1, 0).transpose(2, 3)   # [n,B,HV,64,...]
-    return part.reshape((-1, CHUNK) + tuple(x.shape[3:]))
+    return _chunk_view(part, 0, stop - start).reshape((-1, CHUNK) + tuple(x.shape[3:]))
 
 
 def _chunk_major(x: torch.Tensor) -> torch.Tensor:
-    """[B,HV,N] -> [N*B*HV], the row order of `_chunk_slab`."""
-    return x.permute(2, 0, 1).flatten()
+    """[B,HV,n,...] -> [n*B*HV,...], the row order of `_chunk_slab`."""
+    return x.movedim(2, 0).flatten(0, 2)
 
 
 def _chunk_terms(qc, kc, vc, gamma, bc, band: int):
@@ -149,40 +157,67 @@ def _chunk_terms(qc, kc, vc, gamma, bc, band: int):
     return wu, reads_local
 
 
-def _writes(kc, gamma, wu) -> torch.Tensor:
-    """What a chunk adds to the decayed state it commits: k_commit^T [w | u], [M, K, K+V]."""
-    commit_keys = kc * (gamma[:, -1:] - gamma).exp()[..., None]
-    return torch.bmm(commit_keys.transpose(-1, -2), wu)
+def _snapshots(kc, gamma, wu, entering, events, state):
+    """The committed state after each commit rank of a slab: [R+1, B*HV, K, V], rank 0 being `state`.
 
-
-def _snapshots(writes, entering, chunk_log_decay, commit_chunks, real, initial_state):
-    """The committed state after each commit rank: [B*HV*(R+1), K, V], rank 0 being the initial state.
-
-    writes [B*HV*R, K, K+V] are the commits' `_writes` (zero for padding); entering [B,HV,NC+1] is
-    the factor from the last snapshot to the state entering each chunk. The r-th commit of a head
-    pair, at chunk c, maps snapshot_r to
-        snapshot_{r+1} = F (e^{gamma_L} I - k_commit^T w) snapshot_r + k_commit^T u,   F = entering[c],
-    one small matrix product per rank for all head pairs at once.
+    kc, gamma, wu: the slab's chunks (chunk-major rows); entering [B,HV,n+1]: the factor from the last
+    snapshot to the state entering each chunk; events [B,HV,n]. The r-th commit of a head pair, at
+    chunk c, is the reference's update of the state entering c, F snapshot_r with F = entering[c]:
+        v_new = u - (F w) snapshot_r,    snapshot_{r+1} = F e^{gamma_L} snapshot_r + k_commit^T v_new,
+    two small matrix products per rank for all head pairs at once (fewer commits: identity steps).
     """
-    batch, heads, rank_count = commit_chunks.shape
-    key_dim = writes.shape[1]
-    value_dim = writes.shape[2] - key_dim
-    factor = entering.gather(-1, commit_chunks).flatten()
-    carry = torch.where(real.flatten(), factor * chunk_log_decay.gather(-1, commit_chunks).exp().flatten(), 1)
-    transition = writes[..., :key_dim].mul_(-factor[:, None, None])
-    transition.diagonal(dim1=-2, dim2=-1).add_(carry[:, None])
-    # rank-major, so that each step reads one contiguous slice
-    transition = transition.view(batch * heads, rank_count, key_dim, key_dim).transpose(0, 1).contiguous()
-    added = writes[..., key_dim:].reshape(batch * heads, rank_count, key_dim, value_dim).transpose(0, 1).contiguous()
+    pairs, key_dim, value_dim = state.shape
+    commit_chunks, real = _commit_order(events)                            # [B,HV,R]
+    rows = _chunk_major(commit_chunks[..., None] * pairs)[:, 0] + torch.arange(pairs, device=kc.device).repeat(
+        commit_chunks.shape[-1])                                           # rank-major [R*B*HV]
+    factor = _chunk_major(entering.gather(-1, commit_chunks)[..., None])   # [R*B*HV, 1]
+    real = _chunk_major(real[..., None])
+    commit_gamma = gamma[rows]
+    scaled_w = wu[rows, :, :key_dim].mul_(factor[..., None])
+    u = wu[rows, :, key_dim:]
+    # padding commits nothing and keeps the state: zero keys, carry 1
+    keys_t = (kc[rows] * ((commit_gamma[:, -1:] - commit_gamma).exp() * real)[..., None]).transpose(-1, -2)
+    carry = torch.where(real, factor * commit_gamma[:, -1:].exp(), 1)[..., None]
+    snapshots = state.new_empty((commit_chunks.shape[-1] + 1,) + tuple(state.shape))
+    snapshots[0] = state
+    for rank, step in enumerate(range(0, rows.shape[0], pairs)):
+        at = slice(step, step + pairs)
+        v_new = torch.baddbmm(u[at], scaled_w[at], snapshots[rank], alpha=-1)
+        torch.mul(snapshots[rank], carry[at], out=snapshots[rank + 1]).baddbmm_(keys_t[at], v_new)
+    return snapshots
 
-    snapshots = writes.new_empty(rank_count + 1, batch * heads, key_dim, value_dim)
-    if initial_state is not None:
-        snapshots[0] = initial_state.to(writes.dtype).reshape(batch * heads, key_dim, value_dim)
-    else:
-        snapshots[0].zero_()
-    for rank in range(rank_count):
-        torch.baddbmm(added[rank], transition[rank], snapshots[rank], out=snapshots[rank + 1])
-    return snapshots.transpose(0, 1).reshape(-1, key_dim, value_dim)
+
+def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, scale, record_commit_norms):
+    """The chunk form over one slab of chunks, entering with snapshot `state` [B*HV,K,V] decayed by
+    exp(log_decay_before [B,HV]).
+
+    Returns o [n*B*HV,64,V], the last snapshot and the log-decay since it at the slab's end, and
+    the commit norms [B,HV,n] or None.
+    """
+    batch, heads, n_chunks = events.shape
+    pairs, key_dim, value_dim = state.shape
+    gamma = gc.cumsum(-1)                                                  # [n*B*HV,64]
+    wu, reads_local = _chunk_terms(qc, kc, vc, gamma, bc, band)
+    chunk_log_decay = gamma[:, -1].view(n_chunks, batch, heads).permute(1, 2, 0)   # [B,HV,n]
+    log_entering = _entering_log_decay(chunk_log_decay, events, log_decay_before)  # [B,HV,n+1]
+    entering = log_entering.exp().to(qc.dtype)
+    snapshots = _snapshots(kc, gamma, wu, entering, events, state).flatten(0, 1)   # [(R+1)*B*HV,K,V]
+
+    # Every chunk enters with a decayed copy of the last snapshot before it: all outputs at once.
+    pair = torch.arange(pairs, device=qc.device).view(batch, heads, 1)
+    before = (events.cumsum(-1) - events.long()) * pairs + pair            # snapshot rows [B,HV,n]
+    state_in = snapshots[_chunk_major(before[..., None])[:, 0]]
+    state_in.mul_(_chunk_major(entering[..., :n_chunks, None, None, None])[:, 0])
+    o = torch.baddbmm(reads_local[..., key_dim:], reads_local[..., :key_dim], state_in, alpha=scale, beta=scale)
+    last = snapshots[(events.sum(-1, keepdim=True) * pairs + pair).flatten()]
+
+    commit_norms = None
+    if record_commit_norms:
+        v_new = torch.baddbmm(wu[..., key_dim:], wu[..., :key_dim], state_in, alpha=-1)
+        commit_keys = kc * (gamma[:, -1:] - gamma).exp()[..., None]
+        norms = torch.bmm(commit_keys.transpose(-1, -2), v_new).flatten(1).norm(dim=-1)
+        commit_norms = norms.view(n_chunks, batch, heads).permute(1, 2, 0)
+    return o, last, log_entering[..., -1], commit_norms
 
 
 def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, initial_state=None,
@@ -195,62 +230,26 @@ def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, in
     Returns o [B,T,HV,V], the final committed state [B,HV,K,V] and, when asked, the Frobenius norm
     of what each chunk would commit [B,HV,NC] (else None).
 
-    The sequential part costs one small matrix product per commit rank (the largest number of
-    commits of any head pair), not per chunk; the rest is batched over slabs of chunks.
+    The sequential part costs two small matrix products per commit rank, not per chunk; the rest
+    is batched over slabs of chunks, each slab entering with the last snapshot of the one before.
     """
     batch, num_tokens, heads, key_dim = q.shape
     value_dim = v.shape[-1]
     n_chunks = num_chunks(num_tokens)
     pairs = batch * heads
     slab = max(1, SLAB_CHUNKS // pairs)
-    slabs = [(start, min(start + slab, n_chunks)) for start in range(0, n_chunks, slab)]
-    commit_chunks, real = _commit_order(events)                            # [B,HV,R]
-    rank_count = commit_chunks.shape[-1]
-    commit_pair = torch.arange(pairs, device=q.device).repeat_interleave(rank_count)
-
-    # 1. State-independent terms and the commits' writes, slab by slab; rows are chunk-major.
-    reads_local = q.new_empty(n_chunks * pairs, CHUNK, key_dim + value_dim)
-    chunk_log_decay = q.new_empty(n_chunks * pairs)
-    commit_writes = q.new_zeros(pairs * rank_count, key_dim, key_dim + value_dim)   # padding writes nothing
-    all_writes = q.new_empty(n_chunks * pairs, key_dim, key_dim + value_dim) if record_commit_norms else None
-    for start, stop in slabs:
-        rows = slice(start * pairs, stop * pairs)
-        qc, kc, vc, gc, bc = (_chunk_slab(x, start, stop) for x in (q, k, v, g, beta))
-        gamma = gc.cumsum(-1)
-        wu, reads_local[rows] = _chunk_terms(qc, kc, vc, gamma, bc, band)
-        chunk_log_decay[rows] = gamma[:, -1]
-        in_slab = (real & (commit_chunks >= start) & (commit_chunks < stop)).flatten().nonzero().squeeze(1)
-        slab_row = (commit_chunks.flatten()[in_slab] - start) * pairs + commit_pair[in_slab]
-        if all_writes is not None:
-            all_writes[rows] = _writes(kc, gamma, wu)
-            commit_writes[in_slab] = all_writes[rows][slab_row]
-        else:
-            commit_writes[in_slab] = _writes(kc[slab_row], gamma[slab_row], wu[slab_row])
-
-    # 2. The recurrence over commits.
-    chunk_log_decay = chunk_log_decay.view(n_chunks, batch, heads).permute(1, 2, 0)   # [B,HV,NC]
-    entering = _entering_log_decay(chunk_log_decay, events).exp().to(q.dtype)   # [B,HV,NC+1]
-    snapshots = _snapshots(commit_writes, entering, chunk_log_decay, commit_chunks, real, initial_state)
-
-    # 3. Every chunk enters with a decayed copy of the last snapshot before it.
-    before = events.cumsum(-1) - events.long()                             # snapshot index [B,HV,NC]
-    snapshot_row = _chunk_major(before + torch.arange(pairs, device=q.device).view(batch, heads, 1) * (rank_count + 1))
-    entering_chunk = _chunk_major(entering[..., :n_chunks])
+    state = (initial_state.to(q.dtype).reshape(pairs, key_dim, value_dim) if initial_state is not None
+             else q.new_zeros(pairs, key_dim, value_dim))                 # the last snapshot
+    log_decay_since = torch.zeros(batch, heads, dtype=torch.float64, device=q.device)
     o = q.new_empty(batch, n_chunks * CHUNK, heads, value_dim)
-    commit_norms = q.new_empty(n_chunks * pairs) if record_commit_norms else None
-    for start, stop in slabs:
-        rows = slice(start * pairs, stop * pairs)
-        state_in = snapshots[snapshot_row[rows]].mul_(entering_chunk[rows, None, None])
-        reads, local = reads_local[rows, :, :key_dim], reads_local[rows, :, key_dim:]
-        o_slab = torch.baddbmm(local, reads, state_in, alpha=scale, beta=scale)     # [n*B*HV,64,V]
-        o_view = o[:, start * CHUNK:stop * CHUNK].unflatten(1, (stop - start, CHUNK)).movedim(1, 0).transpose(2, 3)
-        o_view.copy_(o_slab.view(o_view.shape))
-        if commit_norms is not None:
-            written = all_writes[rows]
-            commit = torch.baddbmm(written[..., key_dim:], written[..., :key_dim], state_in, alpha=-1)
-            commit_norms[rows] = commit.flatten(1).norm(dim=-1)
-    last_row = events.sum(-1) + torch.arange(pairs, device=q.device).view(batch, heads) * (rank_count + 1)
-    final_state = snapshots[last_row.flatten()].mul_(entering[..., -1].reshape(-1, 1, 1))
-    if commit_norms is not None:
-        commit_norms = commit_norms.view(n_chunks, batch, heads).permute(1, 2, 0)
-    return o[:, :num_tokens], final_state.view(batch, heads, key_dim, value_dim), commit_norms
+    norms = []
+    for start in range(0, n_chunks, slab):
+        stop = min(start + slab, n_chunks)
+        chunks = (_chunk_slab(x, start, stop) for x in (q, k, v, g, beta))
+        o_slab, state, log_decay_since, commit_norms = _slab_forward(
+            *chunks, events[..., start:stop], state, log_decay_since, band=band, scale=scale,
+            record_commit_norms=record_commit_norms)
+        _chunk_view(o, start, stop).copy_(o_slab.view(stop - start, batch, heads, CHUNK, value_dim))
+        norms.append(commit_norms)
+    final_state = state.view(batch, heads, key_dim, value_dim) * log_decay_since.exp().to(q.dtype)[..., None, None]
+    return o[:, :num_tokens], final_state, torch.cat(norms, dim=-1) if record_commit_norms else None
