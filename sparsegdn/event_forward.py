@@ -30,14 +30,20 @@ from .reference import BLOCK, BLOCKS_PER_CHUNK, CHUNK, band_mask, from_chunks, n
 # Chunks per slab of the batched passes. Working on slabs, not on all chunks at once, keeps the
 # temporaries (a few [slab, 64, 64] matrices) in cache and lets the allocator reuse them: on the
 # CPU a fresh tensor of all chunks costs page faults that measured 1.7x the slab-wise time.
+LOG_DECAY_FLOOR = -80.0
 SLAB_CHUNKS = 256   # chunk matrices (batch row x head pair x chunk) per slab
 
 
 def _decay(gamma: torch.Tensor) -> torch.Tensor:
-    """exp(gamma_i - gamma_j) on and below the diagonal, zero above: [..., 64, 64]."""
-    upper = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=gamma.device).triu(1)
-    # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 can overflow.
-    return (gamma[..., :, None] - gamma[..., None, :]).masked_fill_(upper, float("-inf")).exp_()
+    """exp(gamma_i - gamma_j) on and below the diagonal, zero above: [..., 64, 64].
+
+    With g <= 0 (the API checks it) gamma_i - gamma_j <= 0 on and below the diagonal, so clamping
+    at 0 changes nothing there and keeps exp finite above it, where tril zeroes it. The floor keeps
+    exp out of the subnormal range, many times slower on the CPU; a decay below e^-80 is far under
+    rounding next to the O(1) terms it is added to.
+    """
+    difference = gamma[..., :, None] - gamma[..., None, :]
+    return difference.clamp_(min=LOG_DECAY_FLOOR, max=0.0).exp_().tril_()
 
 
 def _blocks(x: torch.Tensor) -> torch.Tensor:
@@ -172,11 +178,12 @@ def _snapshots(kc, gamma, wu, entering, events, state):
         commit_chunks.shape[-1])                                           # rank-major [R*B*HV]
     factor = _chunk_major(entering.gather(-1, commit_chunks)[..., None])   # [R*B*HV, 1]
     real = _chunk_major(real[..., None])
-    commit_gamma = gamma[rows]
-    scaled_w = wu[rows, :, :key_dim].mul_(factor[..., None])
-    u = wu[rows, :, key_dim:]
+    commit_gamma = gamma.index_select(0, rows)
+    commit_wu = wu.index_select(0, rows)
+    scaled_w = commit_wu[..., :key_dim].mul_(factor[..., None])
+    u = commit_wu[..., key_dim:]
     # padding commits nothing and keeps the state: zero keys, carry 1
-    keys_t = (kc[rows] * ((commit_gamma[:, -1:] - commit_gamma).exp() * real)[..., None]).transpose(-1, -2)
+    keys_t = (kc.index_select(0, rows) * ((commit_gamma[:, -1:] - commit_gamma).exp() * real)[..., None]).transpose(-1, -2)
     carry = torch.where(real, factor * commit_gamma[:, -1:].exp(), 1)[..., None]
     snapshots = state.new_empty((commit_chunks.shape[-1] + 1,) + tuple(state.shape))
     snapshots[0] = state
@@ -206,10 +213,10 @@ def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, 
     # Every chunk enters with a decayed copy of the last snapshot before it: all outputs at once.
     pair = torch.arange(pairs, device=qc.device).view(batch, heads, 1)
     before = (events.cumsum(-1) - events.long()) * pairs + pair            # snapshot rows [B,HV,n]
-    state_in = snapshots[_chunk_major(before[..., None])[:, 0]]
+    state_in = snapshots.index_select(0, _chunk_major(before[..., None])[:, 0])
     state_in.mul_(_chunk_major(entering[..., :n_chunks, None, None, None])[:, 0])
     o = torch.baddbmm(reads_local[..., key_dim:], reads_local[..., :key_dim], state_in, alpha=scale, beta=scale)
-    last = snapshots[(events.sum(-1, keepdim=True) * pairs + pair).flatten()]
+    last = snapshots.index_select(0, (events.sum(-1, keepdim=True) * pairs + pair).flatten())
 
     commit_norms = None
     if record_commit_norms:
