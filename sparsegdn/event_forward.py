@@ -166,14 +166,14 @@ def _entering_log_decay(chunk_log_decay, events, log_decay_before) -> torch.Tens
     return prefix - torch.where(segment > 0, prefix.gather(-1, segment), 0)
 
 
-def _commit_order(events: torch.Tensor):
-    """Each head pair's committed chunks in order, padded: (chunks [B,HV,R] long, real [B,HV,R] bool)."""
-    counts = events.sum(-1)                                                # [B,HV]
-    rank_count = int(counts.max())
-    # A stable sort of "not selected" puts each head pair's committed chunks first, in chunk order.
-    chunks = torch.sort((~events).to(torch.uint8), dim=-1, stable=True).indices[..., :rank_count]
-    real = torch.arange(rank_count, device=events.device) < counts[..., None]
-    return chunks, real
+def _commit_ranks(events: torch.Tensor) -> torch.Tensor:
+    """Chunk of each head pair's r-th commit, [B,HV,R] with R the most commits of any head pair.
+
+    A stable sort of "not selected" puts a head pair's committed chunks first, in chunk order; past
+    its last commit the row continues with chunks it skipped (steps whose snapshots nothing reads).
+    """
+    rank_count = int(events.sum(-1).max())
+    return torch.sort((~events).to(torch.uint8), dim=-1, stable=True).indices[..., :rank_count]
 
 
 def _snapshots(kc, gamma, wu, entering, events, state):
@@ -184,22 +184,21 @@ def _snapshots(kc, gamma, wu, entering, events, state):
     r-th commit of a head pair, at chunk c, is the reference's update of the state entering c,
     F snapshot_r with F = entering[c]:
         v_new = u - (F w) snapshot_r,     snapshot_{r+1} = F e^{gamma_L} snapshot_r + k_commit^T v_new,
-    two small matrix products per rank for all head pairs at once.
+    two small matrix products per rank for all head pairs at once. A head pair with fewer commits
+    takes extra steps past its last one; chunks only read snapshots up to their head pair's count.
     """
     pairs, key_dim, value_dim = state.shape
-    commit_chunks, real = _commit_order(events)                            # [B,HV,R]
+    commit_chunks = _commit_ranks(events)                                  # [B,HV,R]
     rank_count = commit_chunks.shape[-1]
     rows = _rows(commit_chunks)                                            # rank-major [R*B*HV]
     factor = _chunk_major(entering.gather(-1, commit_chunks))[:, None, None]
-    real = _chunk_major(real)[:, None, None]
     commit_gamma = gamma.index_select(0, rows)                             # [R*B*HV, 64]
     commit_wu = wu.index_select(0, rows)
     scaled_w = commit_wu[..., :key_dim].mul_(factor).view(rank_count, pairs, CHUNK, key_dim)
     u = commit_wu[..., key_dim:].view(rank_count, pairs, CHUNK, value_dim)
-    # a padding step commits nothing and keeps the state: zero keys, carry 1
-    commit_keys = kc.index_select(0, rows).mul_((commit_gamma[:, -1:] - commit_gamma).exp()[..., None]).mul_(real)
+    commit_keys = kc.index_select(0, rows).mul_((commit_gamma[:, -1:] - commit_gamma).exp()[..., None])
     keys_t = commit_keys.view(rank_count, pairs, CHUNK, key_dim).transpose(-1, -2)
-    carry = torch.where(real, factor * commit_gamma[:, -1:, None].exp(), 1).view(rank_count, pairs, 1, 1)
+    carry = (factor * commit_gamma[:, -1:, None].exp()).view(rank_count, pairs, 1, 1)
 
     snapshots = state.new_empty(rank_count + 1, pairs, key_dim, value_dim)
     snapshots[0] = state
