@@ -81,16 +81,18 @@ def banded_solve(kc, vc, beta, gamma, decay, band: int) -> torch.Tensor:
         t_inv = torch.linalg.solve_triangular(a, eye.expand_as(a), upper=False, unitriangular=True)
         return t_inv.mul_(band_mask(band, kc.device)) @ rhs
 
+    # Bands 0 and 1: the band-projected inverse from 16x16 blocks, then one 64x64 product (faster
+    # on the CPU than per-block products, which are too small for the matrix library).
     a_diag = _near_blocks(kc, beta, decay, 0)                              # [..., 4, 16, 16]
     eye = torch.eye(BLOCK, dtype=kc.dtype, device=kc.device)
     d = torch.linalg.solve_triangular(a_diag, eye.expand_as(a_diag), upper=False, unitriangular=True)
-    rhs_blocks = rhs.unflatten(-2, (BLOCKS_PER_CHUNK, BLOCK))              # [..., 4, 16, K+V]
-    wu = d @ rhs_blocks
-    if band == 1:
-        # the adjacent block of the inverse, -D_{i+1} A_{i+1,i} D_i, applied to block i
-        adjacent = d[..., 1:, :, :] @ (_near_blocks(kc, beta, decay, 1) @ d[..., :-1, :, :])
-        wu[..., 1:, :, :] -= adjacent @ rhs_blocks[..., :-1, :, :]
-    return wu.flatten(-3, -2)
+    t_inv = kc.new_zeros(kc.shape[:-2] + (CHUNK, CHUNK))
+    t_blocks = _blocks(t_inv)                                              # a view: writes land in t_inv
+    t_blocks.diagonal(dim1=-4, dim2=-2).copy_(d.movedim(-3, -1))
+    if band == 1:   # the adjacent blocks -D_{i+1} A_{i+1,i} D_i
+        adjacent = -(d[..., 1:, :, :] @ _near_blocks(kc, beta, decay, 1) @ d[..., :-1, :, :])
+        t_blocks.diagonal(offset=-1, dim1=-4, dim2=-2).copy_(adjacent.movedim(-3, -1))
+    return t_inv @ rhs
 
 
 # ---- layout: a slab is chunk-major, row (c - start) * B*HV + b * HV + h is chunk c of (b, h) ----
@@ -123,11 +125,15 @@ def _head_major(x: torch.Tensor, batch: int, heads: int) -> torch.Tensor:
     return x.view(-1, batch, heads).permute(1, 2, 0)
 
 
-def _rows(index: torch.Tensor) -> torch.Tensor:
-    """Rows of a chunk-major stack at positions index [B,HV,n] (chunks or commit ranks): [n*B*HV]."""
+def _rows(index: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows of a chunk-major stack at positions index [B,HV,n] (chunks or commit ranks): [n*B*HV].
+
+    A stack has B*HV rows per position; head pair p sits in row slot[p] of them (default p).
+    """
     batch, heads, _ = index.shape
-    pair = torch.arange(batch * heads, device=index.device).view(batch, heads, 1)
-    return _chunk_major(index * (batch * heads) + pair)
+    if slot is None:
+        slot = torch.arange(batch * heads, device=index.device)
+    return _chunk_major(index * (batch * heads) + slot.view(batch, heads, 1))
 
 
 # ---- the three steps on one slab ----
@@ -166,46 +172,48 @@ def _entering_log_decay(chunk_log_decay, events, log_decay_before) -> torch.Tens
     return prefix - torch.where(segment > 0, prefix.gather(-1, segment), 0)
 
 
-def _commit_ranks(events: torch.Tensor) -> torch.Tensor:
-    """Chunk of each head pair's r-th commit, [B,HV,R] with R the most commits of any head pair.
-
-    A stable sort of "not selected" puts a head pair's committed chunks first, in chunk order; past
-    its last commit the row continues with chunks it skipped (steps whose snapshots nothing reads).
-    """
-    rank_count = int(events.sum(-1).max())
-    return torch.sort((~events).to(torch.uint8), dim=-1, stable=True).indices[..., :rank_count]
-
-
 def _snapshots(kc, gamma, wu, entering, events, state):
-    """Step 2: the committed state after each commit rank of a slab, [(R+1)*B*HV, K, V] rank-major,
-    rank 0 being the entering snapshot `state` [B*HV,K,V].
+    """Step 2: the committed state after each commit rank of a slab.
 
-    entering [B,HV,n+1] is the factor from the last snapshot to the state entering each chunk. The
-    r-th commit of a head pair, at chunk c, is the reference's update of the state entering c,
-    F snapshot_r with F = entering[c]:
+    Returns snapshots [(R+1)*B*HV, K, V], rank-major, rank 0 being the entering snapshot `state`
+    [B*HV,K,V], and slot [B*HV]: the row of each head pair within a rank. entering [B,HV,n+1] is the
+    factor from the last snapshot to the state entering each chunk. The r-th commit of a head pair,
+    at chunk c, is the reference's update of the state entering c, F snapshot_r with F = entering[c]:
         v_new = u - (F w) snapshot_r,     snapshot_{r+1} = F e^{gamma_L} snapshot_r + k_commit^T v_new,
-    two small matrix products per rank for all head pairs at once. A head pair with fewer commits
-    takes extra steps past its last one; chunks only read snapshots up to their head pair's count.
+    two small matrix products per rank over the head pairs that commit that many times. Slots sort
+    the head pairs by commit count, so those are a leading block of rows; the rows after it in the
+    next rank are left unwritten, and no chunk reads them.
     """
     pairs, key_dim, value_dim = state.shape
-    commit_chunks = _commit_ranks(events)                                  # [B,HV,R]
-    rank_count = commit_chunks.shape[-1]
-    rows = _rows(commit_chunks)                                            # rank-major [R*B*HV]
-    factor = _chunk_major(entering.gather(-1, commit_chunks))[:, None, None]
-    commit_gamma = gamma.index_select(0, rows)                             # [R*B*HV, 64]
+    counts = events.sum(-1).flatten()                                      # [B*HV]
+    order = counts.argsort(descending=True, stable=True)                   # head pairs by commit count
+    slot = torch.empty_like(order)
+    slot[order] = torch.arange(pairs, device=order.device)
+    rank_count = int(counts.max())
+    active = (counts[:, None] > torch.arange(rank_count, device=counts.device)).sum(0).tolist()
+
+    # A stable sort of "not selected" lists each head pair's committed chunks first, in chunk order.
+    chunks = torch.sort((~events).to(torch.uint8), dim=-1, stable=True).indices[..., :rank_count]
+    chunks = chunks.flatten(0, 1)[order].T                                 # [R, B*HV] in slot order
+    committed = torch.arange(pairs, device=order.device) < torch.tensor(active, dtype=torch.long)[:, None]
+    rows = (chunks * pairs + order)[committed]                             # every commit, rank by rank
+    factor = _chunk_major(entering[..., :-1])[rows][:, None, None]
+    commit_gamma = gamma.index_select(0, rows)                             # [commits, 64]
     commit_wu = wu.index_select(0, rows)
-    scaled_w = commit_wu[..., :key_dim].mul_(factor).view(rank_count, pairs, CHUNK, key_dim)
-    u = commit_wu[..., key_dim:].view(rank_count, pairs, CHUNK, value_dim)
+    scaled_w, u = commit_wu[..., :key_dim].mul_(factor), commit_wu[..., key_dim:]
     commit_keys = kc.index_select(0, rows).mul_((commit_gamma[:, -1:] - commit_gamma).exp()[..., None])
-    keys_t = commit_keys.view(rank_count, pairs, CHUNK, key_dim).transpose(-1, -2)
-    carry = (factor * commit_gamma[:, -1:, None].exp()).view(rank_count, pairs, 1, 1)
+    keys_t = commit_keys.transpose(-1, -2)
+    carry = factor * commit_gamma[:, -1:, None].exp()
 
     snapshots = state.new_empty(rank_count + 1, pairs, key_dim, value_dim)
-    snapshots[0] = state
-    for rank in range(rank_count):
-        v_new = torch.baddbmm(u[rank], scaled_w[rank], snapshots[rank], alpha=-1)
-        torch.mul(snapshots[rank], carry[rank], out=snapshots[rank + 1]).baddbmm_(keys_t[rank], v_new)
-    return snapshots.flatten(0, 1)
+    snapshots[0] = state[order]
+    offset = 0
+    for rank, count in enumerate(active):
+        at, now, after = slice(offset, offset + count), snapshots[rank, :count], snapshots[rank + 1, :count]
+        v_new = torch.baddbmm(u[at], scaled_w[at], now, alpha=-1)
+        torch.mul(now, carry[at], out=after).baddbmm_(keys_t[at], v_new)
+        offset += count
+    return snapshots.flatten(0, 1), slot
 
 
 def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, scale, record_commit_norms):
@@ -222,13 +230,13 @@ def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, 
     chunk_log_decay = _head_major(gamma[:, -1], batch, heads)              # [B,HV,n]
     log_entering = _entering_log_decay(chunk_log_decay, events, log_decay_before)
     entering = log_entering.exp().to(qc.dtype)                             # [B,HV,n+1]
-    snapshots = _snapshots(kc, gamma, wu, entering, events, state)
+    snapshots, slot = _snapshots(kc, gamma, wu, entering, events, state)
 
     # Step 3: every chunk enters with a decayed copy of the last snapshot before it.
     before = events.cumsum(-1) - events.long()                             # commits before each chunk
-    state_in = snapshots.index_select(0, _rows(before)).mul_(_chunk_major(entering[..., :-1])[:, None, None])
+    state_in = snapshots.index_select(0, _rows(before, slot)).mul_(_chunk_major(entering[..., :-1])[:, None, None])
     o = torch.baddbmm(reads_local[..., key_dim:], reads_local[..., :key_dim], state_in, alpha=scale, beta=scale)
-    last = snapshots.index_select(0, _rows(events.sum(-1, keepdim=True)))
+    last = snapshots.index_select(0, _rows(events.sum(-1, keepdim=True), slot))
 
     commit_norms = None
     if record_commit_norms:
