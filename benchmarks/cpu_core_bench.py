@@ -75,11 +75,11 @@ def fast_call(q, k, v, g, beta, *, budget, band):
 
 
 def one_slab_call(*inputs, **options):
-    saved, event_forward.SLAB_MATRICES = event_forward.SLAB_MATRICES, 1 << 62
+    saved, event_forward.SLAB_VALUES = event_forward.SLAB_VALUES, 1 << 62
     try:
         return fast_call(*inputs, **options)
     finally:
-        event_forward.SLAB_MATRICES = saved
+        event_forward.SLAB_VALUES = saved
 
 
 CONTENDERS = {

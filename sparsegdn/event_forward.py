@@ -16,8 +16,8 @@ against), arranged so that a skipped event costs no recurrence step:
 3. Every chunk enters with a decayed copy of the last snapshot before it, so all outputs come from
    one batched product.
 
-The three steps run slab by slab (a few hundred chunk matrices, all batch rows and head pairs of
-a range of chunks), each slab entering with the last snapshot of the slab before and the
+The three steps run slab by slab (all batch rows and head pairs of a range of chunks, about 2 MiB
+per [rows, 64, K+V] tensor), each slab entering with the last snapshot of the slab before and the
 log-decay since it. One slab of every chunk is the plain three-step algorithm; smaller slabs keep
 the temporaries in cache and let the allocator reuse them, where a fresh tensor over all chunks
 costs page faults that took more time than the arithmetic (see benchmarks/cpu_core_bench.py).
@@ -28,7 +28,7 @@ import torch
 
 from .reference import BLOCK, BLOCKS_PER_CHUNK, CHUNK, band_mask, num_chunks
 
-SLAB_MATRICES = 256      # chunk matrices (batch row x head pair x chunk) per slab
+SLAB_VALUES = 1 << 19    # values in a slab's [rows, 64, K + V] tensors (2 MiB in float32)
 LOG_DECAY_FLOOR = -80.0  # decays below e^-80 are computed as e^-80 (see `_decay`)
 
 
@@ -264,7 +264,7 @@ def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, in
     value_dim = v.shape[-1]
     n_chunks = num_chunks(num_tokens)
     pairs = batch * heads
-    slab = max(1, SLAB_MATRICES // pairs)
+    slab = max(1, SLAB_VALUES // (CHUNK * (key_dim + value_dim) * pairs))   # chunks per slab
     state = (initial_state.to(q.dtype).reshape(pairs, key_dim, value_dim) if initial_state is not None
              else q.new_zeros(pairs, key_dim, value_dim))                 # the last snapshot
     log_decay_since = torch.zeros(batch, heads, dtype=torch.float64, device=q.device)
