@@ -11,8 +11,8 @@ against), arranged so that a skipped event costs no recurrence step:
 2. The recurrence steps once per commit, not once per chunk. Between two commits of a head pair
    the committed state only decays, so the state entering chunk c is F_c * snapshot, the last
    committed snapshot times a factor whose log is a segmented sum of the chunk log-decays since
-   that commit. Head pairs commit different numbers of times; they step together over the
-   commit rank, a head pair with fewer commits taking identity steps.
+   that commit (no product per skipped chunk). Head pairs commit different numbers of times; step
+   r runs over the head pairs with more than r commits, so the work follows the events.
 3. Every chunk enters with a decayed copy of the last snapshot before it, so all outputs come from
    one batched product.
 
@@ -209,9 +209,9 @@ def _snapshots(kc, gamma, wu, entering, events, state):
     snapshots[0] = state[order]
     offset = 0
     for rank, count in enumerate(active):
-        at, now, after = slice(offset, offset + count), snapshots[rank, :count], snapshots[rank + 1, :count]
+        at, now = slice(offset, offset + count), snapshots[rank, :count]
         v_new = torch.baddbmm(u[at], scaled_w[at], now, alpha=-1)
-        torch.mul(now, carry[at], out=after).baddbmm_(keys_t[at], v_new)
+        torch.mul(now, carry[at], out=snapshots[rank + 1, :count]).baddbmm_(keys_t[at], v_new)
         offset += count
     return snapshots.flatten(0, 1), slot
 
@@ -234,8 +234,10 @@ def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, 
 
     # Step 3: every chunk enters with a decayed copy of the last snapshot before it.
     before = events.cumsum(-1) - events.long()                             # commits before each chunk
-    state_in = snapshots.index_select(0, _rows(before, slot)).mul_(_chunk_major(entering[..., :-1])[:, None, None])
-    o = torch.baddbmm(reads_local[..., key_dim:], reads_local[..., :key_dim], state_in, alpha=scale, beta=scale)
+    state_in = snapshots.index_select(0, _rows(before, slot))
+    state_in.mul_(_chunk_major(entering[..., :-1])[:, None, None])        # [n*B*HV,K,V]
+    reads, local = reads_local[..., :key_dim], reads_local[..., key_dim:]
+    o = torch.baddbmm(local, reads, state_in, alpha=scale, beta=scale)
     last = snapshots.index_select(0, _rows(events.sum(-1, keepdim=True), slot))
 
     commit_norms = None
@@ -279,4 +281,5 @@ def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, in
         _chunk_view(o, start, stop).copy_(o_slab.view(stop - start, batch, heads, CHUNK, value_dim))
         norms.append(commit_norms)
     final_state = state.view(batch, heads, key_dim, value_dim) * log_decay_since.exp().to(q.dtype)[..., None, None]
-    return o[:, :num_tokens], final_state, torch.cat(norms, dim=-1) if record_commit_norms else None
+    commit_norms = torch.cat(norms, dim=-1) if record_commit_norms else None
+    return o[:, :num_tokens], final_state, commit_norms
