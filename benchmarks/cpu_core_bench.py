@@ -118,7 +118,7 @@ def summary(ms):
 
 
 def markdown(report):
-    lines = [f"# GDN core on the CPU: dense torch core vs event-skipping fast path", "",
+    lines = ["# GDN core on the CPU: dense torch core vs event-skipping fast path", "",
              f"{report['date']}, {report['machine']}, torch {report['torch']}, "
              f"{report['threads']} thread (OMP_NUM_THREADS={report['omp_num_threads']}). "
              f"GLIBC_TUNABLES={report['glibc_tunables'] or 'unset'}.",
