@@ -75,11 +75,13 @@ def banded_solve(kc, vc, beta, gamma, decay, band: int) -> torch.Tensor:
     torch.mul(vc, beta[..., None], out=rhs[..., key_dim:])
     if band >= 2:
         a = (kc @ kc.transpose(-1, -2)).mul_(decay).mul_(beta[..., :, None]).tril_(-1)
-        if band == BLOCKS_PER_CHUNK - 1:   # exact: solve against the right-hand sides directly
+        exact = band == BLOCKS_PER_CHUNK - 1
+        if exact and rhs.shape[-1] <= CHUNK:   # narrow right-hand sides: one triangular solve
             return torch.linalg.solve_triangular(a, rhs, upper=False, unitriangular=True)
+        # wide ones: the inverse, then a 64x64 product (a wide triangular solve is slower on the CPU)
         eye = torch.eye(CHUNK, dtype=kc.dtype, device=kc.device)
         t_inv = torch.linalg.solve_triangular(a, eye.expand_as(a), upper=False, unitriangular=True)
-        return t_inv.mul_(band_mask(band, kc.device)) @ rhs
+        return (t_inv if exact else t_inv.mul_(band_mask(band, kc.device))) @ rhs
 
     # Bands 0 and 1: the band-projected inverse from 16x16 blocks, then one 64x64 product (faster
     # on the CPU than per-block products, which are too small for the matrix library).

@@ -61,6 +61,17 @@ def test_matches_reference_for_every_band_and_mask(batch, tokens, key_heads, val
     assert_same(fast, ref, TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("band", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_wide_heads_match_reference(band, dtype):
+    """K + V > 64: the exact solve goes through the inverse and one product instead of a wide
+    triangular solve."""
+    q, k, v, g, beta, s0 = random_inputs(2, 300, 2, 4, key_dim=48, value_dim=40, dtype=dtype,
+                                         initial_state=True)
+    fast, ref = both_paths(q, k, v, g, beta, random_events(2, 4, 5, seed=band), band, s0)
+    assert_same(fast, ref, TOLERANCE[dtype])
+
+
 @pytest.mark.parametrize("slab_values", [1, 16384, 24576])   # 1, 2 and 3 chunks per slab
 @pytest.mark.parametrize("band", [1, 3])
 @pytest.mark.parametrize("mask", MASKS)
