@@ -3,6 +3,9 @@
     OMP_NUM_THREADS=1 python benchmarks/cpu_core_bench.py --out analysis/results/cpu_core_bench.json \
         [--tokens 4096 16384] [--repeats 7] > analysis/results/cpu_core_bench.md
 
+Run it once more with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295
+to see the figures without the page faults of freshly mapped memory (the report records the setting).
+
 Contenders, each a whole call on the same inputs (bf16 q/k/v/beta, float32 g; checks, normalisation,
 selection and output casts included), interleaved, warmed up once, then timed `--repeats` times:
 
@@ -166,7 +169,8 @@ def main():
         machine=f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
         torch=torch.__version__, threads=torch.get_num_threads(),
         omp_num_threads=os.environ.get("OMP_NUM_THREADS"), glibc_tunables=os.environ.get("GLIBC_TUNABLES"),
-        command="OMP_NUM_THREADS=1 python benchmarks/cpu_core_bench.py " + " ".join(sys.argv[1:]),
+        command=" ".join([f"{name}={os.environ[name]}" for name in ("GLIBC_TUNABLES", "OMP_NUM_THREADS")
+                          if os.environ.get(name)] + ["python benchmarks/cpu_core_bench.py"] + sys.argv[1:]),
         load_before=load_before, load_after=os.getloadavg()[0], repeats=args.repeats,
         budget=BUDGET, band=BAND, rows=rows)
     out = pathlib.Path(args.out)
