@@ -211,11 +211,16 @@ def _snapshots(kc, gamma, wu, entering, events, state):
     snapshots[0] = state[order]
     offset = 0
     for rank, count in enumerate(active):
-        at, now = slice(offset, offset + count), snapshots[rank, :count]
-        v_new = torch.baddbmm(u[at], scaled_w[at], now, alpha=-1)
-        torch.mul(now, carry[at], out=snapshots[rank + 1, :count]).baddbmm_(keys_t[at], v_new)
+        at, now, after = slice(offset, offset + count), snapshots[rank, :count], snapshots[rank + 1, :count]
+        _commit(now, u[at], scaled_w[at], keys_t[at], carry[at], out=after)
         offset += count
     return snapshots.flatten(0, 1), slot
+
+
+def _commit(snapshot, u, scaled_w, keys_t, carry, *, out):
+    """One recurrence step for a batch of head pairs, each committing one chunk: out = the new snapshot."""
+    v_new = torch.baddbmm(u, scaled_w, snapshot, alpha=-1)
+    torch.mul(snapshot, carry, out=out).baddbmm_(keys_t, v_new)
 
 
 def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, scale, record_commit_norms):

@@ -121,13 +121,36 @@ def test_strong_decay_matches_reference(dtype):
     assert_same(fast, ref, TOLERANCE[dtype])
 
 
-def test_without_qk_normalisation_and_with_gva_keys_shared():
+def test_without_qk_normalisation_and_with_a_scale():
     q, k, v, g, beta, s0 = random_inputs(2, 190, 2, 8, initial_state=True)
     prepared = prepare(q, k * 0.3, v, g, beta, False)
     events = random_events(2, 8, 3, seed=4)
     fast = event_chunk_forward(*prepared, events, band=2, scale=0.7, initial_state=s0)
     ref = reference.chunk_forward(*prepared, events, band=2, scale=0.7, initial_state=s0)
     assert rel_err(fast[0], ref[0]) <= 1e-10 and rel_err(fast[1], ref[1]) <= 1e-10
+
+
+@pytest.mark.parametrize("slab_values", [1, 1 << 19])
+def test_recurrence_steps_once_per_event(monkeypatch, slab_values):
+    """The sequential work follows the events: one head-pair step per selected event, none per
+    skipped chunk, however unevenly the events fall on head pairs and slabs."""
+    monkeypatch.setattr(event_forward, "SLAB_VALUES", slab_values)
+    steps = []
+    commit = event_forward._commit
+
+    def counting_commit(snapshot, *args, **kwargs):
+        steps.append(snapshot.shape[0])
+        return commit(snapshot, *args, **kwargs)
+
+    monkeypatch.setattr(event_forward, "_commit", counting_commit)
+    q, k, v, g, beta, _ = random_inputs(2, 640, 2, 4, dtype=torch.float32)
+    events = random_events(2, 4, 10, seed=7, p=0.3)
+    events[1, 2] = True                     # one head pair commits every chunk
+    events[0, 1] = False                    # one never does
+    event_chunk_forward(*prepare(q, k, v, g, beta, True), events, band=1, scale=0.25)
+    assert sum(steps) == int(events.sum())
+    if slab_values > 1:                      # one slab: a step per commit rank
+        assert len(steps) == int(events.sum(-1).max())
 
 
 def test_inputs_are_left_unchanged():
