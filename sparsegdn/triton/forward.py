@@ -36,9 +36,20 @@ STAGES = ("intra_chunk", "selection", "event_prepare", "state_pass", "output")
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
 
 
-def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
-                       output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
-    """See sparsegdn.triton. Returns (o, final_state, events, scores, budget_per_head, flags int32 [NUM_FLAGS])."""
+def sparse_gdn_forward(q, k, v, g, beta, **options):
+    """See sparsegdn.triton. Returns (o, final_state, events, scores, budget_per_head, flags int32 [NUM_FLAGS]).
+
+    Kernels launch on the device of the inputs, not the current device (a model split over several
+    GPUs calls the core with each layer's tensors on that layer's GPU).
+    """
+    if v.is_cuda:
+        with torch.cuda.device(v.device):
+            return _forward(q, k, v, g, beta, **options)
+    return _forward(q, k, v, g, beta, **options)
+
+
+def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
+             output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
     out_dtype = v.dtype
     dtype = v.dtype if v.dtype in DOT_DTYPES else torch.float32
     q, k, v = (rows_view(x.to(dtype)) for x in (q, k, v))
