@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from analysis import patching
+from sparsegdn import SparseConfig
 from analysis.ruler import LENGTHS, TASKS, RulerGenerator, RulerSample, span_hits
 
 BUDGETS = (1.0, 0.5, 0.29, 0.15)
@@ -79,7 +80,8 @@ def swapped(model, config: Config, backend: str):
     """A context in which the model runs with `config`'s GDN core."""
     if config.budget is None:
         return patching.swap_gdn_core(model, patching.original_core)
-    return patching.swap_gdn_core(model, patching.sparse_core(config.budget, config.selector, config.band, backend))
+    return patching.swap_gdn_core(model, patching.sparse_core(
+        SparseConfig(budget=config.budget, selector=config.selector, band=config.band, backend=backend)))
 
 
 @torch.no_grad()
