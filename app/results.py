@@ -24,8 +24,8 @@ def kernel_bench(results_dir: Path = RESULTS_DIR) -> pl.DataFrame:
 
 
 def ruler(results_dir: Path = RESULTS_DIR) -> pl.DataFrame:
-    """ruler.json as the evaluation's own tidy table (see analysis.ruler_eval.records_frame)."""
-    from analysis.ruler_eval import records_frame
+    """ruler.json as the evaluation's own tidy table (see analysis.ruler_report.records_frame)."""
+    from analysis.ruler_report import records_frame
 
     path = results_dir / "ruler.json"
     return records_frame(path) if path.is_file() else pl.DataFrame()
