@@ -6,6 +6,7 @@ of the machine (out of memory, non-finite values) exits with status 3.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
     run.add_argument("--max-mb", type=float, default=DEFAULT_MAX_MB, help="refuse files larger than this")
     run.add_argument("--no-dense", action="store_true", help="skip the dense comparison (no errors, no KL)")
+    run.add_argument("--no-document", action="store_true",
+                     help="leave the document's text out of --out (a prepared example reads it from data/samples)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -139,6 +142,8 @@ def run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if args.no_document:
+        result = dataclasses.replace(result, document=None)
     result.save(args.out)
     print_summary(result.summary, args.out)
     return 0

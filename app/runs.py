@@ -155,7 +155,10 @@ class RunStore:
         return stored
 
 
-def load_saved_run(directory: Path, key: str) -> StoredRun:
-    """A run saved by RunResult.save (an example or a persisted run) with its document text."""
+def load_saved_run(directory: Path, key: str, document: str | None = None) -> StoredRun:
+    """A run saved by RunResult.save (an example or a persisted run) with its document text: the
+    saved copy, else `document` (a prepared example's text lives with the bundled samples)."""
     result = RunResult.load(directory)
+    if result.document is None:
+        result.document = document
     return StoredRun(key, result, result.document or "")

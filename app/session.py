@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.documents import DocumentError, list_samples, load_document
+from analysis.documents import DocumentError, example_document, list_samples, load_document
 from analysis.models import ModelError, list_models, load_model
 from analysis.errors import ConfigError
 from analysis.pipeline import AnalysisError, ProgressUpdate, RunConfig, analyze
@@ -82,7 +82,7 @@ def run_lock() -> threading.Lock:
 
 @st.cache_resource(max_entries=8)
 def _example(directory: Path) -> runs.StoredRun:
-    return runs.load_saved_run(directory, EXAMPLE_PREFIX + directory.name)
+    return runs.load_saved_run(directory, EXAMPLE_PREFIX + directory.name, document=example_document(directory.name))
 
 
 def load_example(name: str) -> runs.StoredRun:
