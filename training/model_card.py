@@ -237,7 +237,7 @@ def render() -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--import-run", type=Path, default=None, help="a GPU run's $OUT folder to copy in first")
+    parser.add_argument("--import-run", type=Path, default=None, help="a training or evaluation run's --out folder to copy in first")
     args = parser.parse_args(argv)
     if args.import_run:
         import_run(args.import_run)
