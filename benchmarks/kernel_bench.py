@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from analysis import measurements             # noqa: E402
-from sparsegdn import STAGES, SparseConfig    # noqa: E402
+from sparsegdn import CHUNK_SIZE, STAGES, SparseConfig    # noqa: E402
+from sparsegdn.config import BLOCK_SIZE      # noqa: E402
 from sparsegdn.triton import sparse_gdn_forward   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
@@ -128,30 +129,30 @@ def stage_times(inputs, config: SparseConfig, repeats=20):
 
 def counted_work(tokens, budget, band):
     """Bytes through device memory and FLOPs we count for each pass (each tensor once per pass)."""
-    nc = sparsegdn.num_chunks(tokens)
+    nc, c, b = sparsegdn.num_chunks(tokens), CHUNK_SIZE, BLOCK_SIZE
     events = sparsegdn.event_count(budget, HV, nc)
     chunks = HV * nc
     bf16 = 2
     qk = B * tokens * H * K * bf16
     vv = B * tokens * HV * V * bf16
     gates = B * tokens * HV * (4 + bf16)
-    t_inv = B * chunks * 64 * 64 * bf16
-    wu = B * events * 64 * (K + V) * bf16
+    t_inv = B * chunks * c * c * bf16
+    wu = B * events * c * (K + V) * bf16
     snaps = B * (events + HV) * K * V * bf16
-    kc = B * events * 64 * K * bf16                       # k_commit list
+    kc = B * events * c * K * bf16                       # k_commit list
     if band <= 1:   # block_solve: diagonal and predecessor blocks, 16x16 products batched by four
-        solve_flops = (2 + band) * 2 * 64 * 16 * K + (6 + 6 * band + 2 * band) * 2 * 4 * 16 ** 3
+        solve_flops = (2 + band) * 2 * c * b * K + (6 + 6 * band + 2 * band) * 2 * (c // b) * b ** 3
         solve_bytes = qk * (1 + band) + vv * (1 + band) + gates + t_inv
     else:           # chunk_prepare: whole 64x64 tiles, ten 64x64x64 float32 products
-        solve_flops = 2 * 64 * 64 * K + 10 * 2 * 64 ** 3
+        solve_flops = 2 * c * c * K + 10 * 2 * c ** 3
         solve_bytes = qk + vv + gates + t_inv
     work = {
         "intra_solve": (solve_bytes, B * chunks * solve_flops),
-        "event_prepare": (B * events * 64 * (K + V) * bf16 + B * events * 64 * 64 * bf16 + wu + kc,
-                          B * events * 2 * 64 * 64 * (K + V)),
-        "state_pass": (wu + kc + snaps, B * events * 2 * 2 * 64 * K * V),
+        "event_prepare": (B * events * c * (K + V) * bf16 + B * events * c * c * bf16 + wu + kc,
+                          B * events * 2 * c * c * (K + V)),
+        "state_pass": (wu + kc + snaps, B * events * 2 * 2 * c * K * V),
         "output": (2 * qk + vv + gates + t_inv + snaps + vv,
-                         B * chunks * 2 * (64 * 64 * K + 64 ** 3 + 64 * 64 * K + 64 * K * V + 64 * 64 * V)),
+                   B * chunks * 2 * (c * c * K + c ** 3 + c * c * K + c * K * V + c * c * V)),
     }
     minimum = (2 * qk + vv + gates + vv, 0)
     return work, minimum

@@ -111,8 +111,10 @@ class SparseConfig:
         return replace(self, **changes)
 
     def resolved(self, device) -> "SparseConfig":
-        """The same choice with backend "auto" resolved for `device` (see `resolve_sparse_backend`)."""
-        return self.replace(backend=resolve_sparse_backend(self.backend, device))
+        """The same choice with backend "auto" resolved for `device` (see `resolve_sparse_backend`);
+        itself when its backend is resolved already (nothing is checked twice)."""
+        backend = resolve_sparse_backend(self.backend, device)
+        return self if backend == self.backend else self.replace(backend=backend)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -197,3 +197,32 @@ def test_induction_probe_rows_repeat_their_tail_at_a_varying_distance():
         assert found, "the tail does not occur earlier in the row"
         starts.append(found[0])
     assert len(set(starts)) > 5, f"the first copy always starts at the same place: {sorted(set(starts))}"
+
+
+def test_a_missing_corpus_is_built_on_first_use_or_said_how_to_get(tmp_path, monkeypatch, capsys):
+    """data/corpus/ is generated, not tracked: training builds it, and says what to run when it cannot."""
+    from training import build_corpus
+
+    monkeypatch.setattr(train, "TRAIN_TOKENS", tmp_path / "corpus" / "train.npz")
+    monkeypatch.setattr(train, "HELDOUT_TOKENS", tmp_path / "corpus" / "heldout.npz")
+    monkeypatch.setattr(train, "ROOT", tmp_path)
+    built = []
+
+    def build(argv):
+        built.append(argv)
+        train.TRAIN_TOKENS.parent.mkdir()
+        train.TRAIN_TOKENS.write_bytes(b"x")
+        train.HELDOUT_TOKENS.write_bytes(b"x")
+
+    monkeypatch.setattr(build_corpus, "main", build)
+    train.ensure_corpus()
+    train.ensure_corpus()                      # present now: not built again
+    assert built == [[]] and "building it with training/build_corpus.py" in capsys.readouterr().out
+
+    def offline(argv):
+        raise OSError("no network")
+
+    monkeypatch.setattr(train, "TRAIN_TOKENS", tmp_path / "other" / "train.npz")
+    monkeypatch.setattr(build_corpus, "main", offline)
+    with pytest.raises(SystemExit, match="python training/build_corpus.py"):
+        train.ensure_corpus()
