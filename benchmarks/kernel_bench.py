@@ -32,7 +32,6 @@ import triton                                  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
-from analysis import measurements             # noqa: E402
 from sparsegdn import CHUNK_SIZE, STAGES, SparseConfig    # noqa: E402
 from sparsegdn.config import BLOCK_SIZE      # noqa: E402
 from sparsegdn.triton import sparse_gdn_forward   # noqa: E402
@@ -49,10 +48,13 @@ def label(config: SparseConfig) -> str:
 def build() -> str:
     """The git commit of the code measured, '-dirty' when the working tree differs from it."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        except OSError:     # no git on this machine
+            return ""
     commit = git("rev-parse", "--short=12", "HEAD")
     if not commit:
-        return "not a git checkout"
+        return "not recorded (not a git checkout)"
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
@@ -233,7 +235,7 @@ def main():
     parser.add_argument("--render", type=Path, default=None, help="only rewrite the .md of an existing JSON")
     args = parser.parse_args()
     if args.render:
-        args.render.with_suffix(".md").write_text(measurements.kernel_report(args.render))
+        write_report(args.render)
         return
     bandwidth, matrix_rate = ceilings()
     print(f"{torch.cuda.get_device_name()}: copy {bandwidth / 1e12:.2f} TB/s, bf16 matmul "
@@ -250,8 +252,19 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernel_bench.json").write_text(json.dumps(rows, indent=1))
-    (out / "kernel_bench.md").write_text(measurements.kernel_report(out / "kernel_bench.json"))
-    print((out / "kernel_bench.md").read_text())
+    write_report(out / "kernel_bench.json")
+
+
+def write_report(path: Path) -> None:
+    """The run's markdown beside its JSON (analysis/measurements.py, which needs polars)."""
+    try:
+        from analysis import measurements
+    except ImportError as error:
+        print(f"{path.with_suffix('.md').name} not written ({error}): run "
+              f"python benchmarks/kernel_bench.py --render {path} where polars is installed", flush=True)
+        return
+    path.with_suffix(".md").write_text(measurements.kernel_report(path))
+    print(path.with_suffix(".md").read_text())
 
 
 def autotune_choices():
