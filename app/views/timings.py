@@ -4,6 +4,7 @@ import streamlit as st
 
 from app import figures, session
 from app.views import common
+from sparsegdn import STAGES
 
 st.title("Prefill timings")
 stored = common.require_run()
@@ -35,6 +36,8 @@ stages = summary.get("stages")
 if stages:
     st.subheader("Where the sparse core spends its time")
     st.plotly_chart(figures.stage_breakdown(pl.DataFrame(stages), device), key="timing_stages")
+    if [stage["stage"] for stage in stages] != list(STAGES):
+        st.caption("This run was recorded before the stage names were fixed; its stages are shown as recorded.")
     st.caption("The stages of sparsegdn.STAGES, the same on every backend: intra_solve (the intra-chunk "
                "inverse and score statistics), selection, event_prepare (w, u of the committing events), "
                "state_pass (the sequential pass over chunks), output (every token's output). On the CPU they "
