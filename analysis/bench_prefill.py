@@ -29,9 +29,10 @@ from pathlib import Path
 
 import torch
 
-from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
 from sparsegdn.validation import DeferredChecks
 
+from .cli import add_sparse_options, sparse_options
+from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
 from .patching import dense_core, original_core, sparse_core, swap_gdn_core
 from .timing import Timer
 
@@ -46,13 +47,13 @@ def zero_core(call):
 
 
 def make_cores(args) -> dict:
+    sparse = args.sparse
     if args.tiny:   # the CPU stand-ins of the GPU contenders
         return {"dense-torch": dense_core("torch"),
-                f"sparse-torch@{args.budget}": sparse_core(args.budget, args.selector, args.band, "torch"),
+                f"sparse-torch@{sparse.budget}": sparse_core(sparse.replace(backend="torch")),
                 "zero": zero_core}
     cores = {"dense-fla": dense_core("fla"),
-             f"sparse-triton@{args.budget}": sparse_core(args.budget, args.selector, args.band, "triton",
-                                                         checks=CHECKS),
+             f"sparse-triton@{sparse.budget}": sparse_core(sparse.replace(backend="triton"), checks=CHECKS),
              "zero": zero_core}
     try:
         import fla  # noqa: F401
@@ -177,7 +178,7 @@ def environment(args, device, dtype, load_s, weights_gib) -> dict:
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
         "dtype": str(dtype).removeprefix("torch."),
         "torch": torch.__version__, "transformers": transformers.__version__,
-        "budget": args.budget, "selector": args.selector, "band": args.band,
+        "budget": args.sparse.budget, "selector": args.sparse.selector, "band": args.sparse.band,
         "warmup": args.warmup, "repeats": args.repeats, "segment_tokens": args.segment_tokens,
         "model_build_s": round(load_s, 2), "weights_gib": weights_gib,
     }
@@ -234,9 +235,7 @@ def write_markdown(results: dict, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=None, help="default: 32768 (tiny: 512)")
-    parser.add_argument("--budget", type=float, default=0.29)
-    parser.add_argument("--selector", default="score")
-    parser.add_argument("--band", type=int, default=1)
+    add_sparse_options(parser)   # --backend is set per contender: triton on the GPU, torch with --tiny
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--segment-tokens", type=int, default=None,
@@ -246,6 +245,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", default=None, help="file stem (default prefill_4b_32k / prefill_tiny)")
     args = parser.parse_args(argv)
     args.tokens = args.tokens or ([512] if args.tiny else [32768])
+    args.sparse = sparse_options(args)
     name = args.name or ("prefill_tiny" if args.tiny else "prefill_4b_" + "_".join(f"{t // 1024}k" for t in args.tokens))
     results = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,11 @@ of the machine (out of memory, non-finite values) exits with status 3.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
+
+from sparsegdn import CHUNK_SIZE, OPTIONS, SparseConfig
 
 from .errors import AnalysisError, ConfigError, DocumentTooLongError
 
@@ -27,19 +30,37 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="default",
                      help="'default', 'qwen3.5-4b-shape', a checkpoint directory or a cached HF id")
     run.add_argument("--doc", required=True, type=Path, help=".txt, .md or .pdf file")
-    run.add_argument("--budget", type=float, default=0.29, help="fraction of events kept, in (0, 1]")
-    run.add_argument("--selector", default="score", help="score | uniform | random | oracle | all")
-    run.add_argument("--band", type=int, default=1, help="intra-chunk solver band 0..3 (3 = exact)")
-    run.add_argument("--backend", default="auto", help="SparseGDN backend: auto | torch | triton")
+    add_sparse_options(run)
     run.add_argument("--out", required=True, type=Path, help="directory for the parquet/json records")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda")
     run.add_argument("--dtype", default=None, help="bf16 | fp32 (default: bf16 on GPU, fp32 on CPU)")
-    run.add_argument("--segment-tokens", type=int, default=8192, help="prefill segment length (multiple of 64)")
+    run.add_argument("--segment-tokens", type=int, default=8192, help=f"prefill segment length (multiple of {CHUNK_SIZE})")
     run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
     run.add_argument("--max-mb", type=float, default=DEFAULT_MAX_MB, help="refuse files larger than this")
     run.add_argument("--no-dense", action="store_true", help="skip the dense comparison (no errors, no KL)")
+    run.add_argument("--no-document", action="store_true",
+                     help="leave the document's text out of --out (a prepared example reads it from data/samples)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def add_sparse_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per SparseConfig option (--budget, --selector, --band, --backend, --seed), from
+    sparsegdn.OPTIONS; the values are checked when `sparse_options` makes the config."""
+    defaults = SparseConfig()
+    for option in OPTIONS:
+        default = getattr(defaults, option.name)
+        choices = f" ({' | '.join(map(str, option.choices))})" if option.choices else ""
+        parser.add_argument(f"--{option.name}", type=type(default), default=default,
+                            help=f"{option.help}{choices}; default {default}")
+
+
+def sparse_options(args: argparse.Namespace) -> SparseConfig:
+    """The SparseConfig of the flags of `add_sparse_options`; a bad value is a ConfigError."""
+    try:
+        return SparseConfig(**{option.name: getattr(args, option.name) for option in OPTIONS})
+    except ValueError as error:
+        raise ConfigError(f"{error}.") from None
 
 
 class ProgressBar:
@@ -98,8 +119,7 @@ def run(args) -> int:
     from .documents import load_document
     from .pipeline import RunConfig
 
-    config = RunConfig(budget=args.budget, selector=args.selector, band=args.band, backend=args.backend,
-                       compare_dense=not args.no_dense, segment_tokens=args.segment_tokens,
+    config = RunConfig(sparse_options(args), compare_dense=not args.no_dense, segment_tokens=args.segment_tokens,
                        max_tokens=args.max_tokens)
     if not args.doc.is_file():
         raise ConfigError(f"{args.doc}: no such file.")
@@ -122,6 +142,8 @@ def run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if args.no_document:
+        result = dataclasses.replace(result, document=None)
     result.save(args.out)
     print_summary(result.summary, args.out)
     return 0

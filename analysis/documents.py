@@ -31,6 +31,7 @@ class Sample:
     description: str
     path: Path
     n_bytes: int
+    example: str | None = None   # the prepared example (data/examples/<example>/) that ran on this sample
 
     def read(self) -> str:
         return load_document(self.path.name, self.path.read_bytes(), max_bytes=max(self.n_bytes, 1))
@@ -106,5 +107,13 @@ def list_samples() -> list[Sample]:
     for entry in json.loads(index_file.read_text(encoding="utf-8")):
         path = SAMPLES_DIR / entry["file"]
         if path.is_file():
-            samples.append(Sample(entry["file"], entry["title"], entry["description"], path, path.stat().st_size))
+            samples.append(Sample(entry["file"], entry["title"], entry["description"], path, path.stat().st_size,
+                                  entry.get("example")))
     return samples
+
+
+def example_document(example: str) -> str | None:
+    """The text of the bundled sample that the prepared example `example` ran on (index.json's
+    "example" field), or None. Examples keep no copy of their document."""
+    sample = next((s for s in list_samples() if s.example == example), None)
+    return sample.read() if sample is not None else None

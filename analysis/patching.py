@@ -10,13 +10,15 @@ convolutions, norms, attention layers and the cache stay transformers' own. Two 
   knows, through forward hooks, which layer is calling.
 
 Both the chunked (prefill) and the token-recurrent (one-token) entry points go through the new
-core, so a one-token last segment is handled like any other. Usage:
+core, so a one-token last segment is handled like any other. Analysis, the evaluation and training
+all swap the core through `swap_gdn_core`, so its lock guards every use. Usage:
 
-    with swap_gdn_core(model, sparse_core(budget=0.29)):
+    with swap_gdn_core(model, sparse_core(SparseConfig(budget=0.29))):
         model(input_ids)
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ from typing import Callable, Optional
 import torch
 
 import sparsegdn
+from sparsegdn import CHUNK_SIZE, SparseConfig
 
 # (instance attribute of the <= 5.14 layout, module global of the >= 5.16 layout)
 ENTRY_POINTS = (
@@ -45,7 +48,7 @@ class PatchError(RuntimeError):
 
 @dataclass
 class CoreCall:
-    """One call of the GDN core, in the SPEC layout: q, k [B,T,H,K] (one per key head), v [B,T,HV,V]."""
+    """One call of the GDN core, in the contract's layout: q, k [B,T,H,K] (one per key head), v [B,T,HV,V]."""
 
     layer: int
     q: torch.Tensor
@@ -88,7 +91,7 @@ def _deduplicate_key_heads(x: torch.Tensor, key_heads: int) -> torch.Tensor:
 def _adapter(module, original: Callable, core: Core) -> Callable:
     """A function with transformers' core signature that hands a `CoreCall` to `core`."""
 
-    def gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
+    def gated_delta_rule(query, key, value, g, beta, chunk_size=CHUNK_SIZE, initial_state=None,
                          output_final_state=False, use_qk_l2norm_in_kernel=False, scale=None,
                          cu_seqlens=None, **kwargs):
         if cu_seqlens is not None:
@@ -174,13 +177,18 @@ def _dispatcher(patched: dict, original: Callable, core: Core) -> Callable:
 
 # ---------------------------------------------------------------------------------- cores
 
-def original_core(call: CoreCall):
-    """transformers' own core (FLA when installed, else its torch reference): the unpatched path."""
+def _call_transformers_core(function: Callable, call: CoreCall, **extra):
+    """`function` (transformers' core signature) on `call`, q and k repeated back to the HV heads."""
     group = call.v.shape[2] // call.q.shape[2]
     q, k = (x.repeat_interleave(group, dim=2) if group > 1 else x for x in (call.q, call.k))
-    return call.original(q, k, call.v, g=call.g, beta=call.beta, initial_state=call.initial_state,
-                         output_final_state=call.output_final_state,
-                         use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel)
+    return function(q, k, call.v, g=call.g, beta=call.beta, initial_state=call.initial_state,
+                    output_final_state=call.output_final_state,
+                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, **extra)
+
+
+def original_core(call: CoreCall):
+    """transformers' own core (FLA when installed, else its torch reference): the unpatched path."""
+    return _call_transformers_core(call.original, call)
 
 
 def dense_core(backend: str = "auto") -> Core:
@@ -195,30 +203,34 @@ def dense_core(backend: str = "auto") -> Core:
     return core
 
 
-def sparse_core(budget: float = 0.29, selector: str = "score", band: int = 1, backend: str = "auto",
-                on_call: Optional[Callable] = None, checks=None) -> Core:
-    """SparseGDN as the core; `on_call(call, o, final_state, info)` sees every call (for records).
-    `checks` (sparsegdn.validation.DeferredChecks): collect the GPU value checks instead of one device
-    sync per layer; the caller checks them after the forward."""
+def sparse_core(config: SparseConfig, checks=None) -> Core:
+    """SparseGDN as the core, with the options of `config`. `checks` (sparsegdn.validation.DeferredChecks):
+    collect the GPU value checks instead of one device sync per layer; the caller checks them after
+    the forward."""
 
     def core(call: CoreCall):
-        o, state, info = sparsegdn.sparse_gated_delta_rule(
-            call.q, call.k, call.v, call.g, call.beta, budget=budget, selector=selector, band=band,
-            scale=call.scale, initial_state=call.initial_state, output_final_state=call.output_final_state,
-            use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=backend, checks=checks)
-        if on_call is not None:
-            on_call(call, o, state, info)
+        o, state, _ = sparsegdn.sparse_gated_delta_rule(
+            call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
+            output_final_state=call.output_final_state, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel,
+            config=config, checks=checks)
         return o, state
 
     return core
 
 
-def core_by_name(name: str, *, budget=0.29, selector="score", band=1) -> Core:
-    """'original' | 'dense-torch' | 'dense-fla' | 'sparse-torch' | 'sparse-triton' (CLI/bench names)."""
-    if name == "original":
-        return original_core
-    if name.startswith("dense-"):
-        return dense_core(name.removeprefix("dense-"))
-    if name.startswith("sparse-"):
-        return sparse_core(budget, selector, band, name.removeprefix("sparse-"))
-    raise ValueError(f"core: unknown {name!r}; use original, dense-torch, dense-fla, sparse-torch or sparse-triton")
+def torch_reference_core(chunk_size: int = CHUNK_SIZE) -> Core:
+    """transformers' own PyTorch implementation of the core, in float32, with chunks of `chunk_size`.
+
+    The function beneath whatever transformers installed (a hub kernel or FLA wraps it), so it is
+    exact and differentiable on any device; used to train where FLA cannot. Its exponents are all
+    <= 0 (masked before exp), so longer chunks (fewer Python loop steps, faster) are as safe as 64.
+    The token-recurrent entry point has no chunks and runs as it is.
+    """
+
+    def core(call: CoreCall):
+        reference = inspect.unwrap(call.original)
+        chunked = {"chunk_size": chunk_size} if "chunk_size" in inspect.signature(reference).parameters else {}
+        with torch.autocast(call.v.device.type, enabled=False):   # the recurrence stays in float32
+            return _call_transformers_core(reference, call, **chunked)
+
+    return core

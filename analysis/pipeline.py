@@ -14,16 +14,16 @@ prefill_ms_sparse is the sparse pass time minus the measured time of the dense c
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import polars as pl
 import torch
 
-import sparsegdn
-from sparsegdn.reference import CHUNK
+from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
+from sparsegdn.config import resolve_dense_backend
 
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
@@ -35,36 +35,41 @@ from .timing import Timer
 
 __all__ = ["AnalysisError", "ProgressUpdate", "RunConfig", "analyze"]
 
-SPARSE_BACKENDS = ("auto", "torch", "triton")
 LOGIT_SLICE = 512   # positions per lm_head slice: bounds the [slice, vocab] float32 logits
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    budget: float = 0.29
-    selector: str = "score"
-    band: int = 1
-    backend: str = "auto"
+    """One analysis run: SparseGDN's options (`sparse`, checked where it was made) and how the
+    document is prefilled. Bad values raise ConfigError."""
+
+    sparse: SparseConfig = field(default_factory=SparseConfig)
     compare_dense: bool = True
     segment_tokens: int = 8192
     max_tokens: Optional[int] = None
 
     def __post_init__(self):
-        if not (isinstance(self.budget, (int, float)) and 0 < self.budget <= 1):
-            raise ConfigError(f"budget must be in (0, 1], got {self.budget}.")
-        if self.selector not in sparsegdn.SELECTORS:
-            raise ConfigError(f"selector must be one of {', '.join(sparsegdn.SELECTORS)}, got {self.selector!r}.")
-        if self.band not in (0, 1, 2, 3):
-            raise ConfigError(f"band must be 0, 1, 2 or 3, got {self.band}.")
-        if self.backend not in SPARSE_BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(SPARSE_BACKENDS)}, got {self.backend!r}.")
-        if self.segment_tokens <= 0 or self.segment_tokens % CHUNK:
-            raise ConfigError(f"segment_tokens must be a positive multiple of {CHUNK}, got {self.segment_tokens}.")
+        if not isinstance(self.sparse, SparseConfig):
+            raise ConfigError(f"sparse must be a sparsegdn.SparseConfig, got {type(self.sparse).__name__}.")
+        if self.segment_tokens <= 0 or self.segment_tokens % CHUNK_SIZE:
+            raise ConfigError(f"segment_tokens must be a positive multiple of {CHUNK_SIZE}, got {self.segment_tokens}.")
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {self.max_tokens}.")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """One flat dict: the sparse options, then the run's (the `config` of a run's summary)."""
+        return {**self.sparse.to_dict(), "compare_dense": self.compare_dense,
+                "segment_tokens": self.segment_tokens, "max_tokens": self.max_tokens}
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> "RunConfig":
+        """The RunConfig of a `to_dict` (a saved run's summary); missing keys take their defaults."""
+        run = {name: values[name] for name in ("compare_dense", "segment_tokens", "max_tokens") if name in values}
+        try:
+            sparse = SparseConfig.from_dict(values)
+        except ValueError as error:
+            raise ConfigError(f"{error}.") from None
+        return cls(sparse=sparse, **run)
 
 
 @dataclass(frozen=True)
@@ -79,26 +84,6 @@ class ProgressUpdate:
 
 
 Progress = Optional[Callable[[ProgressUpdate], None]]
-
-
-def resolve_sparse_backend(backend: str, device: torch.device) -> str:
-    if backend != "auto":
-        return backend
-    try:
-        from sparsegdn import triton as triton_backend
-        available = triton_backend.is_available()
-    except (ImportError, AttributeError):
-        available = False
-    return "triton" if device.type == "cuda" and available else "torch"
-
-
-def resolve_dense_backend(device: torch.device) -> str:
-    try:
-        import fla.ops.gated_delta_rule  # noqa: F401
-        has_fla = True
-    except ImportError:
-        has_fla = False
-    return "fla" if device.type == "cuda" and has_fla else "torch"
 
 
 def _segments(n_tokens: int, segment_tokens: int) -> list[tuple[int, int]]:
@@ -173,10 +158,6 @@ def _finite_or_none(value):
     return value if value is None or math.isfinite(value) else None
 
 
-def _ratio_sqrt(numerator: float, denominator: float):
-    return math.sqrt(numerator / denominator) if denominator > 0 and math.isfinite(numerator) else None
-
-
 def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), progress: Progress = None) -> RunResult:
     """Prefill `text` dense and with SparseGDN; return the records (see records.py)."""
     if not isinstance(config, RunConfig):
@@ -202,49 +183,78 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
             f"a smaller segment_tokens (now {config.segment_tokens}), or compare_dense off.") from None
 
 
+@dataclass
+class _Prefill:
+    """What one analysed prefill measured, before it becomes records (`_records`)."""
+
+    loaded: LoadedModel
+    text: str
+    offsets: list                    # (char_start, char_end) of every token
+    config: RunConfig
+    sparse: SparseConfig             # config.sparse with its backend resolved for the device
+    dense_backend: str
+    device: torch.device
+    segments: list                   # [(token_start, token_end)] of each segment
+    recorder: Recorder
+    metrics: "_Metrics"
+    dense_core_ms: dict = field(default_factory=dict)   # layer -> [Interval] of the dense core
+    dense_ms: list = field(default_factory=list)        # [Interval] of each dense segment prefill
+    sparse_ms: list = field(default_factory=list)       # [Interval] of each sparse segment prefill
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def n_chunks(self) -> int:
+        return num_chunks(self.n_tokens)
+
+
+def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
+    """The sparse options with their backend resolved for `device`, and the dense backend."""
+    try:
+        return config.sparse.resolved(device), resolve_dense_backend("auto", device)
+    except ValueError as error:
+        raise ConfigError(f"{error}.") from None
+
+
 def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     from transformers import DynamicCache
 
     model = loaded.model
     device = next(model.parameters()).device
-    n_tokens = len(ids)
-    n_chunks = -(-n_tokens // CHUNK)
-    segments = _segments(n_tokens, config.segment_tokens)
-    passes = 2 if config.compare_dense else 1
+    sparse, dense_backend = _resolve(config, device)
     timer = Timer(device)
-    sparse_backend = resolve_sparse_backend(config.backend, device)
-    dense_backend = resolve_dense_backend(device)
 
     def new_recorder() -> Recorder:
-        return Recorder(budget=config.budget, selector=config.selector, band=config.band,
-                        backend=sparse_backend, compare_dense=config.compare_dense,
-                        dense_backend=dense_backend, timer=timer)
+        return Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend, timer=timer)
 
-    recorder = new_recorder()
-    dense_core_ms: dict[int, list] = {}
+    run = _Prefill(loaded=loaded, text=text, offsets=offsets, config=config, sparse=sparse,
+                   dense_backend=dense_backend, device=device,
+                   segments=_segments(len(ids), config.segment_tokens), recorder=new_recorder(),
+                   metrics=_Metrics(device))
+    segments, passes = run.segments, 2 if config.compare_dense else 1
 
     def timed_dense(call):
         with timer.interval() as interval:
             result = dense_core(dense_backend)(call)
-        dense_core_ms.setdefault(call.layer, []).append(interval)
+        run.dense_core_ms.setdefault(call.layer, []).append(interval)
         return result
 
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     if progress:
         progress(ProgressUpdate("tokenize", None, loaded.n_layers, 0, len(segments), 0.0,
-                                f"{n_tokens:,} tokens, {n_chunks:,} chunks, {len(segments)} segment(s)"))
+                                f"{run.n_tokens:,} tokens, {run.n_chunks:,} chunks, {len(segments)} segment(s)"))
     # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
     # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
     # short prefix is enough (an idle 2-core CPU, 5.6K tokens: layer times then within 80-107 ms).
     warm_up_end = segments[0][1] if device.type == "cuda" else min(segments[0][1], 128)
-    _warm_up(model, input_ids[:, :warm_up_end], recorder, timed_dense, config.compare_dense)
-    dense_core_ms.clear()
-    recorder = new_recorder()
+    _warm_up(model, input_ids[:, :warm_up_end], run.recorder, timed_dense, config.compare_dense)
+    run.dense_core_ms.clear()
+    run.recorder = recorder = new_recorder()
 
     cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
     cache_sparse = DynamicCache(config=model.config)
-    metrics = _Metrics(device)
-    dense_ms, sparse_ms = [], []
     tracker = _LayerProgress(model, progress, len(segments), passes)
     try:
         with torch.inference_mode():
@@ -257,18 +267,18 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
                     with swap_gdn_core(model, timed_dense), timer.interval() as interval:
                         hidden_dense = model.model(input_ids=segment_ids, past_key_values=cache_dense,
                                                    use_cache=True).last_hidden_state
-                    dense_ms.append(interval)
+                    run.dense_ms.append(interval)
                 tracker.stage, tracker.pass_index = "sparse", passes - 1
                 recorder.segment_start = start
                 with swap_gdn_core(model, recorder.core), timer.interval() as interval:
                     hidden_sparse = model.model(input_ids=segment_ids, past_key_values=cache_sparse,
                                                 use_cache=True).last_hidden_state
-                sparse_ms.append(interval)
+                run.sparse_ms.append(interval)
                 for name, hidden in (("dense", hidden_dense), ("SparseGDN", hidden_sparse)):
                     if hidden is not None and not bool(torch.isfinite(hidden).all()):
                         raise NonFiniteError(f"The {name} prefill produced NaN/inf hidden states in segment "
                                              f"{index + 1}; try float32 or another model.")
-                metrics.update(model.lm_head, hidden_dense, hidden_sparse, input_ids[0, start + 1:end + 1])
+                run.metrics.update(model.lm_head, hidden_dense, hidden_sparse, input_ids[0, start + 1:end + 1])
                 recorder.flush()
                 if progress:
                     progress(ProgressUpdate("segment", None, loaded.n_layers, index, len(segments),
@@ -279,8 +289,7 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     if recorder.any_nonfinite():
         raise NonFiniteError("A GDN core produced NaN/inf outputs; try float32 or another model.")
 
-    result = _build_result(loaded, text, offsets, config, n_tokens, n_chunks, segments, recorder,
-                           dense_core_ms, dense_ms, sparse_ms, metrics, sparse_backend, dense_backend, device)
+    result = _records(run)
     if progress:
         progress(ProgressUpdate("done", None, loaded.n_layers, len(segments) - 1, len(segments), 1.0, "done"))
     return result
@@ -300,25 +309,34 @@ def _warm_up(model, input_ids, recorder, timed_dense, compare_dense):
         torch.cuda.synchronize()
 
 
-def _build_result(loaded, text, offsets, config, n_tokens, n_chunks, segments, recorder, dense_core_ms,
-                  dense_ms, sparse_ms, metrics, sparse_backend, dense_backend, device) -> RunResult:
-    columns = event_columns(recorder.rows, n_tokens)
+def _relative(numerator: str, denominator: str) -> pl.Expr:
+    """sqrt(numerator / denominator), null where the denominator is 0 (undefined, never NaN)."""
+    return (pl.when(pl.col(denominator) > 0).then((pl.col(numerator) / pl.col(denominator)).sqrt())
+            .otherwise(None))
+
+
+def _events(run: _Prefill) -> tuple[pl.DataFrame, int]:
+    """The events table (with its diff_sq / ref_sq sums still attached) and the count of non-finite errors."""
+    columns = event_columns(run.recorder.rows, run.n_tokens)
     diff_sq, ref_sq = columns.pop("diff_sq"), columns.pop("ref_sq")
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_err = np.sqrt(diff_sq / ref_sq)
     # Undefined (0/0) or non-finite errors become null, never NaN in a record.
-    nonfinite_values = int((~np.isfinite(rel_err) & np.isfinite(ref_sq) & (ref_sq > 0)).sum())
+    nonfinite = int((~np.isfinite(rel_err) & np.isfinite(ref_sq) & (ref_sq > 0)).sum())
     rel_err = np.where(np.isfinite(rel_err), rel_err, np.nan)
     events = pl.DataFrame({**columns, "rel_err_o": rel_err, "diff_sq": diff_sq, "ref_sq": ref_sq},
                           nan_to_null=True).sort("layer", "head_pair", "chunk")
+    return events, nonfinite
 
-    state_rows = [{"layer": r["layer"], "head_pair": h, "state_diff_sq": float(r["state_diff_sq"][h]),
-                   "state_ref_sq": float(r["state_ref_sq"][h])}
-                  for r in recorder.rows if "state_diff_sq" in r for h in range(len(r["state_diff_sq"]))]
+
+def _heads(run: _Prefill, events: pl.DataFrame) -> pl.DataFrame:
     heads = events.group_by("layer", "head_pair").agg(
         pl.col("selected").sum().alias("events_selected"),
         pl.col("diff_sq").sum().alias("diff_sq"), pl.col("ref_sq").sum().alias("ref_sq"),
     ).sort("layer", "head_pair")
+    state_rows = [{"layer": r["layer"], "head_pair": h, "state_diff_sq": float(r["state_diff_sq"][h]),
+                   "state_ref_sq": float(r["state_ref_sq"][h])}
+                  for r in run.recorder.rows if "state_diff_sq" in r for h in range(len(r["state_diff_sq"]))]
     if state_rows:
         states = pl.DataFrame(state_rows).group_by("layer", "head_pair").agg(pl.all().sum())
         heads = heads.join(states.with_columns(pl.col("layer").cast(heads.schema["layer"]),
@@ -327,68 +345,77 @@ def _build_result(loaded, text, offsets, config, n_tokens, n_chunks, segments, r
     else:
         heads = heads.with_columns(pl.lit(None, pl.Float64).alias("state_diff_sq"),
                                    pl.lit(None, pl.Float64).alias("state_ref_sq"))
+    if not run.config.compare_dense:
+        return heads.with_columns(pl.lit(None, pl.Float64).alias("rel_err_o"),
+                                  pl.lit(None, pl.Float64).alias("rel_err_state"))
+    return heads.with_columns(_relative("diff_sq", "ref_sq").alias("rel_err_o"),
+                              _relative("state_diff_sq", "state_ref_sq").alias("rel_err_state"))
 
-    def rel(numerator, denominator):
-        return (pl.when(pl.col(denominator) > 0).then((pl.col(numerator) / pl.col(denominator)).sqrt())
-                .otherwise(None))
 
-    heads = heads.with_columns(rel("diff_sq", "ref_sq").alias("rel_err_o"),
-                               rel("state_diff_sq", "state_ref_sq").alias("rel_err_state"))
-    if not config.compare_dense:
-        heads = heads.with_columns(pl.lit(None, pl.Float64).alias("rel_err_o"),
-                                   pl.lit(None, pl.Float64).alias("rel_err_state"))
+def _layers(run: _Prefill, events: pl.DataFrame) -> pl.DataFrame:
+    def summed(intervals: dict, layer: int):
+        return sum(i.ms for i in intervals[layer]) if layer in intervals else None
 
-    layer_errors = events.group_by("layer").agg(pl.col("diff_sq").sum(), pl.col("ref_sq").sum())
+    gdn_layers = run.loaded.gdn_layers
     layers = pl.DataFrame({
-        "layer": loaded.gdn_layers,
-        "core_ms_dense": [sum(i.ms for i in dense_core_ms[layer]) if layer in dense_core_ms else None
-                          for layer in loaded.gdn_layers],
-        "core_ms_sparse": [sum(i.ms for i in recorder.sparse_ms[layer]) if layer in recorder.sparse_ms else None
-                           for layer in loaded.gdn_layers],
+        "layer": gdn_layers,
+        "core_ms_dense": [summed(run.dense_core_ms, layer) for layer in gdn_layers],
+        "core_ms_sparse": [summed(run.recorder.sparse_ms, layer) for layer in gdn_layers],
     }, schema_overrides={"core_ms_dense": pl.Float64, "core_ms_sparse": pl.Float64})
-    layers = layers.join(layer_errors.with_columns(pl.col("layer").cast(pl.Int64)), on="layer", how="left")
-    layers = layers.with_columns(rel("diff_sq", "ref_sq").alias("rel_err_o") if config.compare_dense
-                                 else pl.lit(None, pl.Float64).alias("rel_err_o"))
+    errors = events.group_by("layer").agg(pl.col("diff_sq").sum(), pl.col("ref_sq").sum())
+    layers = layers.join(errors.with_columns(pl.col("layer").cast(pl.Int64)), on="layer", how="left")
+    return layers.with_columns(_relative("diff_sq", "ref_sq").alias("rel_err_o") if run.config.compare_dense
+                               else pl.lit(None, pl.Float64).alias("rel_err_o"))
 
-    chunk_index = np.arange(n_chunks)
-    token_start = chunk_index * CHUNK
-    token_end = np.minimum(token_start + CHUNK, n_tokens)
-    starts = np.array([span[0] for span in offsets])
-    ends = np.array([span[1] for span in offsets])
-    chunks = pl.DataFrame({"chunk": chunk_index, "token_start": token_start, "token_end": token_end,
-                           "char_start": starts[token_start],
-                           "char_end": np.maximum.reduceat(ends, token_start)})
 
-    compare_total = sum(i.ms for i in recorder.compare_ms)
-    model_metrics = metrics.summary(config.compare_dense)
+def _chunks(run: _Prefill) -> pl.DataFrame:
+    chunk_index = np.arange(run.n_chunks)
+    token_start = chunk_index * CHUNK_SIZE
+    token_end = np.minimum(token_start + CHUNK_SIZE, run.n_tokens)
+    starts = np.array([span[0] for span in run.offsets])
+    ends = np.array([span[1] for span in run.offsets])
+    return pl.DataFrame({"chunk": chunk_index, "token_start": token_start, "token_end": token_end,
+                         "char_start": starts[token_start], "char_end": np.maximum.reduceat(ends, token_start)})
+
+
+def _summary(run: _Prefill, events: pl.DataFrame, layers: pl.DataFrame, nonfinite_errors: int) -> dict:
+    compare_dense, device = run.config.compare_dense, run.device
+    compare_total = sum(i.ms for i in run.recorder.compare_ms)
+    model_metrics = run.metrics.summary(compare_dense)
     nonfinite_metrics = [k for k, v in model_metrics.items() if v is not None and not math.isfinite(v)]
-    summary = {
-        "model": loaded.name,
-        "n_tokens": n_tokens,
-        "n_chunks": n_chunks,
-        "budget": config.budget,
-        "selector": config.selector,
-        "band": config.band,
-        "backend": sparse_backend,
+    return {
+        "model": run.loaded.name,
+        "n_tokens": run.n_tokens,
+        "n_chunks": run.n_chunks,
+        "budget": run.sparse.budget,
+        "selector": run.sparse.selector,
+        "band": run.sparse.band,
+        "backend": run.sparse.backend,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-        "prefill_ms_dense": sum(i.ms for i in dense_ms) if config.compare_dense else None,
-        "prefill_ms_sparse": sum(i.ms for i in sparse_ms) - compare_total,
+        "prefill_ms_dense": sum(i.ms for i in run.dense_ms) if compare_dense else None,
+        "prefill_ms_sparse": sum(i.ms for i in run.sparse_ms) - compare_total,
         **{k: _finite_or_none(v) for k, v in model_metrics.items()},
-        "random_weights": loaded.random_weights,
+        "random_weights": run.loaded.random_weights,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": config.to_dict(),
+        "config": run.config.to_dict(),
         # Extras (documented in analysis/README.md).
-        "dense_backend": dense_backend,
-        "dtype": loaded.dtype,
-        "n_segments": len(segments),
+        "dense_backend": run.dense_backend,
+        "dtype": run.loaded.dtype,
+        "n_segments": len(run.segments),
         "events_selected": int(events["selected"].sum()),
         "events_total": events.height,
-        "core_ms_dense_total": layers["core_ms_dense"].sum() if config.compare_dense else None,
+        "core_ms_dense_total": layers["core_ms_dense"].sum() if compare_dense else None,
         "core_ms_sparse_total": layers["core_ms_sparse"].sum(),
-        "non_finite": nonfinite_values + len(nonfinite_metrics),
-        # The sparse core's own stages (Triton passes on a GPU, selection / chunk form on the CPU),
-        # summed over layers and segments.
-        "stages": recorder.stages.totals_ms(),
+        "non_finite": nonfinite_errors + len(nonfinite_metrics),
+        # The sparse core's stages (sparsegdn.STAGES, the same names on every backend), summed over
+        # layers and segments.
+        "stages": run.recorder.stages.totals_ms(),
     }
-    return RunResult(events=events, heads=heads, layers=layers, chunks=chunks, summary=summary, document=text)
+
+
+def _records(run: _Prefill) -> RunResult:
+    events, nonfinite = _events(run)
+    layers = _layers(run, events)
+    return RunResult(events=events, heads=_heads(run, events), layers=layers, chunks=_chunks(run),
+                     summary=_summary(run, events, layers, nonfinite), document=run.text)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import sparsegdn
-from sparsegdn.reference import CHUNK
+from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 
 from .errors import NonFiniteError
 from .patching import CoreCall
@@ -22,15 +22,17 @@ from .timing import StageClock, Timer
 def _chunk_sums(x: torch.Tensor) -> torch.Tensor:
     """[B=1, T, HV] per-token values -> [HV, NC] sums over each chunk's tokens."""
     tokens, heads = x.shape[1], x.shape[2]
-    n_chunks = -(-tokens // CHUNK)
-    padded = torch.zeros(n_chunks * CHUNK, heads, dtype=x.dtype, device=x.device)
+    n_chunks = num_chunks(tokens)
+    padded = torch.zeros(n_chunks * CHUNK_SIZE, heads, dtype=x.dtype, device=x.device)
     padded[:tokens] = x[0]
-    return padded.view(n_chunks, CHUNK, heads).sum(1).T
+    return padded.view(n_chunks, CHUNK_SIZE, heads).sum(1).T
 
 
 class Recorder:
-    def __init__(self, *, budget, selector, band, backend, compare_dense, dense_backend, timer: Timer):
-        self.budget, self.selector, self.band, self.backend = budget, selector, band, backend
+    """The sparse core of `config` (its backend resolved), recording every call; see the module docstring."""
+
+    def __init__(self, config: SparseConfig, *, compare_dense: bool, dense_backend: str, timer: Timer):
+        self.config = config
         self.compare_dense, self.dense_backend, self.timer = compare_dense, dense_backend, timer
         self.segment_start = 0          # token offset of the segment being prefilled
         self.pending: list[dict] = []   # this segment's calls, tensors still on the device
@@ -49,11 +51,10 @@ class Recorder:
             with self.timer.interval() as interval:
                 self.stages.start()
                 o, state, info = sparsegdn.sparse_gated_delta_rule(
-                    call.q, call.k, call.v, call.g, call.beta, budget=self.budget, selector=self.selector,
-                    band=self.band, scale=call.scale, initial_state=call.initial_state,
+                    call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
                     output_final_state=call.output_final_state or self.compare_dense,
-                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=self.backend,
-                    stage_hook=self.stages.hook)
+                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, stage_hook=self.stages.hook,
+                    config=self.config)
         except ValueError:
             # sparsegdn refuses non-finite inputs; say so in the run's terms (checked only on failure).
             inputs = [call.q, call.k, call.v, call.g, call.beta]
@@ -102,13 +103,13 @@ def event_columns(rows: list[dict], n_tokens: int) -> dict[str, np.ndarray]:
     for record in rows:
         events = record["events"]                      # [HV, NC_segment]
         heads, n_chunks = events.shape
-        first_chunk = record["start"] // CHUNK
+        first_chunk = record["start"] // CHUNK_SIZE
         chunk = np.broadcast_to(first_chunk + np.arange(n_chunks), (heads, n_chunks))
         columns["layer"].append(np.full(heads * n_chunks, record["layer"]))
         columns["head_pair"].append(np.repeat(np.arange(heads), n_chunks))
         columns["chunk"].append(chunk.reshape(-1))
-        columns["token_start"].append(chunk.reshape(-1) * CHUNK)
-        columns["token_end"].append(np.minimum((chunk.reshape(-1) + 1) * CHUNK, n_tokens))
+        columns["token_start"].append(chunk.reshape(-1) * CHUNK_SIZE)
+        columns["token_end"].append(np.minimum((chunk.reshape(-1) + 1) * CHUNK_SIZE, n_tokens))
         scores = record["scores"]
         columns["score"].append(scores.reshape(-1).astype(np.float32) if scores is not None
                                 else np.full(heads * n_chunks, np.nan, dtype=np.float32))

@@ -1,6 +1,6 @@
 """The records of one analysed prefill: tidy polars tables + a summary dict, saved as Parquet/JSON.
 
-One table per kind of fact (column names from shared/SPEC.md):
+One table per kind of fact (column names from docs/CONTRACT.md):
 - events: one row per recurrent event (layer, head_pair, chunk) with its score and whether it was
   selected, and the chunk's output error for that head pair versus dense (null without dense);
 - heads:  one row per (layer, head_pair): events selected, output and state error versus dense;

@@ -22,8 +22,13 @@ from pathlib import Path
 from analysis.records import RunResult
 
 DOCUMENT_FILE = "document.txt"
-# What run_key makes: a key that is not lower-case hex could name a path outside the store's directory.
 _KEY = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def is_run_key(value: str) -> bool:
+    """Whether `value` has the form run_key makes (lower-case hex): anything else, from a link or a
+    folder name, could name a path outside the store's directory and is never looked up."""
+    return bool(_KEY.match(value))
 
 
 def document_hash(text: str) -> str:
@@ -140,7 +145,7 @@ class RunStore:
             shutil.rmtree(old, ignore_errors=True)
 
     def _load(self, key: str) -> StoredRun | None:
-        if self.directory is None or not _KEY.match(key):
+        if self.directory is None or not is_run_key(key):
             return None
         source = self.directory / key
         if not (source / "summary.json").is_file():
@@ -150,7 +155,10 @@ class RunStore:
         return stored
 
 
-def load_saved_run(directory: Path, key: str) -> StoredRun:
-    """A run saved by RunResult.save (an example or a persisted run) with its document text."""
+def load_saved_run(directory: Path, key: str, document: str | None = None) -> StoredRun:
+    """A run saved by RunResult.save (an example or a persisted run) with its document text: the
+    saved copy, else `document` (a prepared example's text lives with the bundled samples)."""
     result = RunResult.load(directory)
+    if result.document is None:
+        result.document = document
     return StoredRun(key, result, result.document or "")

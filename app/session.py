@@ -13,8 +13,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.documents import DocumentError, list_samples, load_document
+from analysis.documents import DocumentError, example_document, list_samples, load_document
 from analysis.models import ModelError, list_models, load_model
+from analysis.errors import ConfigError
 from analysis.pipeline import AnalysisError, ProgressUpdate, RunConfig, analyze
 from app import runs, viewstate
 from app.settings import Settings, load_settings, resolve_device
@@ -81,7 +82,7 @@ def run_lock() -> threading.Lock:
 
 @st.cache_resource(max_entries=8)
 def _example(directory: Path) -> runs.StoredRun:
-    return runs.load_saved_run(directory, EXAMPLE_PREFIX + directory.name)
+    return runs.load_saved_run(directory, EXAMPLE_PREFIX + directory.name, document=example_document(directory.name))
 
 
 def load_example(name: str) -> runs.StoredRun:
@@ -133,7 +134,7 @@ class HistoryEntry:
     document: str
     model: str
     spec: str = "default"  # the load_model spec, to run another configuration on the same model
-    config: dict = field(default_factory=dict)
+    config: RunConfig | None = None  # None for a saved run whose configuration this version cannot read
     seconds: float | None = None
     when: float = field(default_factory=time.time)
 
@@ -218,6 +219,13 @@ def _label(summary: dict) -> str:
     )
 
 
+def _saved_config(summary: dict) -> RunConfig | None:
+    try:
+        return RunConfig.from_dict(summary.get("config") or {})
+    except ConfigError:
+        return None
+
+
 def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None = None,
           document_name: str = "") -> HistoryEntry:
     summary = stored.result.summary
@@ -227,7 +235,7 @@ def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None
         source=source,
         document=document_name or summary.get("document", "") or "document",
         model=str(summary.get("model", "")),
-        config=dict(summary.get("config") or {}),
+        config=_saved_config(summary),
         seconds=seconds,
     )
     st.session_state["current"] = entry
@@ -295,7 +303,7 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
     seconds = time.perf_counter() - started
     label = f"{doc.name}: {_label(stored.result.summary)}"
     entry = HistoryEntry(key=key, label=label, source="cached" if cached else "computed", document=doc.name,
-                         model=loaded.name, spec=spec, config=config.to_dict(), seconds=seconds)
+                         model=loaded.name, spec=spec, config=config, seconds=seconds)
     history().append(entry)
     if make_current:
         st.session_state["current"] = entry

@@ -10,8 +10,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
+from app.runs import is_run_key
+
 VALUES = ("selected", "score", "rel_err_o")
-_KEY = re.compile(r"^[0-9a-f]{8,64}$")
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,79}$")  # a folder name, never "." or ".."
 
 
@@ -60,9 +61,9 @@ def parse_view(params: Mapping[str, object]) -> View:
     compare = raw.get("compare", "")
     value = raw.get("value", "selected")
     view = View(
-        run=run if _KEY.match(run) else None,
+        run=run if is_run_key(run) else None,
         example=example if _NAME.match(example) else None,
-        compare=compare if _KEY.match(compare) or _example_key(compare) else None,
+        compare=compare if is_run_key(compare) or _example_key(compare) else None,
         layer=_int(raw.get("layer", "")),
         chunk=_int(raw.get("chunk", "")),
         window_start=_int(raw.get("from", "")),

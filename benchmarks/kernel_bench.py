@@ -1,6 +1,7 @@
-"""GDN-core prefill speed on the GPU, as docs/CONTRACT.md's measuring rules say (a benchmark, not a test).
+"""GDN-core prefill speed on the GPU, measured as docs/CONTRACT.md section 6 says (a benchmark, not a test).
 
     FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py [--tokens 4096 ...] [--out analysis/results]
+    python benchmarks/kernel_bench.py --render analysis/results/kernel_bench.json   # rewrite its .md only
 
 Contenders on the same inputs, in one process, interleaved, each measured twice (median of
 triton.testing.do_bench, then the mean of the two), all with output_final_state=True and keys
@@ -9,14 +10,18 @@ when it imports, and the PUBLIC sparsegdn.sparse_gated_delta_rule call (checks a
 included) at budgets 1.0, 0.5, 0.29, 0.15 with band 1 and the `score` selector, plus dense semantics
 through our path (budget 1.0, band 3, `all`). Each SparseGDN configuration is timed in both designs of
 the GPU path (Tinv stored by the intra-chunk pass, or solved again on chip where it is used); the
-backend entry (no checks) and per-stage times are recorded for the default design.
-Writes kernel_bench.json (one row per T x configuration x design) and kernel_bench.md.
+backend entry (no checks) and per-stage times (sparsegdn.STAGES) are recorded for the default
+design, with the peak extra GPU memory of each public call and the git commit of the code measured.
+Writes kernel_bench.json (one row per T x configuration x design; fields in analysis/measurements.py)
+after every length, and kernel_bench.md; the README's table comes from the JSON
+(python -m analysis.front_page).
 """
 import argparse
 import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,15 +30,33 @@ os.environ.setdefault("FLA_FLASH_QLA", "0")     # FLA's native Triton path, not 
 import torch                                   # noqa: E402
 import triton                                  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
+from sparsegdn import STAGES, SparseConfig     # noqa: E402
 from sparsegdn.triton import forward           # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
-CONFIGS = [  # (budget, band, selector)
-    (1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"),
-]
+CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="triton") for budget, band, selector in
+           ((1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"))]
 DESIGNS = {"stored": True, "on_chip": False}    # forward.STORE_INVERSE
+
+
+def label(config: SparseConfig) -> str:
+    return f"{config.budget}/{config.band}/{config.selector}"
+
+
+def build() -> str:
+    """The git commit of the code measured, '-dirty' when the working tree differs from it."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        except OSError:     # no git on this machine
+            return ""
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return "not recorded (not a git checkout)"
+    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def make_inputs(tokens, seed=0):
@@ -71,16 +94,15 @@ def contenders(inputs, default_store):
             q, k, v, g, beta, scale=scale, use_qk_l2norm_in_kernel=True, output_final_state=True, auto_cp=True)
     except ImportError as error:
         print("FlashQLA not available:", error)
-    for budget, band, selector in CONFIGS:
-        for design, store in DESIGNS.items():
-            runs[f"api/{design}/{budget}/{band}/{selector}"] = with_design(
-                store, lambda budget=budget, band=band, selector=selector: sparsegdn.sparse_gated_delta_rule(
-                    q, k, v, g, beta, budget=budget, selector=selector, band=band, output_final_state=True,
-                    backend="triton"))
-        runs[f"entry/{budget}/{band}/{selector}"] = with_design(
-            default_store, lambda budget=budget, band=band, selector=selector: forward.sparse_gdn_forward(
-                q, k, v, g, beta, events=None, budget=budget, selector=selector, band=band, scale=scale,
-                initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True))
+    for config in CONFIGS:
+        for design, store in DESIGNS.items():      # the public call: the figure that counts
+            runs[f"api/{design}/{label(config)}"] = with_design(
+                store, lambda config=config: sparsegdn.sparse_gated_delta_rule(
+                    q, k, v, g, beta, scale=scale, output_final_state=True, config=config))
+        runs[f"entry/{label(config)}"] = with_design(   # the kernels without the call around them
+            default_store, lambda config=config: forward.sparse_gdn_forward(
+                q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
+                scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True))
     return runs
 
 
@@ -96,11 +118,11 @@ def peak_extra_mb(fn):
     return peak / 2**20
 
 
-def stage_times(inputs, budget, band, selector, store, repeats=10):
-    """Median ms of each pass (forward.STAGES), CUDA events between the passes."""
+def stage_times(inputs, config, store, repeats=10):
+    """Median ms of each stage of the public call (sparsegdn.STAGES), CUDA events at its stage hook."""
     q, k, v, g, beta = inputs
     forward.STORE_INVERSE = store
-    samples = {name: [] for name in forward.STAGES}
+    samples = {name: [] for name in STAGES}
     for _ in range(repeats):
         marks = [torch.cuda.Event(enable_timing=True)]
         marks[0].record()
@@ -109,11 +131,10 @@ def stage_times(inputs, budget, band, selector, store, repeats=10):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             marks.append(event)
-        forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=budget, selector=selector, band=band,
-                                   scale=K ** -0.5, initial_state=None, output_final_state=True,
-                                   use_qk_l2norm_in_kernel=True, stage_hook=hook)
+        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=K ** -0.5, output_final_state=True, config=config,
+                                          stage_hook=hook)
         torch.cuda.synchronize()
-        for name, start, end in zip(forward.STAGES, marks[:-1], marks[1:]):
+        for name, start, end in zip(STAGES, marks[:-1], marks[1:]):
             samples[name].append(start.elapsed_time(end))
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -146,7 +167,7 @@ def autotune_choices():
             for name, kernel in kernels.items()}
 
 
-def measure(tokens, args, bandwidth, matrix_rate, device):
+def measure(tokens, args, bandwidth, matrix_rate, device, code):
     inputs = make_inputs(tokens)
     default_store = forward.STORE_INVERSE
     runs = contenders(inputs, default_store)
@@ -167,15 +188,16 @@ def measure(tokens, args, bandwidth, matrix_rate, device):
     fla_ms, qla_ms = mean.get("fla"), mean.get("flashqla")
     default_design = next(d for d, s in DESIGNS.items() if s == default_store)
     rows = []
-    for budget, band, selector in CONFIGS:
+    for config in CONFIGS:
         for design, store in DESIGNS.items():
-            name = f"api/{design}/{budget}/{band}/{selector}"
+            name = f"api/{design}/{label(config)}"
             if name not in mean:
                 continue
-            entry = f"entry/{budget}/{band}/{selector}"
+            entry = f"entry/{label(config)}"
             is_default = design == default_design
             rows.append({
-                "T": tokens, "budget": budget, "band": band, "selector": selector, "design": design,
+                "T": tokens, "budget": config.budget, "band": config.band, "selector": config.selector,
+                "design": design,
                 "default_design": is_default,
                 "api_ms": mean[name], "api_ms_runs": times[name],
                 "sparsegdn_ms": mean.get(entry) if is_default else None,
@@ -185,14 +207,14 @@ def measure(tokens, args, bandwidth, matrix_rate, device):
                 "speedup_vs_flashqla": qla_ms / mean[name] if qla_ms else None,
                 "peak_mem_mb": memory[name], "fla_peak_mem_mb": memory.get("fla"),
                 "flashqla_peak_mem_mb": memory.get("flashqla"),
-                "stage_ms": stage_times(inputs, budget, band, selector, store),
+                "stage_ms": stage_times(inputs, config, store),
                 "minimum_traffic_ms": 1e3 * minimum_traffic_bytes(tokens) / bandwidth,
                 "copy_bandwidth_tbs": bandwidth / 1e12, "matmul_tflops": matrix_rate / 1e12,
-                "device": device, "date": args.date,
+                "device": device, "date": args.date, "build": code, "output_final_state": True,
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]
-            print(f"T={tokens:6d} {budget:4} band {band} {selector:5s} {design:7s} api {r['api_ms']:7.3f} ms  "
+            print(f"T={tokens:6d} {config.budget:4} band {config.band} {config.selector:5s} {design:7s} api {r['api_ms']:7.3f} ms  "
                   f"fla {fla_ms or float('nan'):7.3f} x{r['speedup_vs_fla'] or float('nan'):.2f}  "
                   f"qla {qla_ms or float('nan'):7.3f} x{r['speedup_vs_flashqla'] or float('nan'):.2f}  "
                   f"mem {r['peak_mem_mb']:.0f}/{r['fla_peak_mem_mb'] or float('nan'):.0f} MB  "
@@ -208,55 +230,37 @@ def main():
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192, 16384, 32768, 65536, 131072])
     parser.add_argument("--out", default="analysis/results")
     parser.add_argument("--date", default=datetime.date.today().isoformat())
+    parser.add_argument("--render", type=Path, default=None, help="only rewrite the .md of an existing JSON")
     args = parser.parse_args()
+    if args.render:
+        write_report(args.render)
+        return
     device = torch.cuda.get_device_name()
     bandwidth, matrix_rate = ceilings()
     print(f"{device}: copy {bandwidth / 1e12:.2f} TB/s, bf16 matmul {matrix_rate / 1e12:.0f} TFLOP/s", flush=True)
-    rows = []
+    rows, code = [], build()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for tokens in args.tokens:       # written after every length, so a run cut short keeps what it measured
-        rows += measure(tokens, args, bandwidth, matrix_rate, device)
+        rows += measure(tokens, args, bandwidth, matrix_rate, device, code)
         tuned = autotune_choices()
         for r in rows:
             r["autotune"] = tuned
             r["complete"] = tokens == args.tokens[-1]
         (out / "kernel_bench.json").write_text(json.dumps(rows, indent=1))
-        (out / "kernel_bench.md").write_text(markdown(rows))
-    print(markdown(rows))
+    write_report(out / "kernel_bench.json")
 
 
-def markdown(rows):
-    first = rows[0]
-
-    def f(x, fmt):
-        return "-" if x is None else format(x, fmt)
-    lines = [
-        "# SparseGDN kernel benchmark", "",
-        f"{first['device']}, {first['date']}; B={B}, H={H}, HV={HV}, K=V={K}, bf16 q/k/v/beta, float32 g, "
-        "output_final_state=True for every contender; do_bench medians, contenders interleaved, each measured "
-        "twice (mean of the two).",
-        f"Command: `{first['command']}`. Ceilings measured in the same run: copy "
-        f"{first['copy_bandwidth_tbs']:.2f} TB/s, bf16 matmul {first['matmul_tflops']:.0f} TFLOP/s.", "",
-        "`API ms` is the public `sparsegdn.sparse_gated_delta_rule` call (checks and selection included): the figure "
-        "that counts. `entry ms` is the Triton backend alone (no checks), default design only. Design `stored`: Tinv "
-        "stored by the intra-chunk pass; `on_chip`: solved again where it is used. FlashQLA `-` means it did not run.", "",
-        "| T | budget | band | selector | design | API ms | entry ms | FLA ms | FlashQLA ms | x FLA | x FlashQLA "
-        "| peak MB (ours / FLA) | stages ms: " + " / ".join(forward.STAGES) + " |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        s = r["stage_ms"]
-        lines.append(
-            f"| {r['T']} | {r['budget']} | {r['band']} | {r['selector']} | {r['design']} | {r['api_ms']:.3f} "
-            f"| {f(r['sparsegdn_ms'], '.3f')} | {f(r['fla_ms'], '.3f')} | {f(r['flashqla_ms'], '.3f')} "
-            f"| {f(r['speedup_vs_fla'], '.2f')} | {f(r['speedup_vs_flashqla'], '.2f')} "
-            f"| {r['peak_mem_mb']:.0f} / {f(r['fla_peak_mem_mb'], '.0f')} "
-            f"| {' / '.join(format(s[n], '.3f') for n in forward.STAGES)} |")
-    lines += ["", f"Autotuner choices: {first.get('autotune')}", "",
-              "The operator's minimum traffic (q, k, v, g, beta read once, o and the final state written once) over "
-              "the measured copy bandwidth is in the JSON as minimum_traffic_ms.", ""]
-    return "\n".join(lines)
+def write_report(path: Path) -> None:
+    """The run's markdown beside its JSON (analysis/measurements.py, which needs polars)."""
+    try:
+        from analysis import measurements
+    except ImportError as error:
+        print(f"{path.with_suffix('.md').name} not written ({error}): run "
+              f"python benchmarks/kernel_bench.py --render {path} where polars is installed", flush=True)
+        return
+    path.with_suffix(".md").write_text(measurements.kernel_report(path))
+    print(path.with_suffix(".md").read_text())
 
 
 if __name__ == "__main__":

@@ -13,9 +13,13 @@ import math
 import pathlib
 import statistics
 
+import sys
+
 import torch
 
-import sparsegdn
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import sparsegdn                                     # noqa: E402
+from analysis.evaluation import GRID_SELECTORS       # noqa: E402
 
 
 def gdn_inputs(family: str, seed: int, tokens: int, key_heads=4, value_heads=8, dim=64):
@@ -35,7 +39,8 @@ def gdn_inputs(family: str, seed: int, tokens: int, key_heads=4, value_heads=8, 
         n_chunks = sparsegdn.num_chunks(tokens)
         for head in range(value_heads):
             for c in torch.randperm(n_chunks, generator=gen)[: max(1, n_chunks // 8)].tolist():
-                beta[0, c * 64:(c + 1) * 64, head] = 0.6 + 0.4 * rand(min(64, tokens - c * 64))
+                start = c * sparsegdn.CHUNK_SIZE
+                beta[0, start:start + sparsegdn.CHUNK_SIZE, head] = 0.6 + 0.4 * rand(min(sparsegdn.CHUNK_SIZE, tokens - start))
     elif family == "slow_fast":
         slow = torch.arange(value_heads) % 2 == 0
         g = torch.where(slow, torch.full_like(g, -2e-3), torch.full_like(g, -0.5)) * (0.5 + rand(g.shape))
@@ -58,7 +63,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(2)
     families = ("random", "bursts", "slow_fast", "value_scale")
-    selectors = ("score", "uniform", "random", "oracle")
+    selectors = GRID_SELECTORS
     rows = []
     for family in families:
         for seed in range(args.seeds):
@@ -67,9 +72,10 @@ def main():
                                                                 backend="torch")
             for band in (3, 1):
                 for selector in selectors:
-                    o, s, info = sparsegdn.sparse_gated_delta_rule(
-                        q, k, v, g, beta, budget=args.budget, selector=selector, band=band, seed=seed,
-                        output_final_state=True, backend="torch")
+                    config = sparsegdn.SparseConfig(budget=args.budget, selector=selector, band=band, seed=seed,
+                                                    backend="torch")
+                    o, s, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, output_final_state=True,
+                                                                   config=config)
                     rows.append(dict(family=family, seed=seed, band=band, selector=selector,
                                      budget=args.budget, events=int(info.events.sum()),
                                      rel_err_o=relative_error(o, o_dense),

@@ -1,4 +1,4 @@
-"""The public entry points (SPEC section 5): checks, selection and backend dispatch."""
+"""The public entry points (docs/CONTRACT.md section 5): checks, selection and backend dispatch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from . import reference, selection, validation
+from .config import SparseConfig, num_chunks, resolve_dense_backend
 
 
 @dataclass(frozen=True)
@@ -48,116 +49,131 @@ def prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel):
     return reference.expand_key_heads(q, value_heads), reference.expand_key_heads(k, value_heads), v, g, beta
 
 
-def _triton_available() -> bool:
-    try:
-        from . import triton as triton_backend
-    except ImportError:
-        return False
-    return triton_backend.is_available()
-
-
-def _fla_available() -> bool:
-    try:
-        import fla.ops.gated_delta_rule  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def select_torch(q, k, v, g, beta, *, budget, selector, scale, seed=0):
-    """Events and scores of a policy, computed in torch on prepared inputs (see `prepare`).
+def select_torch(q, k, v, g, beta, config: SparseConfig, *, scale):
+    """Events and scores of `config`'s policy, computed in torch on prepared inputs (see `prepare`).
 
     `oracle` ranks by the norm of what each event commits in a dense pass of the exact operator.
     """
     batch, num_tokens, heads, _ = v.shape
-    n_chunks = reference.num_chunks(num_tokens)
-    count = selection.event_count(budget, heads, n_chunks)
-    if selector == "random":
-        scores = selection.random_scores(batch, heads, n_chunks, seed, device=v.device)
+    n_chunks = num_chunks(num_tokens)
+    count = selection.event_count(config.budget, heads, n_chunks)
+    if config.selector == "random":
+        scores = selection.random_scores(batch, heads, n_chunks, config.seed, device=v.device)
         return selection.top_events(scores, count), scores
-    if selector == "oracle":
+    if config.selector == "oracle":
         dense = torch.ones(batch, heads, n_chunks, dtype=torch.bool, device=v.device)
         _, _, scores = reference.chunk_forward(q, k, v, g, beta, dense, band=3, scale=scale,
                                                record_commit_norms=True)
         return selection.top_events(scores.float(), count), scores.float()
     scores = selection.score_events(k, v, g, beta)
-    if selector == "score":
+    if config.selector == "score":
         return selection.top_events(scores, count), scores
-    if selector == "uniform":
+    if config.selector == "uniform":
         return selection.uniform_events(batch, heads, n_chunks, count, device=v.device), scores
     return torch.ones(batch, heads, n_chunks, dtype=torch.bool, device=v.device), scores  # "all"
 
 
-def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", band=1, events=None,
-                            scale=None, initial_state=None, output_final_state=False,
-                            use_qk_l2norm_in_kernel=True, backend="auto", seed=0, stage_hook=None, checks=None):
+def _config_of(config, **options) -> SparseConfig:
+    """`config`, or the SparseConfig of the loose keyword options (checked there, once)."""
+    if config is None:
+        return SparseConfig(**options)
+    if not isinstance(config, SparseConfig):
+        raise ValueError(f"config: expected a sparsegdn.SparseConfig, got {type(config).__name__}")
+    changed = [name for name, value in options.items() if value != getattr(SparseConfig, name)]
+    if changed:
+        raise ValueError(f"config: pass the options in config or as keywords, not both ({', '.join(changed)} given)")
+    return config
+
+
+def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, selector=SparseConfig.selector,
+                            band=SparseConfig.band, events=None, scale=None, initial_state=None,
+                            output_final_state=False, use_qk_l2norm_in_kernel=True, backend=SparseConfig.backend,
+                            seed=SparseConfig.seed, stage_hook=None, config: SparseConfig | None = None,
+                            checks: validation.DeferredChecks | None = None):
     """SparseGDN: every token gets an output; only the selected events commit to the state.
 
+    The options come as keywords (budget, selector, band, backend, seed) or as one `config`
+    (a sparsegdn.SparseConfig), not both. `events` (bool [B,HV,NC]) overrides selector and budget;
+    `seed` seeds the `random` selector. `stage_hook(name)`, when given, is called after each stage,
+    with the names of sparsegdn.STAGES in that order on every backend (for per-stage timing).
+
     Returns (o in v's dtype [B,T,HV,V], final_state float32 [B,HV,K,V] or None, SelectionInfo).
-    `seed` seeds the `random` selector. `stage_hook(name)`, when given, is called after each stage of
-    the computation (for per-stage timing; the stages are the backend's own). `checks`, a
-    `validation.DeferredChecks`, takes the GPU path's value flags instead of reading them back here
-    (no device sync in the call; for a model's layers): the caller calls `checks.check()` later.
+    `checks`, a validation.DeferredChecks, takes the GPU path's value flags instead of reading them back
+    here (no device sync in the call; for a model's layers): the caller calls `checks.check()` later.
     """
+    config = _config_of(config, budget=budget, selector=selector, band=band, backend=backend, seed=seed)
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
-    validation.check_options(scale=scale, budget=budget, band=band, selector=selector, backend=backend,
-                             backends=validation.SPARSE_BACKENDS)
+    validation.check_scale(scale)
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
-    shape_problem = gpu_shape_problem(key_dim, v.shape[-1], v.dtype) if q.is_cuda else None
-    if backend == "auto":
-        backend = "triton" if q.is_cuda and _triton_available() and shape_problem is None else "torch"
-    if backend == "triton" and not _triton_available():
-        raise ValueError("backend: 'triton' needs a CUDA device (or TRITON_INTERPRET=1) and triton installed")
-    if backend == "triton" and shape_problem is not None:
-        raise ValueError(f"k, v: head sizes K={key_dim}, V={v.shape[-1]}: the Triton backend on a GPU "
-                         f"{shape_problem}; use backend='torch'")
+    config = _resolve_for_inputs(config, q, key_dim, v)
+    if config.backend == "triton":
+        return _triton_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
+                               output_final_state=output_final_state,
+                               use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, checks=checks)
+    return _torch_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
+                          output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                          stage_hook=stage_hook)
 
-    if backend == "triton":
-        from . import triton as triton_backend
-        if events is None and selector in ("random", "oracle"):
-            validation.check_values(q, k, v, g, beta, initial_state)
-            events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), budget=budget,
-                                     selector=selector, scale=scale, seed=seed)
-        o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
-            q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
-            initial_state=initial_state, output_final_state=output_final_state,
-            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
-        if checks is not None:
-            checks.add(flags)
-        else:
-            validation.check_flags(flags, q, k, v, g, beta, initial_state)
-        return o, final_state, SelectionInfo(events, scores, per_head)
 
+def _resolve_for_inputs(config, q, key_dim, v) -> SparseConfig:
+    """The backend for these inputs: "auto" takes torch for heads the GPU path refuses; an explicit
+    "triton" with such heads is a ValueError before any launch."""
+    problem = gpu_shape_problem(key_dim, v.shape[-1], v.dtype) if q.is_cuda else None
+    if config.backend == "auto" and problem is not None:
+        return config.replace(backend="torch")
+    config = config.resolved(q.device)
+    if config.backend == "triton" and problem is not None:
+        raise ValueError(f"k, v: head sizes K={key_dim}, V={v.shape[-1]}: the Triton backend on a GPU {problem}; "
+                         "use backend='torch'")
+    return config
+
+def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, output_final_state,
+                    use_qk_l2norm_in_kernel, stage_hook, checks):
+    from . import triton as triton_backend
+
+    if events is None and config.selector in ("random", "oracle"):   # selected in torch, then given as events
+        validation.check_values(q, k, v, g, beta, initial_state)
+        events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), config, scale=scale)
+    o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
+        q, k, v, g, beta, events=events, budget=config.budget, selector=config.selector, band=config.band,
+        scale=scale, initial_state=initial_state, output_final_state=output_final_state,
+        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
+    if checks is not None:
+        checks.add(flags)
+    else:
+        validation.check_flags(flags, q, k, v, g, beta, initial_state)
+    return o, final_state, SelectionInfo(events, scores, per_head)
+
+
+def _torch_forward(q, k, v, g, beta, config, *, events, scale, initial_state, output_final_state,
+                   use_qk_l2norm_in_kernel, stage_hook):
     validation.check_values(q, k, v, g, beta, initial_state)
     hook = stage_hook or (lambda name: None)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
+    chunks = reference.cut_into_chunks(qp, kp, vp, gp, bp)
+    solve = reference.intra_solve(chunks[1], chunks[3], chunks[4], config.band)
+    hook("intra_solve")
     if events is None:
-        events, scores = select_torch(qp, kp, vp, gp, bp, budget=budget, selector=selector, scale=scale,
-                                      seed=seed)
+        events, scores = select_torch(qp, kp, vp, gp, bp, config, scale=scale)
     else:
         scores = selection.score_events(kp, vp, gp, bp)
     hook("selection")
-    o, state, _ = reference.chunk_forward(qp, kp, vp, gp, bp, events, band=band, scale=scale,
-                                          initial_state=initial_state)
-    hook("chunk_forward")
+    o, state, _ = reference.commit_and_output(chunks, solve, events, scale=scale, num_tokens=q.shape[1],
+                                              initial_state=initial_state, stage_hook=hook)
     final_state = state.float() if output_final_state else None
-    info = SelectionInfo(events, scores.float(), events.sum(-1))
-    return o.to(v.dtype), final_state, info
+    return o.to(v.dtype), final_state, SelectionInfo(events, scores.float(), events.sum(-1))
 
 
 def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=True, backend="auto"):
     """The dense Gated DeltaNet core. Returns (o in v's dtype, final_state float32 or None)."""
     _, num_tokens, _, _, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
-    validation.check_options(scale=scale, backend=backend, backends=validation.DENSE_BACKENDS)
+    validation.check_scale(scale)
+    backend = resolve_dense_backend(backend, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
-    if backend == "auto":
-        backend = "fla" if q.is_cuda and _fla_available() else "torch"
     if backend == "fla":
-        if not (q.is_cuda and _fla_available()):
-            raise ValueError("backend: 'fla' needs a CUDA device and flash-linear-attention installed")
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
         o, final_state = chunk_gated_delta_rule(
             q, k, v, g.float(), beta, scale=scale, initial_state=initial_state,
@@ -167,8 +183,7 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
 
     validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
-    events = torch.ones(q.shape[0], v.shape[2], reference.num_chunks(num_tokens), dtype=torch.bool,
-                        device=q.device)
+    events = torch.ones(q.shape[0], v.shape[2], num_chunks(num_tokens), dtype=torch.bool, device=q.device)
     o, state, _ = reference.chunk_forward(qp, kp, vp, gp, bp, events, band=3, scale=scale,
                                           initial_state=initial_state)
     return o.to(v.dtype), (state.float() if output_final_state else None)

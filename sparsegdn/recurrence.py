@@ -1,4 +1,4 @@
-"""Token-by-token recurrence of SparseGDN (SPEC sections 1-2): the independent check of the chunk form.
+"""Token-by-token recurrence of SparseGDN (docs/CONTRACT.md sections 1-2): the independent check of the chunk form.
 
 Deliberately naive: one step per token in float64, no chunk algebra, no shared code with the
 reference. Slow; for tests and small inputs only.
@@ -9,9 +9,11 @@ import math
 
 import torch
 
+from .config import CHUNK_SIZE
+
 
 def token_recurrence(q, k, v, g, beta, events=None, *, scale=None, initial_state=None,
-                     use_qk_l2norm=True, chunk=64):
+                     use_qk_l2norm=True, chunk=CHUNK_SIZE):
     """q, k [B,T,H,K]; v [B,T,HV,V]; g, beta [B,T,HV]; events bool [B,HV,NC] or None (all committed).
 
     Returns o [B,T,HV,V] and the final committed state [B,HV,K,V], both float64.

@@ -1,4 +1,4 @@
-"""Selector policies: which recurrent events (head pair x chunk commits) to keep (SPEC section 4).
+"""Selector policies: which recurrent events (head pair x chunk commits) to keep (docs/CONTRACT.md section 4).
 
 The `score` selector
 --------------------
@@ -35,9 +35,9 @@ import math
 
 import torch
 
-from .reference import num_chunks, to_chunks
+from .config import num_chunks
+from .reference import to_chunks
 
-SELECTORS = ("score", "uniform", "random", "oracle", "all")
 FINAL_STATE_WEIGHT = 1024.0
 
 

@@ -1,4 +1,7 @@
-"""Input checks of the public API (SPEC section 5): every problem is a ValueError naming the argument."""
+"""Tensor checks of the public API (docs/CONTRACT.md section 5): every problem is a ValueError naming the argument.
+
+The options (budget, selector, band, backend, seed) are checked once, where a `SparseConfig` is made.
+"""
 from __future__ import annotations
 
 import math
@@ -6,11 +9,7 @@ import numbers
 
 import torch
 
-from .reference import num_chunks
-from .selection import SELECTORS
-
-SPARSE_BACKENDS = ("auto", "torch", "triton")
-DENSE_BACKENDS = ("auto", "torch", "fla")
+from .config import num_chunks
 
 
 def _tensor(name, x, ndim):
@@ -144,20 +143,10 @@ class DeferredChecks:
                                  "initial state or output")
 
 
-def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
+def check_scale(scale) -> None:
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
                               or not math.isfinite(scale) or scale <= 0):
         raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
-                               or not 0 < budget <= 1):
-        raise ValueError(f"budget: expected a fraction in (0, 1], got {budget!r}")
-    if band is not None and (isinstance(band, bool) or not isinstance(band, numbers.Integral)
-                             or not 0 <= band <= 3):
-        raise ValueError(f"band: expected an integer in 0..3, got {band!r}")
-    if selector is not None and selector not in SELECTORS:
-        raise ValueError(f"selector: unknown policy {selector!r}; choose one of {', '.join(SELECTORS)}")
-    if backend is not None and backend not in backends:
-        raise ValueError(f"backend: unknown backend {backend!r}; choose one of {', '.join(backends)}")
 
 
 def check_events(events, batch, value_heads, num_tokens, device):

@@ -1,6 +1,7 @@
 """Document loaders: every refusal is a DocumentError with a plain message; good text comes back intact."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 from analysis.documents import DocumentError, list_samples, load_document
 from test_analysis_support import blank_pdf
 
+ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1 << 20
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -139,3 +141,19 @@ def test_damaged_pdfs_give_text_or_a_document_error(cut, at, junk, how):
         assert "\n" not in str(error) and "damaged.pdf" in str(error)
     else:
         assert isinstance(text, str) and text.strip()
+
+
+def test_prepared_examples_read_their_document_from_the_bundled_sample():
+    """data/examples/<name>/ keeps no copy of its document: the sample naming it in index.json is the one copy,
+    and the example's chunks cover exactly that text."""
+    from analysis.documents import example_document
+    from analysis.records import RunResult
+
+    examples = sorted(p for p in (ROOT / "data" / "examples").iterdir() if (p / "summary.json").is_file())
+    assert examples
+    for directory in examples:
+        assert not (directory / "document.txt").exists(), directory
+        text = example_document(directory.name)
+        assert text is not None, f"no bundled sample names the example {directory.name}"
+        chunks = RunResult.load(directory).chunks
+        assert chunks["char_end"].max() == len(text) and chunks["char_start"].min() == 0

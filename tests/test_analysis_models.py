@@ -74,15 +74,22 @@ def test_other_architectures_are_refused_naming_what_is_supported(tmp_path):
 
 
 def test_remote_code_is_never_run(tmp_path):
+    """A checkpoint that names its own code loads as plain Qwen3.5; its code is never imported.
+
+    The load must succeed: a load that failed early for another reason would prove nothing.
+    """
     directory = write_checkpoint(tmp_path / "remote", extra_config={
         "auto_map": {"AutoModelForCausalLM": "evil.EvilModel", "AutoConfig": "evil.EvilConfig"}})
     marker = tmp_path / "executed"
-    (directory / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
-    try:
-        load_model(str(directory), roots=[tmp_path])
-    except ModelError:
-        pass
-    assert not marker.exists()
+    (directory / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig\n"
+        "class EvilConfig(Qwen3_5TextConfig):\n    pass\n"
+        "class EvilModel(Qwen3_5ForCausalLM):\n    config_class = EvilConfig\n")
+    loaded = load_model(str(directory), roots=[tmp_path])
+    assert type(loaded.model).__module__.startswith("transformers."), type(loaded.model)
+    assert loaded.gdn_layers == [0, 1, 2]
+    assert not marker.exists(), "the checkpoint's own code ran"
 
 
 @pytest.mark.parametrize("spec, pattern", [("llama-7b", "Unknown model"), ("", "No model"),

@@ -11,6 +11,8 @@ from analysis.patching import (ENTRY_POINTS, dense_core, gdn_modules, layout_of,
                                swap_gdn_core)
 from test_analysis_support import random_ids, tiny_loaded
 
+from sparsegdn import SparseConfig
+
 
 @pytest.fixture(scope="module")
 def loaded():
@@ -34,7 +36,7 @@ def test_installed_transformers_uses_the_module_level_patch_point(loaded):
 def test_full_budget_band3_reproduces_unpatched_logits(loaded, n_tokens):
     ids = random_ids(n_tokens, seed=n_tokens)
     reference = logits(loaded.model, ids)
-    with swap_gdn_core(loaded.model, sparse_core(budget=1.0, selector="score", band=3, backend="torch")):
+    with swap_gdn_core(loaded.model, sparse_core(SparseConfig(budget=1.0, selector="score", band=3, backend="torch"))):
         patched = logits(loaded.model, ids)
     error = (patched - reference).abs().max().item()
     assert error <= 1e-4, f"max abs logit diff {error:.3g}"
@@ -44,7 +46,7 @@ def test_small_budget_changes_logits(loaded):
     """The swap is live: skipping events must move the logits (else the tests above prove nothing)."""
     ids = random_ids(400, seed=1)
     reference = logits(loaded.model, ids)
-    with swap_gdn_core(loaded.model, sparse_core(budget=0.1, selector="uniform", band=1, backend="torch")):
+    with swap_gdn_core(loaded.model, sparse_core(SparseConfig(budget=0.1, selector="uniform", band=1, backend="torch"))):
         patched = logits(loaded.model, ids)
     assert (patched - reference).abs().max().item() > 1e-3
 
@@ -117,7 +119,7 @@ def test_instance_layout_patch_point_and_restore():
 
     def counting(call):
         calls.append(call.layer)
-        return sparse_core(budget=1.0, band=3, backend="torch")(call)
+        return sparse_core(SparseConfig(budget=1.0, band=3, backend="torch"))(call)
 
     with swap_gdn_core(loaded.model, counting):
         exact = logits(loaded.model, ids)
@@ -125,7 +127,7 @@ def test_instance_layout_patch_point_and_restore():
         assert all(not m._forward_pre_hooks for m in gdn_modules(loaded.model))
     assert calls == loaded.gdn_layers
     assert (exact - reference).abs().max().item() <= 1e-4
-    with swap_gdn_core(loaded.model, sparse_core(budget=0.1, selector="uniform", backend="torch")):
+    with swap_gdn_core(loaded.model, sparse_core(SparseConfig(budget=0.1, selector="uniform", backend="torch"))):
         sparse = logits(loaded.model, ids)
     assert (sparse - reference).abs().max().item() > 1e-3
 
@@ -141,7 +143,7 @@ def test_another_model_keeps_its_core_while_one_is_patched(loaded):
     other = tiny_loaded(seed=7)
     ids = random_ids(150)
     reference = logits(other.model, ids)
-    with swap_gdn_core(loaded.model, sparse_core(budget=0.1, selector="uniform", backend="torch")):
+    with swap_gdn_core(loaded.model, sparse_core(SparseConfig(budget=0.1, selector="uniform", backend="torch"))):
         assert torch.equal(logits(other.model, ids), reference)
 
 
@@ -173,7 +175,7 @@ def test_moe_text_stack_is_patched_too():
     assert len(gdn_modules(model)) == 3
     ids = random_ids(200, seed=2)
     reference = logits(model, ids)
-    with swap_gdn_core(model, sparse_core(budget=1.0, band=3, backend="torch")):
+    with swap_gdn_core(model, sparse_core(SparseConfig(budget=1.0, band=3, backend="torch"))):
         exact = logits(model, ids)
     assert (exact - reference).abs().max().item() <= 1e-4
     assert torch.equal(logits(model, ids), reference)

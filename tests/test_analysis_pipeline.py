@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 import sparsegdn
+from sparsegdn import SparseConfig
 from analysis import recorder as recorder_module
 from analysis.errors import ConfigError, DocumentTooLongError, NonFiniteError
 from analysis.pipeline import ProgressUpdate, RunConfig, analyze
@@ -25,7 +26,7 @@ def loaded():
 
 @pytest.fixture(scope="module")
 def sparse_run(loaded):
-    return analyze(loaded, TEXT, RunConfig(budget=0.29, selector="score", band=1, backend="torch"))
+    return analyze(loaded, TEXT, RunConfig(SparseConfig(budget=0.29, selector="score", band=1, backend="torch")))
 
 
 def test_records_have_the_documented_columns(sparse_run):
@@ -36,7 +37,7 @@ def test_records_have_the_documented_columns(sparse_run):
 
 def test_summary_has_the_sparse_core_stage_times(sparse_run):
     stages = sparse_run.summary["stages"]
-    assert [s["stage"] for s in stages] == ["selection", "chunk_forward"]
+    assert [s["stage"] for s in stages] == list(sparsegdn.STAGES)
     assert all(s["ms"] > 0 for s in stages) and math.isclose(sum(s["share"] for s in stages), 1.0)
     # the stages are inside the core's interval, so they cannot add up to more than the core time
     assert sum(s["ms"] for s in stages) <= sparse_run.summary["core_ms_sparse_total"] * 1.05 + 1.0
@@ -83,7 +84,7 @@ def test_sparse_run_has_errors_and_model_metrics(sparse_run):
 
 
 def test_full_budget_band3_matches_dense(loaded):
-    result = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch"))
+    result = analyze(loaded, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch")))
     s = result.summary
     assert s["kl_mean"] < 1e-9 and s["top1_agreement"] == 1.0
     assert abs(s["ppl_dense"] - s["ppl_sparse"]) <= 1e-6 * s["ppl_dense"]
@@ -94,15 +95,15 @@ def test_full_budget_band3_matches_dense(loaded):
 
 def test_segments_carry_the_state(loaded):
     """Three segments of 128 tokens give the same model metrics as one pass (full budget)."""
-    one = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch"))
-    three = analyze(loaded, TEXT, RunConfig(budget=1.0, band=3, backend="torch", segment_tokens=128))
+    one = analyze(loaded, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch")))
+    three = analyze(loaded, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch"), segment_tokens=128))
     assert three.summary["n_segments"] == math.ceil(len(TEXT.encode()) / 128)
     assert abs(one.summary["ppl_sparse"] - three.summary["ppl_sparse"]) <= 1e-4 * one.summary["ppl_sparse"]
     assert three.events.select("layer", "head_pair", "chunk").equals(one.events.select("layer", "head_pair", "chunk"))
 
 
 def test_without_dense_comparison_errors_are_null(loaded):
-    result = analyze(loaded, TEXT, RunConfig(compare_dense=False, backend="torch"))
+    result = analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), compare_dense=False))
     s = result.summary
     assert s["kl_mean"] is None and s["ppl_dense"] is None and s["prefill_ms_dense"] is None
     assert s["ppl_sparse"] > 1
@@ -112,7 +113,7 @@ def test_without_dense_comparison_errors_are_null(loaded):
 
 def test_progress_is_reported_per_layer_and_segment(loaded):
     updates: list[ProgressUpdate] = []
-    analyze(loaded, TEXT, RunConfig(backend="torch", segment_tokens=256), progress=updates.append)
+    analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), segment_tokens=256), progress=updates.append)
     n_segments = math.ceil(len(TEXT.encode()) / 256)
     layer_updates = [u for u in updates if u.stage in ("dense", "sparse")]
     assert len(layer_updates) == n_segments * 2 * loaded.n_layers
@@ -138,16 +139,31 @@ def test_document_longer_than_the_limit_is_refused(loaded):
         analyze(loaded, TEXT, RunConfig(max_tokens=100))
 
 
-@pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(band=4), dict(selector="best"),
-                                 dict(backend="cuda"), dict(segment_tokens=100)])
-def test_bad_config_is_refused(bad):
+@pytest.mark.parametrize("bad", [dict(segment_tokens=100), dict(segment_tokens=0), dict(max_tokens=0),
+                                 dict(sparse={"budget": 0.5})])
+def test_bad_run_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         RunConfig(**bad)
 
 
-def test_run_config_is_hashable_and_serialisable():
-    config = RunConfig(budget=0.5)
-    assert hash(config) == hash(RunConfig(budget=0.5)) and config.to_dict()["budget"] == 0.5
+@pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(band=4), dict(selector="best"),
+                                 dict(backend="cuda")])
+def test_a_saved_config_with_bad_options_is_refused_as_a_config_error(bad):
+    with pytest.raises(ConfigError, match=rf"^{next(iter(bad))}\b"):
+        RunConfig.from_dict({**RunConfig().to_dict(), **bad})
+
+
+def test_run_config_is_hashable_and_round_trips_through_its_dict():
+    config = RunConfig(SparseConfig(budget=0.5, selector="random", seed=3), segment_tokens=128)
+    assert hash(config) == hash(RunConfig(SparseConfig(budget=0.5, selector="random", seed=3), segment_tokens=128))
+    assert config.to_dict()["budget"] == 0.5 and RunConfig.from_dict(config.to_dict()) == config
+    assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def test_triton_where_it_cannot_run_is_a_config_error(loaded, monkeypatch):
+    monkeypatch.setattr(sparsegdn.config, "triton_available", lambda: False)
+    with pytest.raises(ConfigError, match="^backend"):
+        analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="triton")))
 
 
 def test_non_finite_core_output_is_an_error(loaded, monkeypatch):
@@ -159,4 +175,4 @@ def test_non_finite_core_output_is_an_error(loaded, monkeypatch):
 
     monkeypatch.setattr(recorder_module.sparsegdn, "sparse_gated_delta_rule", poisoned)
     with pytest.raises(NonFiniteError):
-        analyze(loaded, TEXT[:300], RunConfig(backend="torch"))
+        analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch")))

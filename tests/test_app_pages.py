@@ -86,7 +86,7 @@ def test_demo_mode_opens_on_the_example_without_a_model(examples, no_model):
     ("views/budget.py", ["Layer 0: events per head pair", "Events per layer", "relative to an even split"]),
     ("views/error.py", ["per layer", "per layer and head pair", "along the document"]),
     ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu", "session's runs"]),
-    ("views/results.py", ["speed-up over FLA", "perplexity change against dense"]),
+    ("views/results.py", ["FLA's over SparseGDN's", "perplexity change against dense"]),
 ])
 def test_each_view_draws_its_figures(examples, no_model, page, expected):
     at = goto(start(), page)
@@ -196,3 +196,15 @@ def test_bundled_examples_open_in_demo_mode(name, monkeypatch, no_model):
     assert any("Events selected, all layers" in t for t in titles(at))
     for page in PAGES[2:]:
         goto(at, page)
+
+
+def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(examples, no_model):
+    from analysis import measurements
+
+    at = goto(start(), "views/results.py")
+    captions = " ".join(c.value for c in at.caption)
+    for path in measurements.kernel_bench_files():
+        where = measurements.provenance(measurements.kernel_bench(path))
+        assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
+        assert where["command"] in captions
+    assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions

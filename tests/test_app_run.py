@@ -126,7 +126,44 @@ def test_compare_runs_configuration_b_on_the_same_document(fresh):
     assert any(h.startswith("A: score, ρ=0.29, band 1") for h in subheaders), subheaders
     assert any(h.startswith("B: uniform, ρ=0.6, band 1") for h in subheaders), subheaders
     assert len(at.get("plotly_chart")) == 4  # two overviews, error per layer, core time per layer
-    assert at.session_state["current"].config["budget"] == 0.29, "running B leaves A the current run"
+    assert at.session_state["current"].config.sparse.budget == 0.29, "running B leaves A the current run"
+
+
+def test_the_controls_offer_the_library_options_on_both_pages(fresh):
+    """The run page's and the compare page's controls are generated from sparsegdn.OPTIONS."""
+    import sparsegdn
+
+    at = run(upload(start(), "harbour.txt", TEXT.encode()))
+    for prefix in ("", "compare_"):
+        if prefix:
+            at.switch_page("views/compare.py")
+            at.run()
+        assert tuple(at.selectbox(key=prefix + "selector").options) == sparsegdn.SELECTORS
+        assert tuple(at.selectbox(key=prefix + "backend").options) == sparsegdn.SPARSE_BACKENDS
+        assert tuple(int(o) for o in at.select_slider(key=prefix + "band").options) == sparsegdn.BANDS
+        budget = at.slider(key=prefix + "budget")
+        assert (budget.min, budget.max) == (0.01, 1.0)
+        assert at.number_input(key=prefix + "seed").value == 0
+
+
+def test_a_budget_travels_from_the_slider_to_the_kernel_call_as_one_config(fresh, monkeypatch):
+    """What the core receives is the SparseConfig the controls made, not a chain of loose options."""
+    import sparsegdn
+    from analysis import recorder
+
+    calls = []
+    real = sparsegdn.sparse_gated_delta_rule
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recorder.sparsegdn, "sparse_gated_delta_rule", spy)
+    run(upload(start(), "harbour.txt", TEXT.encode()), budget=0.47)
+    assert calls, "the sparse core was never called"
+    for kwargs in calls:
+        assert kwargs["config"] == sparsegdn.SparseConfig(budget=0.47, backend="torch")
+        assert not {"budget", "selector", "band", "backend", "seed"} & set(kwargs)
 
 
 def test_a_bundled_sample_shows_its_counts_and_runs(fresh, monkeypatch):

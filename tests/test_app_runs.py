@@ -7,6 +7,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from analysis.pipeline import RunConfig
+from sparsegdn import SparseConfig
 from app.runs import RunStore, run_key
 from test_app_support import synthetic_result
 
@@ -15,8 +16,8 @@ def test_run_key_depends_on_model_text_and_config():
     base = run_key("default", "some text", RunConfig())
     assert base == run_key("default", "some text", RunConfig())
     assert len({base, run_key("other", "some text", RunConfig()), run_key("default", "some text!", RunConfig()),
-                run_key("default", "some text", RunConfig(budget=0.3)),
-                run_key("default", "some text", RunConfig(band=3))}) == 5
+                run_key("default", "some text", RunConfig(SparseConfig(budget=0.3))),
+                run_key("default", "some text", RunConfig(SparseConfig(band=3)))}) == 5
 
 
 def test_capacity_evicts_the_least_recently_used():

@@ -1,6 +1,6 @@
 """Builders shared by the app tests: RunResults with the documented columns, from seeded random data.
 
-No tests here. The frames follow the contract (SPEC §4): each layer keeps exactly
+No tests here. The frames follow the contract (docs/CONTRACT.md section 4): each layer keeps exactly
 ceil(budget * head_pairs * n_chunks) events, chosen by score.
 """
 from __future__ import annotations

@@ -1,39 +1,67 @@
 """The model card ties its evaluation to the checkpoint it measured (training/model_card.py)."""
 import json
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
-from analysis import ruler_eval
-from training import model_card
+from analysis.evaluation import checkpoint_digest
+from training import model_card, train
 
 ROOT = Path(__file__).resolve().parents[1]
+MODEL_DIR = ROOT / "data" / "default-model"
+RESULTS = ROOT / "analysis" / "results" / "ruler.json"
 
 
 @pytest.fixture
 def card(tmp_path, monkeypatch):
     """A copy of the committed default model's card inputs, with the card's paths pointed at it."""
     model_dir = tmp_path / "default-model"
-    shutil.copytree(ROOT / "data" / "default-model", model_dir)
+    shutil.copytree(MODEL_DIR, model_dir)
     results = tmp_path / "ruler.json"
-    shutil.copyfile(ROOT / "analysis" / "results" / "ruler.json", results)
+    shutil.copyfile(RESULTS, results)
     monkeypatch.setattr(model_card, "MODEL_DIR", model_dir)
     monkeypatch.setattr(model_card, "RESULTS", results)
     return model_dir, results
 
 
+def test_the_committed_evaluation_measured_the_committed_checkpoint():
+    recorded = json.loads(RESULTS.read_text()).get("checkpoint_sha256")
+    assert recorded == checkpoint_digest(MODEL_DIR / "model.safetensors"), \
+        "analysis/results/ruler.json evaluated other weights than data/default-model/model.safetensors"
+
+
+def test_the_committed_card_is_the_rendering_of_the_committed_files():
+    assert model_card.render() == (MODEL_DIR / "README.md").read_text(), \
+        "data/default-model/README.md is stale: run python training/model_card.py"
+
+
 def test_card_names_the_evaluated_checkpoint_and_refuses_another(card):
-    model_dir, results = card
-    data = json.loads(results.read_text())
-    data["checkpoint_sha256"] = ruler_eval.checkpoint_digest(model_dir / "model.safetensors")
-    results.write_text(json.dumps(data))
-    text = model_card.render()
-    assert f"sha256 `{data['checkpoint_sha256'][:16]}` (this one)" in text
-    assert "same recipe is `python training/train.py --mixture first-run" in text
+    model_dir, _ = card
+    digest = checkpoint_digest(model_dir / "model.safetensors")
+    assert f"sha256 `{digest[:16]}` (this one)" in model_card.render()
     (model_dir / "model.safetensors").write_bytes(b"other weights")
     with pytest.raises(SystemExit, match="evaluated another checkpoint"):
         model_card.render()
+
+
+def test_the_card_command_is_pasteable_and_trains_the_logged_recipe():
+    log = json.loads((MODEL_DIR / "train_log.json").read_text())
+    command = model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
+    words = shlex.split(command)
+    assert words[:4] == ["python", "training/train.py", "--out", "runs/default"]
+    args = train.parse_args(words[2:])
+    assert (args.budget_s, args.tokens_per_step, args.lr, args.answer_weight) == \
+        (log["budget_s"], log["tokens_per_step"], log["peak_lr"], log["answer_weight"])
+    assert [list(phase) for phase in args.curriculum] == log["curriculum"]
+
+
+def test_the_card_refuses_a_command_that_no_longer_trains_the_logged_recipe(monkeypatch):
+    log = json.loads((MODEL_DIR / "train_log.json").read_text())
+    monkeypatch.setattr(train, "MIXTURE", train.MIXTURE[1:])
+    with pytest.raises(SystemExit, match="mixture"):
+        model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
 
 
 def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsys):
@@ -49,10 +77,7 @@ def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsy
     assert (model_dir / "model.safetensors").read_bytes() == b"new weights"
     assert results.read_bytes() == before  # the old evaluation is not replaced ...
     assert "evaluate this checkpoint" in capsys.readouterr().out
-    with pytest.raises(SystemExit):      # ... and cannot be paired with the new weights if it has a digest
-        data = json.loads(before)
-        data["checkpoint_sha256"] = "0" * 64
-        results.write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="evaluated another checkpoint"):   # ... nor paired with the new weights
         model_card.render()
     with pytest.raises(SystemExit, match="neither"):
         model_card.import_run(tmp_path / "empty")

@@ -1,4 +1,4 @@
-"""The chunked torch reference against the independent token-by-token recurrence (SPEC sections 1-3)."""
+"""The chunked torch reference against the independent token-by-token recurrence (docs/CONTRACT.md sections 1-3)."""
 import pytest
 import torch
 from gdn_inputs import random_events, random_inputs, rel_err
@@ -111,7 +111,7 @@ def explicit_banded_inverse(a: torch.Tensor, band: int) -> torch.Tensor:
 
 
 def explicit_banded_forward(q, k, v, g, beta, band, scale):
-    """The SPEC section 3 formulas, one head pair and one chunk at a time (no GVA, all events)."""
+    """The docs/CONTRACT.md section 3 formulas, one head pair and one chunk at a time (no GVA, all events)."""
     _, tokens, heads, key_dim = q.shape
     q, k = reference.l2norm(q), reference.l2norm(k)
     o = torch.zeros_like(v)

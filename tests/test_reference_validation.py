@@ -1,4 +1,4 @@
-"""Bad input raises ValueError naming the argument (SPEC section 5); property tests over shapes."""
+"""Bad input raises ValueError naming the argument (docs/CONTRACT.md section 5); property tests over shapes."""
 import math
 
 import pytest
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparsegdn
+from sparsegdn import SELECTORS, SPARSE_BACKENDS, SparseConfig
 from sparsegdn.recurrence import token_recurrence
-from sparsegdn.selection import SELECTORS
 
 
 def good(**overrides):
@@ -71,6 +71,33 @@ def test_bad_options_raise_value_error_naming_the_argument(name, options):
         call_sparse(**good(), **options)
 
 
+@pytest.mark.parametrize("name,options", [
+    ("budget", dict(budget=1.5)), ("selector", dict(selector="best")), ("band", dict(band=4)),
+    ("backend", dict(backend="cuda")), ("seed", dict(seed=-1)),
+])
+def test_a_config_is_checked_where_it_is_made(name, options):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        SparseConfig(**options)
+
+
+def test_the_options_come_as_one_config_or_as_keywords_not_both():
+    config = SparseConfig(budget=0.5, selector="uniform", band=3, backend="torch")
+    o, _, info = sparsegdn.sparse_gated_delta_rule(*good().values(), config=config)
+    o_keywords, _, info_keywords = call_sparse(**good(), budget=0.5, selector="uniform", band=3)
+    assert torch.equal(o, o_keywords) and torch.equal(info.events, info_keywords.events)
+    with pytest.raises(ValueError, match=r"^config\b.*budget"):
+        sparsegdn.sparse_gated_delta_rule(*good().values(), config=config, budget=0.3)
+    with pytest.raises(ValueError, match=r"^config\b"):
+        sparsegdn.sparse_gated_delta_rule(*good().values(), config={"budget": 0.5})
+
+
+def test_the_keyword_defaults_are_the_config_defaults():
+    import inspect
+
+    defaults = inspect.signature(sparsegdn.sparse_gated_delta_rule).parameters
+    assert {name: defaults[name].default for name in SparseConfig().to_dict()} == SparseConfig().to_dict()
+
+
 def test_dense_rejects_unknown_backend():
     with pytest.raises(ValueError, match=r"^backend\b"):
         call_dense(**good(), backend="triton")
@@ -119,7 +146,7 @@ NON_FINITE = [("q", float("nan")), ("k", float("inf")), ("v", float("nan")), ("v
               ("g", float("nan")), ("g", float("-inf")), ("beta", float("nan")), ("initial_state", float("inf"))]
 
 
-@pytest.mark.skipif(not sparsegdn.api._triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("name,value", NON_FINITE)
 def test_triton_path_checks_after_the_kernels_and_still_names_the_argument(name, value):
     """The GPU path checks o instead of q, k, v (no sync before the launches); one bad element must still
@@ -134,7 +161,7 @@ def test_triton_path_checks_after_the_kernels_and_still_names_the_argument(name,
                                           initial_state=tensors["initial_state"], backend="triton")
 
 
-@pytest.mark.skipif(not sparsegdn.api._triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs CUDA or TRITON_INTERPRET=1")
 def test_triton_path_rejects_positive_log_decay():
     q, k, v, g, beta, _ = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=1)
     g = g.clone()
@@ -206,7 +233,8 @@ BAD_OPTION = {
     "selector": st.text(max_size=12).filter(lambda s: s not in SELECTORS),
     "scale": st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")), st.booleans(),
                        st.text(max_size=3)),
-    "backend": st.text(max_size=10).filter(lambda s: s not in ("auto", "torch", "triton")),
+    "backend": st.text(max_size=10).filter(lambda s: s not in SPARSE_BACKENDS),
+    "seed": st.one_of(st.integers(max_value=-1), st.floats(), st.booleans(), st.text(max_size=3)),
 }
 
 

@@ -1,26 +1,20 @@
 """The RULER-style generator: exact lengths, needles in the text, answers recoverable, seeded."""
 
-from pathlib import Path
-
+import corpus_stand_in
 import numpy as np
 import pytest
 
 from analysis.ruler import TASKS, RulerGenerator, span_hits
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(ROOT / "data" / "default-model" / "tokenizer.json"))
+    return corpus_stand_in.tokenizer()
 
 
 @pytest.fixture(scope="module")
 def generator(tokenizer):
-    heldout = np.load(ROOT / "data" / "corpus" / "heldout.npz")["milton"]
-    return RulerGenerator(tokenizer, heldout[:200_000])
+    return RulerGenerator(tokenizer, corpus_stand_in.haystack())
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -3,47 +3,50 @@
 import json
 from pathlib import Path
 
+import corpus_stand_in
 import numpy as np
 import pytest
 import torch
 
-from analysis import ruler_eval
+from analysis import evaluation, ruler_report
+from analysis.evaluation import Plan, Setting
 from analysis.ruler import RulerGenerator
+from sparsegdn import SparseConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def setup():
-    from tokenizers import Tokenizer
     from transformers import Qwen3_5ForCausalLM
 
     from training.train import model_config
 
     torch.manual_seed(0)
-    tokenizer = Tokenizer.from_file(str(ROOT / "data" / "default-model" / "tokenizer.json"))
+    tokenizer = corpus_stand_in.tokenizer()
     model = Qwen3_5ForCausalLM(model_config(tokenizer.get_vocab_size(), 0, tiny=True)).eval()
-    heldout = {k: v[:20_000] for k, v in np.load(ROOT / "data" / "corpus" / "heldout.npz").items()}
-    return model, RulerGenerator(tokenizer, heldout["milton"]), heldout
+    heldout = corpus_stand_in.heldout()
+    return model, RulerGenerator(tokenizer, heldout["sonnets"]), heldout
 
 
 def test_grid_has_every_budget_selector_band_and_headline_comes_first():
-    grid = ruler_eval.config_grid()
+    grid = evaluation.setting_grid()
     assert len(grid) == 2 * (1 + 3 * 4)  # bands x (budget 1 + three budgets x four selectors)
-    order = ruler_eval.work_order(grid, (4096, 8192, 16384))
-    assert [c for c, _ in order[:3]] == [ruler_eval.DENSE] * 3
-    assert {c.selector for c, _ in order[3:9]} == {"score", "uniform", "random"}
-    assert all(c.budget == 0.29 and c.band == 1 for c, _ in order[3:9])
+    order = evaluation.work_order(grid, (4096, 8192, 16384))
+    assert [s for s, _ in order[:3]] == [evaluation.DENSE] * 3
+    assert {s.sparse.selector for s, _ in order[3:9]} == {"score", "uniform", "random"}
+    assert all(s.sparse.budget == 0.29 and s.sparse.band == 1 for s, _ in order[3:9])
     assert len(order) == 3 + 3 * len(grid)
 
 
 def test_all_events_kept_scores_like_dense(setup):
     """budget 1, band 3 is dense semantics: the same accuracy and (to float error) the same perplexity."""
     model, generator, heldout = setup
-    configs = [ruler_eval.Config.sparse(1.0, "score", 3), ruler_eval.Config.sparse(0.15, "uniform", 1)]
-    records = ruler_eval.evaluate(model, generator, heldout, device="cpu", tasks=("niah_single", "niah_multivalue"),
-                                  lengths=(512,), samples=2, configs=configs, ppl_length=256, ppl_windows=2,
-                                  time_budget_s=600, log=lambda *_: None)
+    configs = [Setting(SparseConfig(budget=1.0, band=3, backend="torch")),
+               Setting(SparseConfig(budget=0.15, selector="uniform", band=1, backend="torch"))]
+    plan = Plan(settings=configs, tasks=("niah_single", "niah_multivalue"), lengths=(512,), samples=2,
+                ppl_length=256, ppl_windows=2, time_budget_s=600)
+    records = evaluation.evaluate(model, generator, heldout, plan, device="cpu")
     ppl = {(r["config"], r["source"]): r["perplexity"] for r in records if r["kind"] == "perplexity"}
     for source in heldout:
         dense, full = ppl[("dense", source)], ppl[(configs[0].name, source)]
@@ -56,9 +59,8 @@ def test_all_events_kept_scores_like_dense(setup):
 def test_time_budget_stops_new_work(setup):
     model, generator, heldout = setup
     logged = []
-    records = ruler_eval.evaluate(model, generator, heldout, device="cpu", tasks=("niah_single",), lengths=(512,),
-                                  samples=1, configs=ruler_eval.config_grid(), ppl_length=256, ppl_windows=1,
-                                  time_budget_s=0.0, log=logged.append)
+    plan = Plan(tasks=("niah_single",), lengths=(512,), samples=1, ppl_length=256, ppl_windows=1, time_budget_s=0.0)
+    records = evaluation.evaluate(model, generator, heldout, plan, device="cpu", log=logged.append)
     assert records == []
     assert "time budget reached" in logged[-1]
 
@@ -85,17 +87,26 @@ def test_score_batch_counts_a_perfect_model_as_right(setup):
             return torch.nn.functional.one_hot(hidden, 8192).float()
 
     oracle = Oracle()
-    assert ruler_eval.score_batch(oracle, samples, "cpu") == [1.0, 1.0]
+    assert evaluation.score_batch(oracle, samples, "cpu") == [1.0, 1.0]
 
 
 def test_committed_results_render(tmp_path):
     results = ROOT / "analysis" / "results" / "ruler.json"
     copy = tmp_path / "ruler.json"
     copy.write_text(results.read_text())
-    ruler_eval.write_report(copy)
+    ruler_report.write_report(copy)
     table = copy.with_suffix(".md").read_text()
     assert "| dense | 4096 |" in table
     assert "<html>" in copy.with_suffix(".html").read_text()
-    frame = ruler_eval.records_frame(copy)
+    frame = ruler_report.records_frame(copy)
     assert set(frame["kind"].unique()) == {"ruler", "perplexity"}
     assert frame.height == len(json.loads(results.read_text())["records"])
+
+
+def test_the_command_line_renders_a_report(tmp_path):
+    from analysis import ruler_eval
+
+    copy = tmp_path / "ruler.json"
+    copy.write_text((ROOT / "analysis" / "results" / "ruler.json").read_text())
+    ruler_eval.main(["--report", str(copy)])
+    assert copy.with_suffix(".md").read_text() == ruler_report.markdown(json.loads(copy.read_text()))

@@ -1,4 +1,4 @@
-"""Selector policies and the shared budget (SPEC section 4)."""
+"""Selector policies and the shared budget (docs/CONTRACT.md section 4)."""
 import math
 
 import pytest

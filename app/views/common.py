@@ -6,9 +6,8 @@ import datetime
 import streamlit as st
 
 from app import session
+from sparsegdn import OPTIONS, SparseConfig
 
-SELECTORS = ("score", "uniform", "random", "oracle", "all")
-BACKENDS = ("auto", "torch", "triton")
 SOURCE_BADGES = {
     "computed": "computed now",
     "cached": "cached result (same document and configuration ran before)",
@@ -40,6 +39,30 @@ def sidebar() -> None:
                 if st.button(f"Open example: {name}", key=f"example_{name}"):
                     session.open_example(name)
                     st.rerun()
+
+
+def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefix: str = "",
+                    columns: int = 3) -> SparseConfig:
+    """One widget per SparseGDN option (sparsegdn.OPTIONS), laid out in `columns` columns; their values
+    as a SparseConfig. Keys are `key_prefix + option name`; the widgets offer only allowed values."""
+    slots = st.columns(columns)
+    values = {}
+    for index, option in enumerate(OPTIONS):
+        slot, default = slots[index % columns], getattr(defaults, option.name)
+        label, key = f"{label_prefix}{option.label}", key_prefix + option.name
+        if option.choices and isinstance(default, str):
+            values[option.name] = slot.selectbox(label, option.choices, index=option.choices.index(default),
+                                                 key=key, help=option.help)
+        elif option.choices:
+            values[option.name] = slot.select_slider(label, options=option.choices, value=default, key=key,
+                                                     help=option.help)
+        elif option.high is not None:   # a fraction: from one step above the open lower bound
+            values[option.name] = slot.slider(label, option.low + option.step, option.high, default, option.step,
+                                              key=key, help=option.help)
+        else:
+            values[option.name] = slot.number_input(label, min_value=int(option.low), value=default, step=1, key=key,
+                                                    help=option.help)
+    return SparseConfig(**values)
 
 
 def show_current_run() -> None:

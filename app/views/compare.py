@@ -1,4 +1,6 @@
 """Compare: two configurations (budget, selector, band) side by side on one document."""
+import dataclasses
+
 import streamlit as st
 
 from app import figures, runs, session
@@ -15,16 +17,14 @@ if not stored.text:
 same_document = [e for e in session.history() if e.key != entry.key and (run := session.stored_run(e.key)) is not None
                  and runs.document_hash(run.text) == runs.document_hash(stored.text)]
 view = session.view()
+base = entry.config or session.RunConfig()
 with st.form("compare_b"):
-    left, middle, right = st.columns(3)
-    budget = left.slider("B: budget ρ", 0.01, 1.0, 0.1, 0.01, key="compare_budget")
-    selector = middle.selectbox("B: selector", common.SELECTORS, index=1, key="compare_selector")
-    band = right.select_slider("B: band", options=[0, 1, 2, 3], value=1, key="compare_band")
+    # B starts from A's options with a smaller budget and the uniform selector: a contrast worth a look.
+    sparse_b = common.sparse_controls(base.sparse.replace(budget=0.1, selector="uniform"), key_prefix="compare_",
+                                      label_prefix="B: ")
     run_b = st.form_submit_button("Run B on the same document", disabled=not stored.text)
 if run_b:
-    base = dict(entry.config) if entry.config else {}
-    config = session.RunConfig(**{**{k: v for k, v in base.items() if k in session.RunConfig.__dataclass_fields__},
-                                  "budget": budget, "selector": selector, "band": band, "compare_dense": True})
+    config = dataclasses.replace(base, sparse=sparse_b, compare_dense=True)
     bar = st.progress(0.0, text="Starting B…")
     try:
         b_entry = session.execute(entry.spec, session.Document(entry.document, stored.text), config,

@@ -1,33 +1,66 @@
-"""The project's committed measurements: kernel speed on a GPU and the default model's evaluation."""
+"""The project's committed measurements: kernel speed and whole prefill on a GPU, selector error, the
+default model's evaluation. Each section says which file, device, date, build and command it shows."""
 import polars as pl
 import streamlit as st
 
-from app import figures, results
+from analysis import measurements
+from app import figures
+
+RESULTS = measurements.RESULTS_DIR
 
 st.title("Measured results")
-st.caption("What the project measured and committed under analysis/results/ (each file names its command, "
-           "card and date). These are not live: the live timings of your own runs are under Prefill timings.")
+st.caption("What the project measured and committed under analysis/results/. These are not live: the timings "
+           "of your own runs are under Prefill timings. Each table is one file, one build and one run.")
 
-st.subheader("Kernel speed")
-bench = results.kernel_bench()
-if bench.is_empty():
+
+def caption(name: str, where: dict) -> None:
+    st.caption(f"`{name}` · {where['device']} · {where['date']} · build {where['build']} · `{where['command']}`")
+
+
+st.subheader("GDN-core speed against FLA")
+st.write("The figure that counts is the public `sparse_gated_delta_rule` call's, checks included; "
+         "*kernels only* times the Triton backend entry alone. Below 1, FLA is faster.")
+files = measurements.kernel_bench_files(RESULTS)
+if not files:
     st.info("No kernel benchmark committed yet (benchmarks/kernel_bench.py writes it on a GPU).")
-else:
-    first = bench.row(0, named=True)
-    st.caption(f"{first['device']}, {first['date']}: `{first['command']}`")
-    st.plotly_chart(figures.kernel_speedup(bench), key="results_speedup")
-    st.dataframe(bench.select("T", "budget", "band", "selector", "sparsegdn_ms", "fla_ms", "speedup_vs_fla",
-                              "flashqla_spec_ms", "peak_mem_mb", "fla_peak_mem_mb"), hide_index=True)
+for path in files:
+    bench = measurements.kernel_bench(path)
+    caption(path.name, measurements.provenance(bench))
+    if bench["build"].is_null().all():
+        st.caption("The file does not record its build; analysis/results/kernel_bench.notes.md says which it was.")
+    if bench["flashqla_ms"].is_null().all():
+        st.caption("FlashQLA was not measured in this run.")
+    st.plotly_chart(figures.kernel_speedup(bench), key=f"results_speedup_{path.stem}")
+    st.dataframe(bench.select("T", "budget", "band", "selector", "design", "api_ms", "sparsegdn_ms", "fla_ms", "flashqla_ms",
+                              "public_vs_fla", "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb",
+                              "fla_peak_mem_mb"), hide_index=True)
+
+st.subheader("Whole prefill")
+for path in sorted(RESULTS.glob("prefill_*.json")):
+    meta, runs = measurements.prefill(path)
+    caption(path.name, {"device": meta["device"], "date": meta["date"], "build": meta.get("build", "not recorded"),
+                        "command": meta["command"]})
+    st.dataframe(runs, hide_index=True)
+
+st.subheader("Selector error at equal budget")
+selector_file = RESULTS / "selector_eval.json"
+if selector_file.is_file():
+    meta, means = measurements.selector_errors(selector_file)
+    caption(selector_file.name, {**meta, "build": meta.get("build", "not recorded")})
+    st.dataframe(means, hide_index=True)
 
 st.subheader("Default model: held-out perplexity and RULER-style retrieval")
-evaluation = results.ruler()
-if evaluation.is_empty():
-    st.info("No evaluation committed yet (analysis/ruler_eval.py writes it).")
+ruler_file = RESULTS / "ruler.json"
+if not ruler_file.is_file():
+    st.info("No evaluation committed yet (python -m analysis.ruler_eval writes it).")
 else:
-    change = results.perplexity_change(evaluation)
+    meta, evaluation = measurements.ruler(ruler_file)
+    caption(ruler_file.name, {**meta, "build": meta.get("build", "not recorded")})
+    st.caption(f"Checkpoint sha256 {meta['checkpoint']}.")
+    change = measurements.perplexity_change(evaluation)
     band = st.radio("Band", sorted(change["band"].unique().to_list()), horizontal=True, key="results_band")
     st.plotly_chart(figures.perplexity_change(change, band), key="results_ppl")
-    accuracy = results.ruler_accuracy(evaluation)
+    accuracy = measurements.ruler_accuracy(evaluation)
     dense = accuracy.filter(pl.col("selector") == "dense")
     if dense["accuracy"].max() == 0:
         st.warning("The default model does not retrieve needles yet (dense accuracy is 0 at every length), so "

@@ -1,12 +1,10 @@
 """Model and document, controls, run: views 1 and 2."""
-import math
-
 import streamlit as st
 
 from app import session
 from app.views import common
+from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 
-CHUNK = 64  # SPEC §2: tokens per chunk
 GPU_ONLY = ("qwen3.5-4b-shape",)  # timing preset: a 4B model on CPU would only make people wait
 
 st.title("SparseGDN Explorer")
@@ -85,8 +83,8 @@ with document_column:
     if doc is not None:
         n_tokens = session.token_count(spec, device, doc.text)
         limit = min(loaded.max_tokens, config.max_tokens)
-        st.metric("Tokens / chunks", f"{n_tokens:,} / {math.ceil(n_tokens / CHUNK):,}",
-                  help=f"Chunks of {CHUNK} tokens; at most {limit:,} tokens on this server.")
+        st.metric("Tokens / chunks", f"{n_tokens:,} / {num_chunks(n_tokens):,}",
+                  help=f"Chunks of {CHUNK_SIZE} tokens; at most {limit:,} tokens on this server.")
         if n_tokens > limit:
             too_long = True
             st.error(
@@ -100,19 +98,12 @@ with document_column:
 # ---- controls ---------------------------------------------------------------------------------
 st.subheader("Run")
 with st.form("controls"):
-    left, middle, right = st.columns(3)
-    budget = left.slider("Budget ρ (share of events kept per layer)", 0.01, 1.0, 0.29, 0.01, key="budget")
-    selector = middle.selectbox("Selector policy", common.SELECTORS, key="selector")
-    band = right.select_slider("Band (3 = exact solve, 1 = block-adjacent)", options=[0, 1, 2, 3], value=1,
-                               key="band")
-    backend = left.selectbox("Backend", common.BACKENDS, key="backend",
-                             help="auto: Triton on a GPU, the PyTorch reference on CPU.")
-    compare_dense = middle.checkbox("Compare with dense (error views)", value=True, key="compare_dense")
+    sparse = common.sparse_controls(SparseConfig())
+    compare_dense = st.checkbox("Compare with dense (error views)", value=True, key="compare_dense")
     submitted = st.form_submit_button("Run", type="primary", disabled=doc is None or too_long)
 
 if submitted and doc is not None and not too_long:
-    run_config = session.RunConfig(budget=budget, selector=selector, band=band, backend=backend,
-                                   compare_dense=compare_dense, max_tokens=config.max_tokens)
+    run_config = session.RunConfig(sparse, compare_dense=compare_dense, max_tokens=config.max_tokens)
     bar = st.progress(0.0, text="Starting…")
 
     def show_progress(update):

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app import figures, session
 from app.views import common
+from sparsegdn import STAGES
 
 st.title("Prefill timings")
 stored = common.require_run()
@@ -35,9 +36,12 @@ stages = summary.get("stages")
 if stages:
     st.subheader("Where the sparse core spends its time")
     st.plotly_chart(figures.stage_breakdown(pl.DataFrame(stages), device), key="timing_stages")
-    st.caption("On a GPU: the five Triton passes (intra-chunk solve and score statistics, selection, "
-               "w/u of the selected events, the sequential state pass, every token's output). On the CPU: "
-               "the torch reference's selection and chunk form.")
+    if [stage["stage"] for stage in stages] != list(STAGES):
+        st.caption("This run was recorded before the stage names were fixed; its stages are shown as recorded.")
+    st.caption("The stages of sparsegdn.STAGES, the same on every backend: intra_solve (the intra-chunk "
+               "inverse and score statistics), selection, event_prepare (w, u of the committing events), "
+               "state_pass (the sequential pass over chunks), output (every token's output). On the CPU they "
+               "are the PyTorch reference's, not the GPU kernels'.")
 else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 

@@ -11,8 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..reference import BLOCK as BLOCK_SIZE
-from ..reference import CHUNK as CHUNK_SIZE
+from ..config import BLOCK_SIZE, CHUNK_SIZE
 
 CHUNK = tl.constexpr(CHUNK_SIZE)   # tokens per chunk
 BLOCK = tl.constexpr(BLOCK_SIZE)   # rows of one block of the band solver

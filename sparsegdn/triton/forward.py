@@ -1,10 +1,11 @@
 """SparseGDN forward on the GPU: five passes, see each kernel's file.
 
-    1 intra_chunk    (parallel, all chunks)               score statistics, gate checks, [Tinv]
-    2 selection      score_scan + torch top-k + schedule  event scores, events, event lists, decays
-    3 event_prepare  (parallel, events)                   w, u, k_commit of the selected chunks only
-    4 state_pass     (sequential, events)                 commits and snapshots
-    5 output         chunk_output (parallel, all chunks)  every token's output
+    stage (config.STAGES)  kernels                               work
+    1 intra_solve    intra_chunk (parallel, all chunks)     score statistics, gate checks, [Tinv]
+    2 selection      score_scan + torch top-k + schedule    event scores, events, event lists, decays
+    3 event_prepare  event_prepare (parallel, events)       w, u, k_commit of the selected chunks only
+    4 state_pass     state_pass (sequential, events)        commits and snapshots
+    5 output         chunk_output (parallel, all chunks)    every token's output
 
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
@@ -20,7 +21,7 @@ proportional to the budget, the w / u / k_commit lists and one snapshot per comm
 """
 import torch
 
-from .. import reference
+from ..config import STAGES, num_chunks
 import os
 
 from .chunk_loads import NUM_FLAGS, rows_view
@@ -32,7 +33,6 @@ from .score_scan import score_scan
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-STAGES = ("intra_chunk", "selection", "event_prepare", "state_pass", "output")
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
 
 
@@ -57,7 +57,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     if initial_state is not None:
         initial_state = initial_state.float().contiguous()
     value_heads = v.shape[2]
-    n_chunks = reference.num_chunks(v.shape[1])
+    n_chunks = num_chunks(v.shape[1])
     hook = stage_hook or (lambda name: None)
     flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
 

@@ -20,7 +20,7 @@ ARTIFACTS = ROOT / "test-artifacts" / "e2e"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-DOCUMENT = (ROOT / "app" / "example_sources" / "harbour-log.md").read_text(encoding="utf-8")[:1500]
+DOCUMENT = (ROOT / "data" / "samples" / "harbour-log.md").read_text(encoding="utf-8")[:1500]
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="Debian chromium is not installed (apt-get install -y chromium)")

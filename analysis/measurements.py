@@ -1,0 +1,277 @@
+"""The project's committed measurements (analysis/results/*.json) as tidy polars frames and markdown tables.
+
+The README's result tables (`python -m analysis.front_page` writes them) and the app's Measured
+results page both read the files through here, so a new result file flows into both without hand
+edits, and every figure they show carries the device, date, command and build of the run behind it.
+No Streamlit and no printing here.
+
+Fields read from kernel_bench*.json (one row per sequence length T, configuration and design):
+  T, budget, band, selector            the configuration
+  design, default_design               which design of the GPU path (Tinv "stored" by the intra-chunk
+                                       pass or solved "on_chip" where used) and whether it is the default
+  api_ms                               the public sparse_gated_delta_rule call (the figure that counts)
+  sparsegdn_ms                         the Triton backend entry alone (kernels only, no checks; default design)
+  fla_ms, flashqla_ms                  the other contenders of the same run (null: not measured)
+  peak_mem_mb, fla_peak_mem_mb         peak extra GPU memory of the public call and of FLA
+  stage_ms                             {stage: ms} of the public call (sparsegdn.STAGES)
+  device, date, command, build         where, when and how the run was made, and the code's git commit
+  output_final_state                   whether every contender returned the final state
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from sparsegdn import SparseConfig
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "selector": pl.Utf8,
+                  "design": pl.Utf8, "default_design": pl.Boolean,
+                  "api_ms": pl.Float64, "sparsegdn_ms": pl.Float64, "fla_ms": pl.Float64, "flashqla_ms": pl.Float64,
+                  "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
+                  "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
+                  "output_final_state": pl.Boolean}
+PROVENANCE = ("device", "date", "command", "build")
+
+
+# ---------------------------------------------------------------------------------- kernel speed
+
+def kernel_bench_files(results_dir: Path = RESULTS_DIR) -> list[Path]:
+    """The committed kernel benchmark runs, each file one build and one run."""
+    return sorted(results_dir.glob("kernel_bench*.json"))
+
+
+def kernel_bench(path: Path) -> pl.DataFrame:
+    """One row per (T, configuration) of a kernel_bench JSON, with each contender's time over ours:
+    public_vs_fla = fla_ms / api_ms (above 1: the public call is faster), public_vs_flashqla, and
+    kernels_vs_fla = fla_ms / sparsegdn_ms (the backend entry alone, not the contract's figure)."""
+    rows = [{name: row.get(name) for name in KERNEL_COLUMNS} for row in json.loads(Path(path).read_text())]
+    frame = pl.DataFrame(rows, schema=KERNEL_COLUMNS)
+    return frame.with_columns((pl.col("fla_ms") / pl.col("api_ms")).alias("public_vs_fla"),
+                              (pl.col("flashqla_ms") / pl.col("api_ms")).alias("public_vs_flashqla"),
+                              (pl.col("fla_ms") / pl.col("sparsegdn_ms")).alias("kernels_vs_fla"))
+
+
+def provenance(frame: pl.DataFrame) -> dict[str, str]:
+    """Device, date, command and build of a run's rows ("not recorded" where the file has none)."""
+    out = {}
+    for name in PROVENANCE:
+        values = frame[name].drop_nulls().unique(maintain_order=True).to_list() if name in frame.columns else []
+        out[name] = "; ".join(values) if values else "not recorded"
+    return out
+
+
+def _ms(value, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _versus(ratio) -> str:
+    """Another contender's time over ours: above 1 we are faster, below 1 slower (said in words)."""
+    if ratio is None:
+        return "–"
+    return f"{ratio:.2f} ({'faster' if ratio >= 1 else 'slower'})"
+
+
+def _final_state(frame: pl.DataFrame) -> str:
+    recorded = frame["output_final_state"].drop_nulls()
+    if recorded.is_empty():
+        return "whether the contenders returned the final state is not recorded in the file"
+    return "every contender returned the final state" if recorded.all() else "the final state was not returned"
+
+
+def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseConfig()) -> str:
+    """The README's kernel table of one run: the public call against every contender measured, at
+    `config`'s budget, band and selector, with where, when and how the run was made."""
+    where = provenance(frame)
+    rows = frame.filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band)
+                        & (pl.col("selector") == config.selector)
+                        & pl.col("default_design").fill_null(True)).sort("T")
+    with_qla = rows["flashqla_ms"].is_not_null().any()
+    lines = [f"`{name}`: {where['device']}, {where['date']}, build {where['build']}; `{where['command']}`.",
+             f"Budget {config.budget:g}, band {config.band}, `{config.selector}` selector, selection inside the "
+             f"timed call; {_final_state(frame)}."
+             + ("" if with_qla else " FlashQLA was not measured in this run."), "",
+             "| T | SparseGDN public call ms | kernels only ms | FLA ms | FLA / public call"
+             + (" | FlashQLA ms | FlashQLA / public call" if with_qla else "") + " | peak extra MB, ours / FLA |",
+             "|---|---|---|---|---" + ("|---|---" if with_qla else "") + "|---|"]
+    for row in rows.iter_rows(named=True):
+        qla = f" | {_ms(row['flashqla_ms'])} | {_versus(row['public_vs_flashqla'])}" if with_qla else ""
+        lines.append(f"| {_tokens(row['T'])} | {_ms(row['api_ms'])} | {_ms(row['sparsegdn_ms'])} | {_ms(row['fla_ms'])} "
+                     f"| {_versus(row['public_vs_fla'])}{qla} | {_ms(row['peak_mem_mb'], 0)} / "
+                     f"{_ms(row['fla_peak_mem_mb'], 0)} |")
+    design = rows["design"].drop_nulls().unique().to_list()
+    lines += ["", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
+              "included): above 1 the public call is faster. `kernels only` times the Triton backend entry "
+              "without the call's checks; it is not the figure that counts."
+              + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (the default; the other design's "
+                 "rows are in the file)." if design else "")]
+    return "\n".join(lines)
+
+
+def kernel_report(path: Path) -> str:
+    """The whole run of a kernel_bench JSON as markdown (its .md beside it): every configuration, the
+    public call and the kernels alone against each contender, stage times and the roofline gap."""
+    rows = json.loads(Path(path).read_text())
+    frame = kernel_bench(path)
+    where = provenance(frame)
+    first = rows[0]
+    stages = list(dict.fromkeys(name for row in rows for name in (row.get("stage_ms") or {})))
+    lines = [f"# SparseGDN kernel benchmark: `{Path(path).name}`", "",
+             f"{where['device']}, {where['date']}, build {where['build']}; B=1, H=16, HV=32, K=V=128, bf16 q/k/v/beta, "
+             "float32 g; do_bench medians, contenders interleaved, each measured twice (mean of the two); "
+             f"{_final_state(frame)}.",
+             f"Command: `{where['command']}`. Ceilings measured in the same run: copy "
+             f"{first['copy_bandwidth_tbs']:.2f} TB/s, bf16 matmul {first['matmul_tflops']:.0f} TFLOP/s.", "",
+             "`public` is the sparse_gated_delta_rule call (checks included: the figure that counts); `kernels` the "
+             "Triton backend entry alone. `FLA / x`: FLA's time over x's, above 1 x is faster. Stage times are "
+             f"CUDA events at the stage hook ({' / '.join(stages)}); the traffic floor is the operator's minimum "
+             "traffic (q, k, v, g, beta read once, o and the final state written once) over the measured copy "
+             "bandwidth.", "",
+             "| T | budget | band | selector | design | public ms | kernels ms | FLA ms | FlashQLA ms | FLA / public "
+             "| FlashQLA / public | FLA / kernels | peak MB, public / FLA | stages ms | traffic floor ms | public / floor |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row, derived in zip(rows, frame.iter_rows(named=True)):
+        times = " / ".join(f"{(row.get('stage_ms') or {}).get(name, 0):.3f}" for name in stages) or "–"
+        floor = row.get("minimum_traffic_ms")
+        gap = f"{row['api_ms'] / floor:.1f}x" if floor else "–"
+        lines.append(
+            f"| {row['T']} | {row['budget']} | {row['band']} | {row['selector']} | {derived['design'] or '–'} "
+            f"| {_ms(derived['api_ms'])} "
+            f"| {_ms(derived['sparsegdn_ms'])} | {_ms(derived['fla_ms'])} | {_ms(derived['flashqla_ms'])} "
+            f"| {_versus(derived['public_vs_fla'])} | {_versus(derived['public_vs_flashqla'])} "
+            f"| {_versus(derived['kernels_vs_fla'])} | {_ms(derived['peak_mem_mb'], 0)} / "
+            f"{_ms(derived['fla_peak_mem_mb'], 0)} | {times} | {_ms(floor)} | {gap} |")
+    lines += ["", f"Autotuner choices: {first.get('autotune')}", ""]
+    return "\n".join(lines)
+
+
+def _tokens(count: int) -> str:
+    return f"{count // 1024}K" if count % 1024 == 0 else str(count)
+
+
+# ---------------------------------------------------------------------------------- whole prefill
+
+def prefill(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(meta, one row per tokens x core) of a prefill benchmark JSON (analysis/bench_prefill.py)."""
+    data = json.loads(Path(path).read_text())
+    columns = {"tokens": pl.Int64, "core": pl.Utf8, "error": pl.Utf8, "prefill_ms_median": pl.Float64,
+               "core_ms_median": pl.Float64, "prefill_vs_dense": pl.Float64, "core_vs_dense": pl.Float64,
+               "peak_mem_gib": pl.Float64}
+    rows = [{name: row.get(name) for name in columns} for row in data["runs"]]
+    return data["meta"], pl.DataFrame(rows, schema=columns)
+
+
+CORE_MEANINGS = {
+    "dense-": "sparsegdn.dense_gated_delta_rule with the backend named after the dash (input checks included)",
+    "sparse-": "sparsegdn.sparse_gated_delta_rule with the backend named after the dash, at the budget after @",
+    "zero": "a core that returns zeros: the prefill without a GDN core (the floor)",
+    "transformers": "transformers' own call of its installed core (FLA), unpatched, without sparsegdn's checks",
+}
+
+
+def prefill_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
+    """The README's whole-prefill table: every core measured, with the run's provenance."""
+    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
+             f"{meta['transformers']}, fla {meta.get('fla')}, {meta['date']}; `{meta['command']}`. Median of "
+             f"{meta['repeats']} interleaved runs after {meta['warmup']} warm-up run(s); SparseGDN budget "
+             f"{meta['budget']}, selector {meta['selector']}, band {meta['band']}.", "",
+             "| tokens | GDN core | prefill ms | prefill vs dense | GDN core ms (all layers) | core vs dense | peak GiB |",
+             "|---|---|---|---|---|---|---|"]
+    for row in frame.iter_rows(named=True):
+        if row["error"]:
+            lines.append(f"| {row['tokens']} | {row['core']} | failed: {row['error'][:60]} | | | | |")
+            continue
+        lines.append(f"| {row['tokens']} | {row['core']} | {row['prefill_ms_median']:.1f} | "
+                     f"{_ms(row['prefill_vs_dense'])} | {row['core_ms_median']:.1f} | {_ms(row['core_vs_dense'])} | "
+                     f"{_ms(row['peak_mem_gib'], 2)} |")
+    done = frame.filter(pl.col("error").is_null())
+    for tokens, part in done.group_by("tokens", maintain_order=True):
+        fastest = part.filter(pl.col("core") != "zero").sort("core_ms_median").row(0, named=True)
+        by_core = {row["core"]: row for row in part.iter_rows(named=True)}
+        dense = next((row for core, row in by_core.items() if core.startswith("dense-")), None)
+        line = f"At {tokens[0]} tokens the fastest GDN core was `{fastest['core']}` ({fastest['core_ms_median']:.1f} ms)."
+        if dense and "zero" in by_core:
+            share = 1 - by_core["zero"]["prefill_ms_median"] / dense["prefill_ms_median"]
+            line += (f" The `zero` prefill is {share:.0%} shorter than `{dense['core']}`'s: the most that any GDN core "
+                     "could save end to end.")
+        lines += ["", line]
+    used = {prefix for prefix in CORE_MEANINGS for core in done["core"].to_list() if core.startswith(prefix)}
+    lines += ["", "Cores: " + "; ".join(f"`{prefix}{'…' if prefix.endswith('-') else ''}` "
+                                        f"{meaning}" for prefix, meaning in CORE_MEANINGS.items() if prefix in used) + "."]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- selector error
+
+def selector_errors(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(meta, mean relative errors of o and of the final state per inputs family, band and selector)."""
+    data = json.loads(Path(path).read_text())
+    rows = pl.DataFrame(data["rows"])
+    means = (rows.group_by("family", "band", "selector", maintain_order=True)
+             .agg(pl.col("rel_err_o").mean(), pl.col("rel_err_state").mean(), pl.len().alias("seeds")))
+    return data["meta"], means
+
+
+def selector_table(meta: dict, means: pl.DataFrame, name: str) -> str:
+    """The README's selector table: the output error (and the final state's) of every selector measured."""
+    selectors = means["selector"].unique(maintain_order=True).to_list()
+    shape = meta["shape"]
+    lines = [f"`{name}`: {meta['device']}, {meta['date']}; `{meta['command']}`. Relative L2 error of o versus the "
+             f"dense operator (final state's in brackets), mean over {means['seeds'].max()} seeds; B={shape['B']} "
+             f"T={shape['T']} H={shape['H']} HV={shape['HV']} K={shape['K']} V={shape['V']}. Lower is better.", "",
+             "| inputs | band | " + " | ".join(selectors) + " |", "|---|---|" + "---|" * len(selectors)]
+    for (family, band), part in means.group_by("family", "band", maintain_order=True):
+        cells = {row["selector"]: f"{row['rel_err_o']:.3f} ({row['rel_err_state']:.2f})"
+                 for row in part.iter_rows(named=True)}
+        lines.append(f"| {family} | {band} | " + " | ".join(cells.get(s, "–") for s in selectors) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- default model evaluation
+
+def perplexity_table(meta: dict, ruler_frame: pl.DataFrame, name: str, config: SparseConfig = SparseConfig()) -> str:
+    """The README's evaluation table: held-out perplexity of every selector at `config`'s budget and
+    band against dense, and dense's mean RULER accuracy per length."""
+    change = perplexity_change(ruler_frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
+    accuracy = ruler_accuracy(ruler_frame).filter(pl.col("selector") == "dense")
+    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
+             f"`{meta['command']}`. Perplexity on held-out windows at budget {config.budget:g}, band {config.band}:", "",
+             "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
+    lines += [f"| {row['selector']} | {row['source']} | {row['dense']:.2f} | {row['perplexity']:.2f} | "
+              f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
+    lines += ["", "Dense mean RULER accuracy (five tasks): "
+              + ", ".join(f"{_tokens(row['length'])} {row['accuracy']:.2f}" for row in accuracy.iter_rows(named=True))
+              + "."]
+    return "\n".join(lines)
+
+
+def ruler(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame)."""
+    from .ruler_report import records_frame
+
+    data = json.loads(Path(path).read_text())
+    meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command")}
+    meta["checkpoint"] = data.get("checkpoint_sha256", "not recorded")[:16]
+    return meta, records_frame(path)
+
+
+def perplexity_change(ruler_frame: pl.DataFrame) -> pl.DataFrame:
+    """Per sparse configuration and held-out source: perplexity change against dense, in percent."""
+    ppl = ruler_frame.filter(pl.col("kind") == "perplexity")
+    dense = ppl.filter(pl.col("config") == "dense").select("source", pl.col("perplexity").alias("dense"))
+    return (ppl.filter(pl.col("config") != "dense").join(dense, on="source")
+            .with_columns((100 * (pl.col("perplexity") / pl.col("dense") - 1)).alias("change_pct"))
+            .select("budget", "selector", "band", "source", "perplexity", "dense", "change_pct")
+            .sort("band", "selector", "budget", "source"))
+
+
+def ruler_accuracy(ruler_frame: pl.DataFrame) -> pl.DataFrame:
+    """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense')."""
+    acc = ruler_frame.filter(pl.col("kind") == "ruler")
+    return (acc.with_columns(pl.col("budget").fill_null(1.0), pl.col("selector").fill_null("dense"),
+                             pl.col("band").fill_null(3))
+            .group_by("config", "budget", "selector", "band", "length")
+            .agg(pl.col("accuracy").mean().alias("accuracy"), pl.col("samples").sum().alias("samples"))
+            .sort("length", "band", "selector", "budget"))

@@ -1,0 +1,134 @@
+"""Render RULER evaluation results (analysis/evaluation.py's JSON) as a tidy table, markdown and a figure.
+
+    write_report(path)   # path.json -> path.md (the table) and path.html (a standalone plotly page)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .evaluation import DENSE
+from .ruler import TASKS
+
+RESULTS = Path(__file__).resolve().parent / "results" / "ruler.json"
+
+
+def records_frame(path: Path = RESULTS):
+    """The committed results as one tidy polars table (one row per measurement; for the app).
+
+    Columns: kind ('ruler' | 'perplexity'), config, budget, selector, band, length, task,
+    samples, accuracy (ruler rows), source, windows, nll, perplexity (perplexity rows).
+    """
+    import polars as pl
+
+    records = json.loads(Path(path).read_text())["records"]
+    schema = {"kind": pl.Utf8, "config": pl.Utf8, "budget": pl.Float64, "selector": pl.Utf8, "band": pl.Int64,
+              "length": pl.Int64, "task": pl.Utf8, "samples": pl.Int64, "accuracy": pl.Float64,
+              "source": pl.Utf8, "windows": pl.Int64, "nll": pl.Float64, "perplexity": pl.Float64}
+    rows = [{name: r.get(name) for name in schema} for r in records]
+    return pl.DataFrame(rows, schema=schema)
+
+
+def summary_rows(records: list[dict]) -> list[dict]:
+    """One row per (config, length): mean accuracy over tasks, per task, and perplexity per source."""
+    rows: dict[tuple[str, int], dict] = {}
+    ppl = {}
+    for r in records:
+        if r["kind"] == "perplexity":
+            ppl.setdefault(r["config"], {})[r["source"]] = r["perplexity"]
+    for r in records:
+        if r["kind"] != "ruler":
+            continue
+        row = rows.setdefault((r["config"], r["length"]), {
+            "config": r["config"], "budget": r["budget"], "selector": r["selector"], "band": r["band"],
+            "length": r["length"], "tasks": {}})
+        row["tasks"][r["task"]] = r["accuracy"]
+    out = []
+    for row in rows.values():
+        row["mean_accuracy"] = float(np.mean(list(row["tasks"].values())))
+        row["perplexity"] = ppl.get(row["config"], {})
+        out.append(row)
+    return out
+
+
+def markdown(results: dict, only: set[str] | None = None) -> str:
+    """The results table; `only` keeps just those config names (e.g. the headline for a log)."""
+    records = results["records"]
+    rows = [r for r in summary_rows(records) if only is None or r["config"] in only]
+    tasks = [t for t in TASKS if any(t in r["tasks"] for r in rows)]
+    sources = sorted({r["source"] for r in records if r["kind"] == "perplexity"})
+    lines = [f"# RULER-style evaluation of SparseGDN on the default model", "",
+             f"Model: {results.get('model', '?')}. Device: {results.get('device', '?')}. "
+             f"Date: {results.get('date', '?')}. Command: `{results.get('command', '?')}`.", "",
+             "Accuracy: fraction of answer spans whose every token is the model's argmax given the text before it "
+             "(teacher forcing; for one answer this is greedy decoding). Samples per cell: "
+             f"{results.get('samples', '?')}. Haystacks: held-out text. Perplexity: held-out windows of "
+             f"{results.get('ppl_length', '?')} tokens.", ""]
+    dense = {r["length"]: r for r in rows if r["config"] == DENSE.name}
+    lines += ["| config | length | mean acc | vs dense | " + " | ".join(tasks) + " | "
+              + " | ".join(f"ppl {s}" for s in sources) + " |",
+              "|---|---|---|---|" + "---|" * (len(tasks) + len(sources))]
+    for row in sorted(rows, key=lambda r: (r["length"], r["config"] != DENSE.name, r["band"] or 0,
+                                           -(r["budget"] or 2), r["selector"] or "")):
+        base = dense.get(row["length"])
+        ratio = row["mean_accuracy"] / base["mean_accuracy"] if base and base["mean_accuracy"] > 0 else float("nan")
+        lines.append(f"| {row['config']} | {row['length']} | {row['mean_accuracy']:.3f} | {ratio:.3f} | "
+                     + " | ".join(f"{row['tasks'].get(t, float('nan')):.2f}" for t in tasks) + " | "
+                     + " | ".join(f"{row['perplexity'].get(s, float('nan')):.2f}" for s in sources) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def figure_html(results: dict) -> str:
+    """Top: RULER accuracy against budget per length (each selector, bands 1 and 3; dashed: dense).
+    Bottom: held-out perplexity relative to dense against budget, per source. A standalone plotly page."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = summary_rows(results["records"])
+    ppl = [r for r in results["records"] if r["kind"] == "perplexity"]
+    lengths = sorted({r["length"] for r in rows})
+    sources = sorted({r["source"] for r in ppl})
+    cols = max(len(lengths), len(sources), 1)
+    titles = [f"accuracy, {n // 1024}K tokens" for n in lengths] + [""] * (cols - len(lengths))
+    titles += [f"perplexity / dense, {s}" for s in sources] + [""] * (cols - len(sources))
+    fig = make_subplots(rows=2, cols=cols, subplot_titles=titles, vertical_spacing=0.18)
+    colors = {"score": "#1f77b4", "uniform": "#ff7f0e", "random": "#2ca02c", "oracle": "#9467bd"}
+
+    def curves(points, x, y, row, col, show):
+        for band, dash in ((1, "solid"), (3, "dot")):
+            full = [p for p in points if p["band"] == band and (p["budget"] or 0) >= 1]
+            for selector, color in colors.items():
+                pts = sorted([p for p in points if p["band"] == band and p["selector"] == selector
+                              and (p["budget"] or 0) < 1] + full, key=lambda p: p["budget"])
+                if len(pts) < 1:
+                    continue
+                fig.add_trace(go.Scatter(x=[p["budget"] for p in pts], y=[y(p) for p in pts],
+                                         mode="lines+markers", line=dict(color=color, dash=dash),
+                                         name=f"{selector}, band {band}", legendgroup=f"{selector}{band}",
+                                         showlegend=show), row=row, col=col)
+
+    for col, length in enumerate(lengths, start=1):
+        at = [r for r in rows if r["length"] == length]
+        curves(at, "budget", lambda r: r["mean_accuracy"], 1, col, col == 1)
+        dense = [r for r in at if r["config"] == DENSE.name]
+        if dense:
+            fig.add_hline(y=dense[0]["mean_accuracy"], line=dict(color="black", dash="dash"), row=1, col=col)
+        fig.update_yaxes(range=[0, 1.02], row=1, col=col)
+    for col, source in enumerate(sources, start=1):
+        at = [r for r in ppl if r["source"] == source]
+        dense = next((r["perplexity"] for r in at if r["config"] == DENSE.name), None)
+        if dense:
+            curves(at, "budget", lambda r, d=dense: r["perplexity"] / d, 2, col, False)
+            fig.add_hline(y=1.0, line=dict(color="black", dash="dash"), row=2, col=col)
+    fig.update_xaxes(title_text="budget (fraction of events kept)", type="log")
+    fig.update_layout(title="SparseGDN on the default model: RULER-style accuracy and held-out perplexity",
+                      height=760, width=300 * cols + 220)
+    return fig.to_html(include_plotlyjs="cdn", full_html=True)
+
+
+def write_report(json_path: Path) -> None:
+    results = json.loads(json_path.read_text())
+    json_path.with_suffix(".md").write_text(markdown(results))
+    json_path.with_suffix(".html").write_text(figure_html(results))
