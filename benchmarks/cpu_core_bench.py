@@ -1,7 +1,7 @@
-"""GDN-core time on the CPU: the dense torch core against the event-skipping fast path (one thread).
+"""GDN-core time on the CPU: the public torch path (event_forward) against the reference (one thread).
 
     OMP_NUM_THREADS=1 python benchmarks/cpu_core_bench.py --out analysis/results/cpu_core_bench.json \
-        [--tokens 4096 16384] [--repeats 7] > analysis/results/cpu_core_bench.md
+        [--tokens 4096 16384] [--repeats 9] > analysis/results/cpu_core_bench.md
 
 Run it once more with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295
 to see the figures without the page faults of freshly mapped memory (the report records the setting).
@@ -9,12 +9,14 @@ to see the figures without the page faults of freshly mapped memory (the report 
 Contenders, each a whole call on the same inputs (bf16 q/k/v/beta, float32 g; checks, normalisation,
 selection and output casts included), interleaved, warmed up once, then timed `--repeats` times:
 
-    dense_reference     sparsegdn.dense_gated_delta_rule(backend="torch"): the reference, every
-                        event, band 3 (what the torch backend runs today)
-    sparse_reference    sparsegdn.sparse_gated_delta_rule(backend="torch"), budget 0.29, band 1
-    sparse_fast         the same call with event_forward.event_chunk_forward as its core
-    dense_fast          event_chunk_forward with every event and band 3 (the fair dense figure)
-    sparse_fast_1slab   sparse_fast with all chunks in one slab (what slabs save)
+    dense_reference     the reference (sparsegdn/reference.py) with every event and band 3: what the
+                        dense torch core ran before it moved to event_forward
+    sparse_reference    the reference with the score selector's events, budget 0.29, band 1
+    sparse_api          sparsegdn.sparse_gated_delta_rule(backend="torch"), budget 0.29, band 1: the
+                        public torch path, event_forward.event_chunk_forward
+    dense_api           sparsegdn.dense_gated_delta_rule(backend="torch"): event_forward with every
+                        event and band 3 (the fair dense figure, and what the app's CPU runs compare)
+    sparse_api_1slab    sparse_api with all chunks in one slab (what slabs save)
 
 Prints a Markdown report (median, min-max, ratios, machine load) and writes the JSON to --out.
 """
@@ -35,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import sparsegdn  # noqa: E402
-from sparsegdn import api, event_forward, validation  # noqa: E402
+from sparsegdn import api, event_forward, reference, validation  # noqa: E402
 
 SHAPES = {  # name: (H, HV, K, V)
     "default model (K=V=32)": None,     # read from data/default-model/config.json
@@ -62,9 +64,9 @@ def gdn_inputs(tokens, key_heads, value_heads, key_dim, value_dim, seed=0):
     return q, k, v, g, beta
 
 
-def fast_call(q, k, v, g, beta, *, budget, band):
-    """The torch path of sparse_gated_delta_rule with event_chunk_forward as its core; budget None:
-    every event, no selection (as dense_gated_delta_rule)."""
+def reference_call(q, k, v, g, beta, *, budget, band):
+    """The public call's checks, normalisation and selection, then the reference's stages; budget None:
+    every event, no selection (the dense operator)."""
     validation.check_inputs(q, k, v, g, beta, None)
     validation.check_values(q, k, v, g, beta, None)
     scale = q.shape[-1] ** -0.5
@@ -72,26 +74,30 @@ def fast_call(q, k, v, g, beta, *, budget, band):
     if budget is None:
         events = torch.ones(v.shape[0], v.shape[2], sparsegdn.num_chunks(v.shape[1]), dtype=torch.bool)
     else:
-        events, _ = api.select_torch(*prepared, budget=budget, selector="score", scale=scale)
-    o, state, _ = event_forward.event_chunk_forward(*prepared, events, band=band, scale=scale)
+        events, _ = api.select_torch(*prepared, sparsegdn.SparseConfig(budget=budget, band=band), scale=scale)
+    o, state, _ = reference.chunk_forward(*prepared, events, band=band, scale=scale)
     return o.to(v.dtype), state.float()
 
 
-def one_slab_call(*inputs, **options):
+def sparse_api(*inputs):
+    return sparsegdn.sparse_gated_delta_rule(*inputs, budget=BUDGET, band=BAND, output_final_state=True,
+                                             backend="torch")[:2]
+
+
+def one_slab_call(*inputs):
     saved, event_forward.SLAB_VALUES = event_forward.SLAB_VALUES, 1 << 62
     try:
-        return fast_call(*inputs, **options)
+        return sparse_api(*inputs)
     finally:
         event_forward.SLAB_VALUES = saved
 
 
 CONTENDERS = {
-    "dense_reference": lambda *x: sparsegdn.dense_gated_delta_rule(*x, output_final_state=True, backend="torch"),
-    "sparse_reference": lambda *x: sparsegdn.sparse_gated_delta_rule(
-        *x, budget=BUDGET, band=BAND, output_final_state=True, backend="torch")[:2],
-    "sparse_fast": lambda *x: fast_call(*x, budget=BUDGET, band=BAND),
-    "dense_fast": lambda *x: fast_call(*x, budget=None, band=3),
-    "sparse_fast_1slab": lambda *x: one_slab_call(*x, budget=BUDGET, band=BAND),
+    "dense_reference": lambda *x: reference_call(*x, budget=None, band=3),
+    "sparse_reference": lambda *x: reference_call(*x, budget=BUDGET, band=BAND),
+    "sparse_api": sparse_api,
+    "dense_api": lambda *x: sparsegdn.dense_gated_delta_rule(*x, output_final_state=True, backend="torch"),
+    "sparse_api_1slab": one_slab_call,
 }
 
 
@@ -102,10 +108,10 @@ def relative_error(a, b):
 def measure(inputs, repeats):
     """Interleaved repeats of every contender after one warm-up call each: {name: [ms, ...]}."""
     results = {name: contender(*inputs) for name, contender in CONTENDERS.items()}   # warm-up
-    errors = {"sparse_fast vs sparse_reference": relative_error(results["sparse_fast"][0],
-                                                                results["sparse_reference"][0]),
-              "dense_fast vs dense_reference": relative_error(results["dense_fast"][0],
-                                                              results["dense_reference"][0])}
+    errors = {"sparse_api vs sparse_reference": relative_error(results["sparse_api"][0],
+                                                               results["sparse_reference"][0]),
+              "dense_api vs dense_reference": relative_error(results["dense_api"][0],
+                                                             results["dense_reference"][0])}
     samples = {name: [] for name in CONTENDERS}
     for _ in range(repeats):
         for name, contender in CONTENDERS.items():
@@ -121,7 +127,7 @@ def summary(ms):
 
 
 def markdown(report):
-    lines = ["# GDN core on the CPU: dense torch core vs event-skipping fast path", "",
+    lines = ["# GDN core on the CPU: the public torch path (event_forward) against the reference", "",
              f"{report['date']}, {report['machine']}, torch {report['torch']}, "
              f"{report['threads']} thread (OMP_NUM_THREADS={report['omp_num_threads']}). "
              f"GLIBC_TUNABLES={report['glibc_tunables'] or 'unset'}.",
@@ -129,8 +135,8 @@ def markdown(report):
              f"Load average (1 min) before / after: {report['load_before']:.2f} / {report['load_after']:.2f}. "
              f"Median of {report['repeats']} interleaved warm repeats, [min-max] beside it, ms; "
              f"budget {BUDGET}, band {BAND}, score selector; bf16 inputs, float32 compute.", "",
-             "| shape | T | dense_reference | sparse_reference | sparse_fast | dense_fast | sparse_fast_1slab "
-             "| dense_ref / sparse_fast | dense_fast / sparse_fast | rel. err (sparse, dense) |",
+             "| shape | T | " + " | ".join(CONTENDERS) +
+             " | dense_reference / sparse_api | dense_api / sparse_api | rel. err (sparse, dense) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["rows"]:
         cells = [f"{row[name]['median_ms']:.1f} [{row[name]['min_ms']:.0f}-{row[name]['max_ms']:.0f}]"
@@ -138,17 +144,17 @@ def markdown(report):
         median = {name: row[name]["median_ms"] for name in CONTENDERS}
         errors = row["errors"]
         lines.append(f"| {row['shape']} | {row['T']} | " + " | ".join(cells) +
-                     f" | {median['dense_reference'] / median['sparse_fast']:.2f}x"
-                     f" | {median['dense_fast'] / median['sparse_fast']:.2f}x"
-                     f" | {errors['sparse_fast vs sparse_reference']:.1e}, "
-                     f"{errors['dense_fast vs dense_reference']:.1e} |")
+                     f" | {median['dense_reference'] / median['sparse_api']:.2f}x"
+                     f" | {median['dense_api'] / median['sparse_api']:.2f}x"
+                     f" | {errors['sparse_api vs sparse_reference']:.1e}, "
+                     f"{errors['dense_api vs dense_reference']:.1e} |")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 16384])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--out", required=True, help="path of the JSON to write")
     args = parser.parse_args()
     torch.set_num_threads(1)

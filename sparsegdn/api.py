@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from . import reference, selection, validation
+from .event_forward import event_chunk_forward
 from .config import SparseConfig, num_chunks, resolve_dense_backend
 
 
@@ -62,8 +63,7 @@ def select_torch(q, k, v, g, beta, config: SparseConfig, *, scale):
         return selection.top_events(scores, count), scores
     if config.selector == "oracle":
         dense = torch.ones(batch, heads, n_chunks, dtype=torch.bool, device=v.device)
-        _, _, scores = reference.chunk_forward(q, k, v, g, beta, dense, band=3, scale=scale,
-                                               record_commit_norms=True)
+        _, _, scores = event_chunk_forward(q, k, v, g, beta, dense, band=3, scale=scale, record_commit_norms=True)
         return selection.top_events(scores.float(), count), scores.float()
     scores = selection.score_events(k, v, g, beta)
     if config.selector == "score":
@@ -149,19 +149,18 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
 
 def _torch_forward(q, k, v, g, beta, config, *, events, scale, initial_state, output_final_state,
                    use_qk_l2norm_in_kernel, stage_hook):
+    """The torch backend: selection, then `event_forward`'s slabs (the reference's computation with
+    the recurrence stepped over committed events only; tests compare it with `reference`)."""
     validation.check_values(q, k, v, g, beta, initial_state)
     hook = stage_hook or (lambda name: None)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
-    chunks = reference.cut_into_chunks(qp, kp, vp, gp, bp)
-    solve = reference.intra_solve(chunks[1], chunks[3], chunks[4], config.band)
-    hook("intra_solve")
     if events is None:
         events, scores = select_torch(qp, kp, vp, gp, bp, config, scale=scale)
     else:
         scores = selection.score_events(kp, vp, gp, bp)
     hook("selection")
-    o, state, _ = reference.commit_and_output(chunks, solve, events, scale=scale, num_tokens=q.shape[1],
-                                              initial_state=initial_state, stage_hook=hook)
+    o, state, _ = event_chunk_forward(qp, kp, vp, gp, bp, events, band=config.band, scale=scale,
+                                      initial_state=initial_state, stage_hook=hook)
     final_state = state.float() if output_final_state else None
     return o.to(v.dtype), final_state, SelectionInfo(events, scores.float(), events.sum(-1))
 
@@ -184,6 +183,7 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
     validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
     events = torch.ones(q.shape[0], v.shape[2], num_chunks(num_tokens), dtype=torch.bool, device=q.device)
-    o, state, _ = reference.chunk_forward(qp, kp, vp, gp, bp, events, band=3, scale=scale,
-                                          initial_state=initial_state)
+    # Every event with the exact solve: the dense operator, on the same fast path as the sparse core,
+    # so that dense against sparse on the CPU compares the skipping and not two implementations.
+    o, state, _ = event_chunk_forward(qp, kp, vp, gp, bp, events, band=3, scale=scale, initial_state=initial_state)
     return o.to(v.dtype), (state.float() if output_final_state else None)

@@ -55,7 +55,7 @@ OPTIONS = (
     Option("selector", "Selector policy", "which events are kept: " + ", ".join(SELECTORS), choices=SELECTORS),
     Option("band", "Band", "intra-chunk solver band: 3 is the exact solve, 1 the block-adjacent solver",
            choices=BANDS),
-    Option("backend", "Backend", "auto: Triton on a CUDA device, else the PyTorch reference",
+    Option("backend", "Backend", "auto: Triton on a CUDA device, else the PyTorch path",
            choices=SPARSE_BACKENDS),
     Option("seed", "Seed", "seed of the random selector", low=0),
 )
@@ -147,7 +147,7 @@ def fla_available() -> bool:
 
 def resolve_sparse_backend(backend: str, device) -> str:
     """'torch' or 'triton' for inputs on `device`: "auto" is Triton on a CUDA device where Triton is
-    usable, else the PyTorch reference; 'triton' where it cannot run is a ValueError."""
+    usable, else the PyTorch path (event_forward.py); 'triton' where it cannot run is a ValueError."""
     check_choice("backend", backend, SPARSE_BACKENDS)
     if backend == "auto":
         return "triton" if _device_type(device) == "cuda" and triton_available() else "torch"

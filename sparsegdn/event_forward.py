@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import torch
 
-from .reference import BLOCK, BLOCKS_PER_CHUNK, CHUNK, band_mask, num_chunks
+from .config import BLOCK_SIZE as BLOCK, BLOCKS_PER_CHUNK, CHUNK_SIZE as CHUNK, num_chunks
+from .reference import band_mask
 
 SLAB_VALUES = 1 << 19    # values in a slab's [rows, 64, K + V] tensors (2 MiB in float32)
 LOG_DECAY_FLOOR = -80.0  # decays below e^-80 are computed as e^-80 (see `_decay`)
+
+
+def _no_hook(name: str) -> None:
+    pass
 
 
 def _decay(gamma: torch.Tensor) -> torch.Tensor:
@@ -140,20 +145,19 @@ def _rows(index: torch.Tensor, slot: torch.Tensor | None = None) -> torch.Tensor
 
 # ---- the three steps on one slab ----
 
-def _chunk_terms(qc, kc, vc, gamma, bc, band: int):
-    """Step 1 on a stack of chunks (qc, kc, vc [M,64,D]; gamma, bc [M,64]).
+def _chunk_terms(qc, kc, wu, gamma, decay):
+    """The output's state-free part on a stack of chunks (qc, kc [M,64,K]; wu = w | u [M,64,K+V];
+    gamma [M,64]; decay from `_decay`).
 
-    Returns wu = w | u and reads | local, both [M,64,K+V], where reads = Q exp(gamma) - attn w and
-    local = attn u, so that a chunk entering with state S outputs scale (reads S + local).
+    Returns reads | local [M,64,K+V], where reads = Q exp(gamma) - attn w and local = attn u, so that
+    a chunk entering with state S outputs scale (reads S + local).
     """
     key_dim = kc.shape[-1]
-    decay = _decay(gamma)                                                  # [M,64,64]
-    wu = banded_solve(kc, vc, bc, gamma, decay, band)
     attn = torch.bmm(qc, kc.transpose(-1, -2)).mul_(decay)                 # lower incl. diagonal
     reads_local = torch.bmm(attn, wu)
     reads = reads_local[..., :key_dim]
     torch.sub(qc * gamma.exp()[..., None], reads, out=reads)
-    return wu, reads_local
+    return reads_local
 
 
 def _entering_log_decay(chunk_log_decay, events, log_decay_before) -> torch.Tensor:
@@ -174,17 +178,16 @@ def _entering_log_decay(chunk_log_decay, events, log_decay_before) -> torch.Tens
     return prefix - torch.where(segment > 0, prefix.gather(-1, segment), 0)
 
 
-def _snapshots(kc, gamma, wu, entering, events, state):
-    """Step 2: the committed state after each commit rank of a slab.
+def _commit_terms(kc, gamma, wu, entering, events, state):
+    """Stage `event_prepare` of a slab: what each commit of the slab needs, gathered rank by rank.
 
-    Returns snapshots [(R+1)*B*HV, K, V], rank-major, rank 0 being the entering snapshot `state`
-    [B*HV,K,V], and slot [B*HV]: the row of each head pair within a rank. entering [B,HV,n+1] is the
-    factor from the last snapshot to the state entering each chunk. The r-th commit of a head pair,
+    Returns the snapshots [R+1, B*HV, K, V] with rank 0 (the entering snapshot `state` [B*HV,K,V]) filled,
+    slot [B*HV] (the row of each head pair within a rank), the head pairs active at each rank, and per
+    commit: u, the scaled w, the transposed commit keys and the carry factor. entering [B,HV,n+1] is
+    the factor from the last snapshot to the state entering each chunk. The r-th commit of a head pair,
     at chunk c, is the reference's update of the state entering c, F snapshot_r with F = entering[c]:
-        v_new = u - (F w) snapshot_r,     snapshot_{r+1} = F e^{gamma_L} snapshot_r + k_commit^T v_new,
-    two small matrix products per rank over the head pairs that commit that many times. Slots sort
-    the head pairs by commit count, so those are a leading block of rows; the rows after it in the
-    next rank are left unwritten, and no chunk reads them.
+        v_new = u - (F w) snapshot_r,     snapshot_{r+1} = F e^{gamma_L} snapshot_r + k_commit^T v_new.
+    Slots sort the head pairs by commit count, so those committing at rank r are a leading block of rows.
     """
     pairs, key_dim, value_dim = state.shape
     counts = events.sum(-1).flatten()                                      # [B*HV]
@@ -204,17 +207,24 @@ def _snapshots(kc, gamma, wu, entering, events, state):
     commit_wu = wu.index_select(0, rows)
     scaled_w, u = commit_wu[..., :key_dim].mul_(factor), commit_wu[..., key_dim:]
     commit_keys = kc.index_select(0, rows).mul_((commit_gamma[:, -1:] - commit_gamma).exp()[..., None])
-    keys_t = commit_keys.transpose(-1, -2)
     carry = factor * commit_gamma[:, -1:, None].exp()
 
     snapshots = state.new_empty(rank_count + 1, pairs, key_dim, value_dim)
     snapshots[0] = state[order]
+    return snapshots, slot, active, (u, scaled_w, commit_keys.transpose(-1, -2), carry)
+
+
+def _state_pass(snapshots, active, commits):
+    """Stage `state_pass` of a slab: the committed state after each commit rank, two small matrix
+    products per rank over the head pairs that commit that many times (see `_commit_terms`). The rows
+    after the active block of a rank are left unwritten, and no chunk reads them."""
+    u, scaled_w, keys_t, carry = commits
     offset = 0
     for rank, count in enumerate(active):
         at, now, after = slice(offset, offset + count), snapshots[rank, :count], snapshots[rank + 1, :count]
         _commit(now, u[at], scaled_w[at], keys_t[at], carry[at], out=after)
         offset += count
-    return snapshots.flatten(0, 1), slot
+    return snapshots.flatten(0, 1)
 
 
 def _commit(snapshot, u, scaled_w, keys_t, carry, *, out):
@@ -223,9 +233,12 @@ def _commit(snapshot, u, scaled_w, keys_t, carry, *, out):
     torch.mul(snapshot, carry, out=out).baddbmm_(keys_t, v_new)
 
 
-def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, scale, record_commit_norms):
+def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, scale, record_commit_norms,
+                  stage_hook):
     """The three steps on one slab: chunk rows qc, kc, vc [n*B*HV,64,D], gc, bc [n*B*HV,64], events
     [B,HV,n], entering with snapshot `state` [B*HV,K,V] decayed by exp(log_decay_before [B,HV]).
+    `stage_hook(name)` is called after each of the slab's stages (intra_solve, event_prepare,
+    state_pass, output).
 
     Returns o [n*B*HV,64,V], the last snapshot, the log-decay since it at the slab's end, and the
     commit norms [B,HV,n] (or None).
@@ -233,13 +246,21 @@ def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, 
     batch, heads, _ = events.shape
     key_dim = kc.shape[-1]
     gamma = gc.cumsum(-1)                                                  # [n*B*HV,64]
-    wu, reads_local = _chunk_terms(qc, kc, vc, gamma, bc, band)
+    decay = _decay(gamma)                                                  # [n*B*HV,64,64]
+    wu = banded_solve(kc, vc, bc, gamma, decay, band)
+    stage_hook("intra_solve")
+
     chunk_log_decay = _head_major(gamma[:, -1], batch, heads)              # [B,HV,n]
     log_entering = _entering_log_decay(chunk_log_decay, events, log_decay_before)
     entering = log_entering.exp().to(qc.dtype)                             # [B,HV,n+1]
-    snapshots, slot = _snapshots(kc, gamma, wu, entering, events, state)
+    snapshots, slot, active, commits = _commit_terms(kc, gamma, wu, entering, events, state)
+    stage_hook("event_prepare")
+
+    snapshots = _state_pass(snapshots, active, commits)
+    stage_hook("state_pass")
 
     # Step 3: every chunk enters with a decayed copy of the last snapshot before it.
+    reads_local = _chunk_terms(qc, kc, wu, gamma, decay)
     before = events.cumsum(-1) - events.long()                             # commits before each chunk
     state_in = snapshots.index_select(0, _rows(before, slot))
     state_in.mul_(_chunk_major(entering[..., :-1])[:, None, None])        # [n*B*HV,K,V]
@@ -253,11 +274,12 @@ def _slab_forward(qc, kc, vc, gc, bc, events, state, log_decay_before, *, band, 
         commit_keys = kc * (gamma[:, -1:] - gamma).exp()[..., None]
         norms = torch.bmm(commit_keys.transpose(-1, -2), v_new).flatten(1).norm(dim=-1)
         commit_norms = _head_major(norms, batch, heads)
+    stage_hook("output")
     return o, last, log_entering[..., -1], commit_norms
 
 
 def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, initial_state=None,
-                        record_commit_norms: bool = False):
+                        record_commit_norms: bool = False, stage_hook=None):
     """SparseGDN forward in the chunk form, stepping the recurrence over committed events only.
 
     Same inputs and outputs as `reference.chunk_forward`: q, k [B,T,HV,K] (prepared: normalised if
@@ -267,7 +289,8 @@ def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, in
     Frobenius norm of what each chunk would commit [B,HV,NC] (else None).
 
     The recurrence costs two small matrix products per commit rank of each slab; skipped chunks
-    only contribute decay factors.
+    only contribute decay factors. `stage_hook(name)`, when given, is called after each stage of each
+    slab: intra_solve, event_prepare, state_pass, output, once per slab (docs/CONTRACT.md section 5).
     """
     batch, num_tokens, heads, key_dim = q.shape
     value_dim = v.shape[-1]
@@ -284,7 +307,7 @@ def event_chunk_forward(q, k, v, g, beta, events, *, band: int, scale: float, in
         chunks = (_chunk_slab(x, start, stop) for x in (q, k, v, g, beta))
         o_slab, state, log_decay_since, commit_norms = _slab_forward(
             *chunks, events[..., start:stop], state, log_decay_since, band=band, scale=scale,
-            record_commit_norms=record_commit_norms)
+            record_commit_norms=record_commit_norms, stage_hook=stage_hook or _no_hook)
         _chunk_view(o, start, stop).copy_(o_slab.view(stop - start, batch, heads, CHUNK, value_dim))
         norms.append(commit_norms)
     final_state = state.view(batch, heads, key_dim, value_dim) * log_decay_since.exp().to(q.dtype)[..., None, None]

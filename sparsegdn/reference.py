@@ -3,7 +3,8 @@
 Every tensor here is already prepared by the caller: q and k normalised (if asked) and expanded to
 one key head per value head, all in the compute dtype. Work is vectorised over batch, heads and
 chunks; only the state pass loops, once per chunk. The functions are the stages of config.STAGES
-(selection lives in selection.py), so the torch backend reports the same stages as the GPU one.
+(selection lives in selection.py), written for reading, not speed: the public torch backend runs
+the same computation through event_forward.py, and the tests compare the two.
 """
 from __future__ import annotations
 
