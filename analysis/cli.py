@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--segment-tokens", type=int, default=8192, help=f"prefill segment length (multiple of {CHUNK_SIZE})")
     run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
     run.add_argument("--max-mb", type=float, default=DEFAULT_MAX_MB, help="refuse files larger than this")
+    run.add_argument("--repeats", type=int, default=3,
+                     help="timed prefills of each path after the warm-up (the summary gives median and range)")
     run.add_argument("--no-dense", action="store_true", help="skip the dense comparison (no errors, no KL)")
     run.add_argument("--no-document", action="store_true",
                      help="leave the document's text out of --out (a prepared example reads it from data/samples)")
@@ -94,18 +96,50 @@ def _format(value, spec=".4g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _format_spread(spread: dict | None, median=None) -> str:
+    """'1,234.5 ms [1,200.1-1,300.2]': the median and the range of the repeats (a run recorded before
+    repeated timing has only its one figure)."""
+    if not spread:
+        return _format_ms(median)
+    if spread["n"] < 2:
+        return f"{_format_ms(spread['median'])} (one measurement)"
+    return f"{_format_ms(spread['median'])} [{spread['low']:,.1f}-{spread['high']:,.1f}]"
+
+
+def _ratio(timing: dict, scope: str) -> str:
+    from .timing import Spread, difference
+
+    sparse, dense = (Spread.from_dict(timing.get(f"{scope}_{path}")) for path in ("sparse", "dense"))
+    change = difference(sparse, dense)
+    if change is None:
+        return ""
+    verdict = "outside the noise" if change.distinct else "within the noise" if change.repeated else "one measurement"
+    return f"; sparse/dense {sparse.median / dense.median:.2f}x ({verdict})"
+
+
 def print_summary(summary: dict, out: Path, stream=None) -> None:
     stream = stream or sys.stdout
     s = summary
+    timing = s.get("timing") or {}
     weights = " (RANDOM WEIGHTS: outputs mean nothing)" if s.get("random_weights") else ""
     lines = [
         f"model       {s['model']}{weights}",
-        f"document    {s['n_tokens']:,} tokens, {s['n_chunks']:,} chunks, {s.get('n_segments', 1)} segment(s)",
+        f"document    {s.get('document') or '?'}: {s['n_tokens']:,} tokens, {s['n_chunks']:,} chunks, "
+        f"{s.get('n_segments', 1)} segment(s)",
         f"sparse      budget {s['budget']}, selector {s['selector']}, band {s['band']}, backend {s['backend']}"
         f" on {s['device']}; {s.get('events_selected', '?'):,} of {s.get('events_total', '?'):,} events",
-        f"prefill     dense {_format_ms(s['prefill_ms_dense'])} ({s.get('dense_backend', '?')} core), "
-        f"sparse {_format_ms(s['prefill_ms_sparse'])}",
-        f"GDN core    dense {_format_ms(s.get('core_ms_dense_total'))}, sparse {_format_ms(s.get('core_ms_sparse_total'))}",
+        f"prefill     dense {_format_spread(timing.get('prefill_dense'), s['prefill_ms_dense'])} "
+        f"({s.get('dense_backend', '?')} core), sparse {_format_spread(timing.get('prefill_sparse'), s['prefill_ms_sparse'])}"
+        + _ratio(timing, "prefill"),
+        f"GDN core    dense {_format_spread(timing.get('core_dense'), s.get('core_ms_dense_total'))}, "
+        f"sparse {_format_spread(timing.get('core_sparse'), s.get('core_ms_sparse_total'))}" + _ratio(timing, "core"),
+    ]
+    if timing:
+        warm = timing.get("warm_up", {})
+        first = ", ".join(f"{path} {warm[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse") if f"{path}_ms" in warm)
+        lines.append(f"timing      median [min-max] of {timing['repeats']} interleaved repeat(s), {timing['threads']} "
+                     f"thread(s); warm-up on {warm.get('tokens', '?'):,} tokens not counted ({first})")
+    lines += [
         f"model       KL {_format(s['kl_mean'])}, top-1 agreement {_format(s['top1_agreement'], '.2%')}, "
         f"ppl dense {_format(s['ppl_dense'])} / sparse {_format(s['ppl_sparse'])}",
         f"records     {out}",
@@ -120,7 +154,7 @@ def run(args) -> int:
     from .pipeline import RunConfig
 
     config = RunConfig(sparse_options(args), compare_dense=not args.no_dense, segment_tokens=args.segment_tokens,
-                       max_tokens=args.max_tokens)
+                       max_tokens=args.max_tokens, repeats=args.repeats)
     if not args.doc.is_file():
         raise ConfigError(f"{args.doc}: no such file.")
     text = load_document(args.doc.name, args.doc.read_bytes(), max_bytes=int(args.max_mb * 1024 * 1024))
@@ -129,16 +163,18 @@ def run(args) -> int:
     from transformers.utils import logging as transformers_logging
 
     from .models import load_model
+    from .timing import use_threads
 
     # transformers warns that its torch GDN fallback is slow: irrelevant here, the core is swapped.
     transformers_logging.set_verbosity_error()
     from .pipeline import analyze
 
+    use_threads()   # once per process, before any timed work (analysis/timing.py says how many and why)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     loaded = load_model(args.model, device=device, dtype=args.dtype)
     bar = None if args.quiet else ProgressBar()
     try:
-        result = analyze(loaded, text, config, progress=bar)
+        result = analyze(loaded, text, config, progress=bar, document_name=args.doc.name)
     finally:
         if bar is not None:
             bar.close()

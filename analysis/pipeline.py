@@ -1,19 +1,25 @@
-"""One analysed prefill of one document: dense and SparseGDN runs side by side, recorded.
+"""One analysed prefill of one document: dense and SparseGDN runs side by side, recorded and timed.
 
-For each segment of `segment_tokens` tokens (the recurrent states and the attention KV cache
-carried in each run's own cache):
-1. dense pass (if compare_dense): the model with sparsegdn's dense core ('auto': FLA on a GPU when
-   installed, else the torch reference); per-layer core time recorded;
-2. sparse pass: the model with the recording SparseGDN core (recorder.py), which also runs the
-   dense core on the same layer inputs and carried state to measure the core's own error;
-3. model-level metrics on the segment's next-token distributions (KL, top-1 agreement, NLL),
-   computed from the final hidden states in slices so the vocabulary never meets the full length.
-
-prefill_ms_sparse is the sparse pass time minus the measured time of the dense comparisons inside it.
+1. Warm-up (not timed): a dense and a sparse prefill of a prefix, so that compilation, autotuning
+   and first use are paid before any timed call (the whole first segment on a GPU, 128 tokens on the
+   CPU). Its time is kept as the first-call cost, shown apart.
+2. Analysis pass, for each segment of `segment_tokens` tokens (the recurrent states and the
+   attention KV cache carried in each run's own cache): the dense prefill (if compare_dense, with
+   sparsegdn's dense core: 'auto' = FLA on a GPU when installed, else the torch path), then the
+   sparse prefill with the recording SparseGDN core (recorder.py), which also runs the dense core on
+   the same layer inputs and carried state to measure the core's own error; model-level metrics on the
+   segment's next-token distributions (KL, top-1 agreement, NLL), computed from the final hidden
+   states in slices so the vocabulary never meets the full length. Nothing of this pass is timed.
+3. Timing passes: `repeats` whole prefills of the document with the plain dense and sparse cores
+   (nothing recorded), dense and sparse interleaved (alternating which goes first), each whole
+   prefill and each layer's core timed, the sparse core's stages too. The records keep every repeat
+   (the `timings` table); the summary and the layers table give medians, with the range beside them.
 """
 from __future__ import annotations
 
 import math
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Optional
@@ -22,20 +28,24 @@ import numpy as np
 import polars as pl
 import torch
 
+import sparsegdn
 from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 from sparsegdn.config import resolve_dense_backend
+from sparsegdn.validation import DeferredChecks
 
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
 from .models import LoadedModel
 from .patching import dense_core, swap_gdn_core
 from .recorder import Recorder, event_columns
-from .records import RunResult
-from .timing import Timer
+from .records import RunResult, document_hash
+from .timing import Spread, StageClock, Timer
 
 __all__ = ["AnalysisError", "ProgressUpdate", "RunConfig", "analyze"]
 
 LOGIT_SLICE = 512   # positions per lm_head slice: bounds the [slice, vocab] float32 logits
+MAX_REPEATS = 20    # timing repeats a run may ask for
+CPU_WARM_UP_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ class RunConfig:
     compare_dense: bool = True
     segment_tokens: int = 8192
     max_tokens: Optional[int] = None
+    repeats: int = 3          # timed prefills of each path, after the warm-up and the analysis pass
 
     def __post_init__(self):
         if not isinstance(self.sparse, SparseConfig):
@@ -55,16 +66,19 @@ class RunConfig:
             raise ConfigError(f"segment_tokens must be a positive multiple of {CHUNK_SIZE}, got {self.segment_tokens}.")
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {self.max_tokens}.")
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or not 1 <= self.repeats <= MAX_REPEATS:
+            raise ConfigError(f"repeats must be an integer from 1 to {MAX_REPEATS}, got {self.repeats!r}.")
 
     def to_dict(self) -> dict:
         """One flat dict: the sparse options, then the run's (the `config` of a run's summary)."""
         return {**self.sparse.to_dict(), "compare_dense": self.compare_dense,
-                "segment_tokens": self.segment_tokens, "max_tokens": self.max_tokens}
+                "segment_tokens": self.segment_tokens, "max_tokens": self.max_tokens, "repeats": self.repeats}
 
     @classmethod
     def from_dict(cls, values: Mapping) -> "RunConfig":
         """The RunConfig of a `to_dict` (a saved run's summary); missing keys take their defaults."""
-        run = {name: values[name] for name in ("compare_dense", "segment_tokens", "max_tokens") if name in values}
+        run = {name: values[name] for name in ("compare_dense", "segment_tokens", "max_tokens", "repeats")
+               if name in values}
         try:
             sparse = SparseConfig.from_dict(values)
         except ValueError as error:
@@ -74,7 +88,7 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class ProgressUpdate:
-    stage: str                 # "tokenize" | "dense" | "sparse" | "segment" | "done"
+    stage: str                 # "tokenize" | "warmup" | "dense" | "sparse" | "segment" | "timing" | "done"
     layer: Optional[int]
     n_layers: int
     segment: int
@@ -91,22 +105,34 @@ def _segments(n_tokens: int, segment_tokens: int) -> list[tuple[int, int]]:
 
 
 class _LayerProgress:
-    """Forward hooks on the decoder layers that report per-layer progress."""
+    """Forward hooks on the decoder layers that report progress as a share of the whole run's work
+    (layer forwards weighted by the tokens they prefill), whatever phase the run is in."""
 
-    def __init__(self, model, progress: Progress, n_segments: int, passes: int):
-        self.progress, self.n_segments, self.passes = progress, n_segments, passes
+    def __init__(self, model, progress: Progress, total_units: float, n_segments: int):
+        self.progress, self.total, self.n_segments = progress, max(total_units, 1e-9), n_segments
         self.layers = list(model.model.layers)
-        self.stage, self.segment, self.pass_index = "", 0, 0
+        self.done = 0.0
+        self.stage, self.label, self.weight, self.segment, self.tokens = "", "", 1.0, 0, 0
         self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(self.layers)] \
             if progress else []
+
+    def begin(self, stage: str, label: str, segment: int, tokens: int, weight: float = 1.0) -> None:
+        """The next model forward: its phase, what to call it, its segment and length."""
+        self.stage, self.label, self.segment, self.tokens, self.weight = stage, label, segment, tokens, weight
+        if self.progress:
+            self.progress(ProgressUpdate(stage, None, len(self.layers), segment, self.n_segments, self.fraction,
+                                         label))
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total)
 
     def _hook(self, index):
         def hook(module, args, output):
             n = len(self.layers)
-            done = ((self.segment * self.passes + self.pass_index) * n + index + 1)
-            self.progress(ProgressUpdate(
-                self.stage, index, n, self.segment, self.n_segments, done / (self.n_segments * self.passes * n),
-                f"{self.stage} prefill: segment {self.segment + 1}/{self.n_segments}, layer {index + 1}/{n}"))
+            self.done += self.weight * self.tokens / n
+            self.progress(ProgressUpdate(self.stage, index, n, self.segment, self.n_segments, self.fraction,
+                                         f"{self.label}, layer {index + 1}/{n}"))
         return hook
 
     def remove(self):
@@ -158,8 +184,10 @@ def _finite_or_none(value):
     return value if value is None or math.isfinite(value) else None
 
 
-def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), progress: Progress = None) -> RunResult:
-    """Prefill `text` dense and with SparseGDN; return the records (see records.py)."""
+def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), progress: Progress = None, *,
+            document_name: Optional[str] = None) -> RunResult:
+    """Prefill `text` dense and with SparseGDN; return the records (see records.py). `document_name`
+    (a file name) is kept in the summary, so a run names the document it ran on."""
     if not isinstance(config, RunConfig):
         raise ConfigError("config must be a RunConfig")
     if not text or not text.strip():
@@ -174,7 +202,7 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
             f"The document has {n_tokens:,} tokens; {loaded.name} is limited to {limit:,} here. "
             "Use a shorter document or raise the token limit.")
     try:
-        return _analyze(loaded, text, ids, offsets, config, progress)
+        return _analyze(loaded, text, ids, offsets, config, progress, document_name)
     except torch.OutOfMemoryError:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -197,9 +225,9 @@ class _Prefill:
     segments: list                   # [(token_start, token_end)] of each segment
     recorder: Recorder
     metrics: "_Metrics"
-    dense_core_ms: dict = field(default_factory=dict)   # layer -> [Interval] of the dense core
-    dense_ms: list = field(default_factory=list)        # [Interval] of each dense segment prefill
-    sparse_ms: list = field(default_factory=list)       # [Interval] of each sparse segment prefill
+    document_name: Optional[str] = None
+    warm_up: dict = field(default_factory=dict)          # {"tokens": n, "dense_ms": x, "sparse_ms": y}
+    timed: list = field(default_factory=list)            # [_TimedPrefill] of every timing pass
 
     @property
     def n_tokens(self) -> int:
@@ -210,6 +238,18 @@ class _Prefill:
         return num_chunks(self.n_tokens)
 
 
+@dataclass
+class _TimedPrefill:
+    """One timed whole prefill of one path: its segments' intervals, each layer's core intervals and
+    (sparse) the stage clock."""
+
+    repeat: int
+    path: str                        # "dense" | "sparse"
+    whole: list = field(default_factory=list)
+    cores: dict = field(default_factory=lambda: defaultdict(list))
+    stages: Optional[StageClock] = None
+
+
 def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
     """The sparse options with their backend resolved for `device`, and the dense backend."""
     try:
@@ -218,62 +258,57 @@ def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
         raise ConfigError(f"{error}.") from None
 
 
-def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
+def _paths(config: RunConfig) -> tuple[str, ...]:
+    return ("dense", "sparse") if config.compare_dense else ("sparse",)
+
+
+def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> RunResult:
     from transformers import DynamicCache
 
     model = loaded.model
     device = next(model.parameters()).device
     sparse, dense_backend = _resolve(config, device)
     timer = Timer(device)
-
-    def new_recorder() -> Recorder:
-        return Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend, timer=timer)
-
     run = _Prefill(loaded=loaded, text=text, offsets=offsets, config=config, sparse=sparse,
                    dense_backend=dense_backend, device=device,
-                   segments=_segments(len(ids), config.segment_tokens), recorder=new_recorder(),
-                   metrics=_Metrics(device))
-    segments, passes = run.segments, 2 if config.compare_dense else 1
-
-    def timed_dense(call):
-        with timer.interval() as interval:
-            result = dense_core(dense_backend)(call)
-        run.dense_core_ms.setdefault(call.layer, []).append(interval)
-        return result
+                   segments=_segments(len(ids), config.segment_tokens),
+                   recorder=Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend),
+                   metrics=_Metrics(device), document_name=document_name)
+    segments, paths, recorder = run.segments, _paths(config), run.recorder
+    # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
+    # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
+    # short prefix is enough (an idle 2-core CPU, 5.6K tokens: layer times then within 80-107 ms).
+    warm_up_end = segments[0][1] if device.type == "cuda" else min(segments[0][1], CPU_WARM_UP_TOKENS)
+    # Work, in layer forwards times tokens: warm-up, the analysis pass (its sparse core runs the dense
+    # core too when comparing), the timing passes.
+    analysis_weight = 3 if config.compare_dense else 1
+    total = len(paths) * warm_up_end + run.n_tokens * (analysis_weight + config.repeats * len(paths))
 
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     if progress:
         progress(ProgressUpdate("tokenize", None, loaded.n_layers, 0, len(segments), 0.0,
                                 f"{run.n_tokens:,} tokens, {run.n_chunks:,} chunks, {len(segments)} segment(s)"))
-    # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
-    # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
-    # short prefix is enough (an idle 2-core CPU, 5.6K tokens: layer times then within 80-107 ms).
-    warm_up_end = segments[0][1] if device.type == "cuda" else min(segments[0][1], 128)
-    _warm_up(model, input_ids[:, :warm_up_end], run.recorder, timed_dense, config.compare_dense)
-    run.dense_core_ms.clear()
-    run.recorder = recorder = new_recorder()
-
-    cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
-    cache_sparse = DynamicCache(config=model.config)
-    tracker = _LayerProgress(model, progress, len(segments), passes)
+    tracker = _LayerProgress(model, progress, total, len(segments))
     try:
+        run.warm_up = _warm_up(model, input_ids[:, :warm_up_end], recorder, dense_core(dense_backend), paths, tracker)
+        cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
+        cache_sparse = DynamicCache(config=model.config)
         with torch.inference_mode():
             for index, (start, end) in enumerate(segments):
                 segment_ids = input_ids[:, start:end]
-                tracker.segment = index
+                where = f"segment {index + 1}/{len(segments)}"
                 hidden_dense = None
                 if config.compare_dense:
-                    tracker.stage, tracker.pass_index = "dense", 0
-                    with swap_gdn_core(model, timed_dense), timer.interval() as interval:
+                    tracker.begin("dense", f"dense prefill, {where}", index, end - start)
+                    with swap_gdn_core(model, dense_core(dense_backend)):
                         hidden_dense = model.model(input_ids=segment_ids, past_key_values=cache_dense,
                                                    use_cache=True).last_hidden_state
-                    run.dense_ms.append(interval)
-                tracker.stage, tracker.pass_index = "sparse", passes - 1
+                tracker.begin("sparse", f"SparseGDN prefill, recording events and errors, {where}", index,
+                              end - start, weight=2 if config.compare_dense else 1)
                 recorder.segment_start = start
-                with swap_gdn_core(model, recorder.core), timer.interval() as interval:
+                with swap_gdn_core(model, recorder.core):
                     hidden_sparse = model.model(input_ids=segment_ids, past_key_values=cache_sparse,
                                                 use_cache=True).last_hidden_state
-                run.sparse_ms.append(interval)
                 for name, hidden in (("dense", hidden_dense), ("SparseGDN", hidden_sparse)):
                     if hidden is not None and not bool(torch.isfinite(hidden).all()):
                         raise NonFiniteError(f"The {name} prefill produced NaN/inf hidden states in segment "
@@ -282,12 +317,17 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
                 recorder.flush()
                 if progress:
                     progress(ProgressUpdate("segment", None, loaded.n_layers, index, len(segments),
-                                            (index + 1) / len(segments), f"segment {index + 1}/{len(segments)} done"))
+                                            tracker.fraction, f"{where} analysed"))
+        if recorder.any_nonfinite():
+            raise NonFiniteError("A GDN core produced NaN/inf outputs; try float32 or another model.")
+        del cache_dense, cache_sparse
+        for repeat in range(config.repeats):
+            # Alternate which path goes first, so neither always runs on the other's leftovers.
+            for path in (paths if repeat % 2 == 0 else paths[::-1]):
+                run.timed.append(_timed_prefill(model, input_ids, segments, run, path, repeat, timer, tracker))
+        timer.resolve()
     finally:
         tracker.remove()
-    timer.resolve()
-    if recorder.any_nonfinite():
-        raise NonFiniteError("A GDN core produced NaN/inf outputs; try float32 or another model.")
 
     result = _records(run)
     if progress:
@@ -295,18 +335,61 @@ def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:
     return result
 
 
-def _warm_up(model, input_ids, recorder, timed_dense, compare_dense):
-    """Compile/autotune the kernels once (Triton, FLA) so the first timed segment is not a JIT run."""
+def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat: int, timer: Timer,
+                   tracker: _LayerProgress) -> _TimedPrefill:
+    """One whole prefill of `path` with the plain core (nothing recorded), every segment and every core
+    call timed; the sparse core's stages on a StageClock. GPU value checks are read once, at the end."""
     from transformers import DynamicCache
 
+    timed = _TimedPrefill(repeat, path, stages=StageClock(timer.cuda) if path == "sparse" else None)
+    checks = DeferredChecks()
+    plain = dense_core(run.dense_backend)
+
+    def core(call):
+        with timer.interval() as interval:
+            if path == "dense":
+                result = plain(call)
+            else:
+                timed.stages.start()
+                o, state, _ = sparsegdn.sparse_gated_delta_rule(
+                    call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
+                    output_final_state=call.output_final_state, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel,
+                    stage_hook=timed.stages.hook, config=run.sparse, checks=checks)
+                result = o, state
+        timed.cores[call.layer].append(interval)
+        return result
+
+    name = "dense" if path == "dense" else "SparseGDN"
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode(), swap_gdn_core(model, core):
+        for index, (start, end) in enumerate(segments):
+            tracker.begin("timing", f"timing {repeat + 1}/{run.config.repeats}: {name} prefill, segment "
+                                    f"{index + 1}/{len(segments)}", index, end - start)
+            with timer.interval() as interval:
+                model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True)
+            timed.whole.append(interval)
+    checks.check()
+    return timed
+
+
+def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker) -> dict:
+    """Compile/autotune the kernels once (Triton, FLA) and touch everything once, so that no timed call
+    is a first call. Returns the tokens and the wall time of each path's warm-up prefill (ms)."""
+    from transformers import DynamicCache
+
+    tokens, times = input_ids.shape[1], {"tokens": input_ids.shape[1]}
+    label = f"warming up on the first {tokens:,} tokens (compiling, first use; not timed)"
     with torch.inference_mode():
-        if compare_dense:
-            with swap_gdn_core(model, timed_dense):
+        for path in paths:
+            tracker.begin("warmup", f"{label}: {path}", 0, tokens)
+            started = time.perf_counter()
+            with swap_gdn_core(model, plain_dense if path == "dense" else recorder.core):
                 model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True)
-        with swap_gdn_core(model, recorder.core):
-            model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True)
-    if input_ids.device.type == "cuda":
-        torch.cuda.synchronize()
+            if input_ids.device.type == "cuda":
+                torch.cuda.synchronize()
+            times[f"{path}_ms"] = (time.perf_counter() - started) * 1e3
+    recorder.reset()
+    return times
 
 
 def _relative(numerator: str, denominator: str) -> pl.Expr:
@@ -352,18 +435,38 @@ def _heads(run: _Prefill, events: pl.DataFrame) -> pl.DataFrame:
                               _relative("state_diff_sq", "state_ref_sq").alias("rel_err_state"))
 
 
-def _layers(run: _Prefill, events: pl.DataFrame) -> pl.DataFrame:
-    def summed(intervals: dict, layer: int):
-        return sum(i.ms for i in intervals[layer]) if layer in intervals else None
+def _timings(run: _Prefill) -> pl.DataFrame:
+    """Every timed repeat: whole prefills, each layer's core, the sparse core's stages (see records.py)."""
+    rows = []
+    for timed in run.timed:
+        base = {"repeat": timed.repeat, "path": timed.path}
+        rows.append({**base, "scope": "prefill", "layer": None, "stage": None, "ms": sum(i.ms for i in timed.whole)})
+        rows += [{**base, "scope": "core", "layer": layer, "stage": None, "ms": sum(i.ms for i in intervals)}
+                 for layer, intervals in sorted(timed.cores.items())]
+        if timed.stages is not None:
+            rows += [{**base, "scope": "stage", "layer": None, "stage": name, "ms": ms}
+                     for name, ms in timed.stages.totals_ms().items()]
+    return pl.DataFrame(rows, schema={"repeat": pl.Int32, "path": pl.String, "scope": pl.String, "layer": pl.Int32,
+                                      "stage": pl.String, "ms": pl.Float64})
 
-    gdn_layers = run.loaded.gdn_layers
-    layers = pl.DataFrame({
-        "layer": gdn_layers,
-        "core_ms_dense": [summed(run.dense_core_ms, layer) for layer in gdn_layers],
-        "core_ms_sparse": [summed(run.recorder.sparse_ms, layer) for layer in gdn_layers],
-    }, schema_overrides={"core_ms_dense": pl.Float64, "core_ms_sparse": pl.Float64})
+
+def _spread(timings: pl.DataFrame, path: str, scope: str) -> Optional[Spread]:
+    """The spread over repeats of one path's whole prefill ("prefill") or GDN core summed over layers ("core")."""
+    per_repeat = timings.filter((pl.col("path") == path) & (pl.col("scope") == scope)).group_by("repeat").agg(
+        pl.col("ms").sum())
+    return Spread.of(per_repeat["ms"].to_list())
+
+
+def _layers(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame) -> pl.DataFrame:
+    medians = (timings.filter(pl.col("scope") == "core").group_by("layer", "path").agg(pl.col("ms").median())
+               .pivot(on="path", index="layer", values="ms"))
+    layers = pl.DataFrame({"layer": run.loaded.gdn_layers}, schema={"layer": pl.Int32}).join(
+        medians, on="layer", how="left")
+    for path in ("dense", "sparse"):
+        column = layers[path].cast(pl.Float64) if path in layers.columns else pl.lit(None, pl.Float64)
+        layers = layers.with_columns(column.alias(f"core_ms_{path}"))
     errors = events.group_by("layer").agg(pl.col("diff_sq").sum(), pl.col("ref_sq").sum())
-    layers = layers.join(errors.with_columns(pl.col("layer").cast(pl.Int64)), on="layer", how="left")
+    layers = layers.join(errors.with_columns(pl.col("layer").cast(pl.Int32)), on="layer", how="left")
     return layers.with_columns(_relative("diff_sq", "ref_sq").alias("rel_err_o") if run.config.compare_dense
                                else pl.lit(None, pl.Float64).alias("rel_err_o"))
 
@@ -378,11 +481,38 @@ def _chunks(run: _Prefill) -> pl.DataFrame:
                          "char_start": starts[token_start], "char_end": np.maximum.reduceat(ends, token_start)})
 
 
-def _summary(run: _Prefill, events: pl.DataFrame, layers: pl.DataFrame, nonfinite_errors: int) -> dict:
+def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
+    """How the run was timed, and the spread of each whole-prefill and core total (see records.py)."""
+    spreads = {f"{scope}_{path}": _spread(timings, path, scope) for path in _paths(run.config)
+               for scope in ("prefill", "core")}
+    return {
+        "repeats": run.config.repeats,
+        "statistic": "median, with the range (min-max) of the repeats",
+        "interleaved": True,
+        "threads": torch.get_num_threads(),
+        "warm_up": run.warm_up,
+        **{name: spread.to_dict() for name, spread in spreads.items() if spread is not None},
+    }
+
+
+def _stage_medians(timings: pl.DataFrame) -> list[dict]:
+    """[{stage, ms, share}]: each stage's median over repeats (summed over layers, segments and slabs)."""
+    stages = timings.filter(pl.col("scope") == "stage")
+    order = list(dict.fromkeys(stages["stage"].to_list()))
+    medians = {row["stage"]: row["ms"] for row in stages.group_by("stage").agg(pl.col("ms").median()).iter_rows(named=True)}
+    whole = sum(medians.values()) or 1.0
+    return [{"stage": name, "ms": medians[name], "share": medians[name] / whole} for name in order]
+
+
+def _summary(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame, nonfinite_errors: int) -> dict:
     compare_dense, device = run.config.compare_dense, run.device
-    compare_total = sum(i.ms for i in run.recorder.compare_ms)
     model_metrics = run.metrics.summary(compare_dense)
     nonfinite_metrics = [k for k, v in model_metrics.items() if v is not None and not math.isfinite(v)]
+    timing = _timing_summary(run, timings)
+
+    def median(name):
+        return timing[name]["median"] if name in timing else None
+
     return {
         "model": run.loaded.name,
         "n_tokens": run.n_tokens,
@@ -393,29 +523,35 @@ def _summary(run: _Prefill, events: pl.DataFrame, layers: pl.DataFrame, nonfinit
         "backend": run.sparse.backend,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
-        "prefill_ms_dense": sum(i.ms for i in run.dense_ms) if compare_dense else None,
-        "prefill_ms_sparse": sum(i.ms for i in run.sparse_ms) - compare_total,
+        "prefill_ms_dense": median("prefill_dense"),
+        "prefill_ms_sparse": median("prefill_sparse"),
         **{k: _finite_or_none(v) for k, v in model_metrics.items()},
         "random_weights": run.loaded.random_weights,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": run.config.to_dict(),
         # Extras (documented in analysis/README.md).
+        "document": run.document_name,
+        "document_sha256": document_hash(run.text),
+        "n_layers": run.loaded.n_layers,
+        "gdn_layers": list(run.loaded.gdn_layers),
         "dense_backend": run.dense_backend,
         "dtype": run.loaded.dtype,
         "n_segments": len(run.segments),
         "events_selected": int(events["selected"].sum()),
         "events_total": events.height,
-        "core_ms_dense_total": layers["core_ms_dense"].sum() if compare_dense else None,
-        "core_ms_sparse_total": layers["core_ms_sparse"].sum(),
+        "core_ms_dense_total": median("core_dense"),
+        "core_ms_sparse_total": median("core_sparse"),
         "non_finite": nonfinite_errors + len(nonfinite_metrics),
+        "timing": timing,
         # The sparse core's stages (sparsegdn.STAGES, the same names on every backend), summed over
-        # layers and segments.
-        "stages": run.recorder.stages.totals_ms(),
+        # layers, segments and slabs; the median over repeats.
+        "stages": _stage_medians(timings),
     }
 
 
 def _records(run: _Prefill) -> RunResult:
     events, nonfinite = _events(run)
-    layers = _layers(run, events)
+    timings = _timings(run)
+    layers = _layers(run, events, timings)
     return RunResult(events=events, heads=_heads(run, events), layers=layers, chunks=_chunks(run),
-                     summary=_summary(run, events, layers, nonfinite), document=run.text)
+                     timings=timings, summary=_summary(run, events, timings, nonfinite), document=run.text)

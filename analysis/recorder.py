@@ -1,8 +1,9 @@
 """The recording SparseGDN core: runs the sparse core, and (optionally) the dense core on the same
 layer inputs, keeping per-event and per-head-pair errors on the device until a segment ends.
 
-Nothing here synchronises the GPU inside a prefill: errors stay device tensors and timings are CUDA
-events; `flush` (called between segments) moves one segment's records to the host.
+Nothing here synchronises the GPU inside a prefill: errors stay device tensors; `flush` (called
+between segments) moves one segment's records to the host. Nothing here is timed: the pipeline's
+timing passes run the plain cores.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 
 from .errors import NonFiniteError
 from .patching import CoreCall
-from .timing import StageClock, Timer
 
 
 def _chunk_sums(x: torch.Tensor) -> torch.Tensor:
@@ -31,16 +31,17 @@ def _chunk_sums(x: torch.Tensor) -> torch.Tensor:
 class Recorder:
     """The sparse core of `config` (its backend resolved), recording every call; see the module docstring."""
 
-    def __init__(self, config: SparseConfig, *, compare_dense: bool, dense_backend: str, timer: Timer):
+    def __init__(self, config: SparseConfig, *, compare_dense: bool, dense_backend: str):
         self.config = config
-        self.compare_dense, self.dense_backend, self.timer = compare_dense, dense_backend, timer
+        self.compare_dense, self.dense_backend = compare_dense, dense_backend
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every call so far (after a warm-up)."""
         self.segment_start = 0          # token offset of the segment being prefilled
         self.pending: list[dict] = []   # this segment's calls, tensors still on the device
         self.rows: list[dict] = []      # flushed records (numpy)
-        self.sparse_ms = defaultdict(list)
-        self.compare_ms: list = []
         self.nonfinite = None           # device bool: any non-finite core output so far
-        self.stages = StageClock(timer.cuda)
 
     def _flag(self, *tensors):
         bad = torch.stack([~torch.isfinite(t).all() for t in tensors]).any()
@@ -48,13 +49,10 @@ class Recorder:
 
     def core(self, call: CoreCall):
         try:
-            with self.timer.interval() as interval:
-                self.stages.start()
-                o, state, info = sparsegdn.sparse_gated_delta_rule(
-                    call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
-                    output_final_state=call.output_final_state or self.compare_dense,
-                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, stage_hook=self.stages.hook,
-                    config=self.config)
+            o, state, info = sparsegdn.sparse_gated_delta_rule(
+                call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
+                output_final_state=call.output_final_state or self.compare_dense,
+                use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, config=self.config)
         except ValueError:
             # sparsegdn refuses non-finite inputs; say so in the run's terms (checked only on failure).
             inputs = [call.q, call.k, call.v, call.g, call.beta]
@@ -64,23 +62,20 @@ class Recorder:
                 raise NonFiniteError(f"NaN/inf reached the GDN core of layer {call.layer}; "
                                      "try float32 or another model.") from None
             raise
-        self.sparse_ms[call.layer].append(interval)
         record = {"layer": call.layer, "start": self.segment_start, "tokens": call.v.shape[1],
                   "events": info.events[0], "scores": info.scores[0] if info.scores is not None else None}
         if self.compare_dense:
             # Same layer inputs, same carried state: the error of this layer's core alone.
-            with self.timer.interval() as compare:
-                o_dense, state_dense = sparsegdn.dense_gated_delta_rule(
-                    call.q, call.k, call.v, call.g, call.beta, scale=call.scale,
-                    initial_state=call.initial_state, output_final_state=True,
-                    use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=self.dense_backend)
-                difference = (o.float() - o_dense.float()).square().sum(-1)          # [1, T, HV]
-                record["diff_sq"] = _chunk_sums(difference)                           # [HV, NC]
-                record["ref_sq"] = _chunk_sums(o_dense.float().square().sum(-1))
-                record["state_diff_sq"] = (state[0] - state_dense[0]).square().sum((-1, -2))   # [HV]
-                record["state_ref_sq"] = state_dense[0].square().sum((-1, -2))
-                self._flag(o, o_dense, state, state_dense)
-            self.compare_ms.append(compare)
+            o_dense, state_dense = sparsegdn.dense_gated_delta_rule(
+                call.q, call.k, call.v, call.g, call.beta, scale=call.scale,
+                initial_state=call.initial_state, output_final_state=True,
+                use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, backend=self.dense_backend)
+            difference = (o.float() - o_dense.float()).square().sum(-1)          # [1, T, HV]
+            record["diff_sq"] = _chunk_sums(difference)                           # [HV, NC]
+            record["ref_sq"] = _chunk_sums(o_dense.float().square().sum(-1))
+            record["state_diff_sq"] = (state[0] - state_dense[0]).square().sum((-1, -2))   # [HV]
+            record["state_ref_sq"] = state_dense[0].square().sum((-1, -2))
+            self._flag(o, o_dense, state, state_dense)
         else:
             self._flag(o)
         self.pending.append(record)

@@ -5,10 +5,15 @@ One table per kind of fact (column names from docs/CONTRACT.md):
   selected, and the chunk's output error for that head pair versus dense (null without dense);
 - heads:  one row per (layer, head_pair): events selected, output and state error versus dense;
 - layers: one row per GDN layer: core time dense / sparse (ms, summed over segments) and error;
-- chunks: one row per chunk: its token span and the character span of the document it covers.
+- chunks: one row per chunk: its token span and the character span of the document it covers;
+- timings: one row per timed repeat and path ("dense", "sparse") of the whole prefill (scope
+  "prefill"), of each layer's GDN core (scope "core", with its layer) and of each stage of the sparse
+  core (scope "stage", with its stage name), in ms summed over segments (and layers for stages).
+  Runs recorded before repeated timing have none (an empty table).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +30,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
                "rel_err_o": pl.Float64},
     "chunks": {"chunk": pl.Int32, "token_start": pl.Int64, "token_end": pl.Int64,
                "char_start": pl.Int64, "char_end": pl.Int64},
+    "timings": {"repeat": pl.Int32, "path": pl.String, "scope": pl.String, "layer": pl.Int32,
+                "stage": pl.String, "ms": pl.Float64},
 }
 TABLES = tuple(SCHEMAS)
+OPTIONAL_TABLES = ("timings",)   # absent from runs saved before they existed: loaded as empty
 
 SUMMARY_KEYS = (
     "model", "n_tokens", "n_chunks", "budget", "selector", "band", "backend", "device",
@@ -57,6 +65,7 @@ class RunResult:
     summary: dict
     document: Optional[str] = None
     extra: dict = field(default_factory=dict)
+    timings: pl.DataFrame = field(default_factory=lambda: empty("timings"))
 
     def __post_init__(self):
         for table in TABLES:
@@ -77,7 +86,8 @@ class RunResult:
     @classmethod
     def load(cls, directory) -> "RunResult":
         directory = Path(directory)
-        frames = {table: pl.read_parquet(directory / f"{table}.parquet") for table in TABLES}
+        frames = {table: pl.read_parquet(directory / f"{table}.parquet") for table in TABLES
+                  if table not in OPTIONAL_TABLES or (directory / f"{table}.parquet").is_file()}
         summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
         document_file = directory / "document.txt"
         document = document_file.read_text(encoding="utf-8") if document_file.is_file() else None
@@ -89,3 +99,8 @@ class RunResult:
             raise ValueError("this result was saved without its document")
         row = self.chunks.filter(pl.col("chunk") == chunk).row(0, named=True)
         return self.document[row["char_start"]:row["char_end"]]
+
+
+def document_hash(text: str) -> str:
+    """sha256 of a document's text: two runs are of the same document when theirs are equal."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,9 +1,20 @@
-"""Intervals that do not stall the GPU: CUDA events there (read once at the end), perf_counter on CPU."""
+"""Timing that a person can trust: intervals that do not stall the GPU (CUDA events there, read once
+at the end; perf_counter on the CPU), per-stage clocks, the spread of repeated measurements and when
+two of them differ, and the number of CPU threads a process computes with.
+"""
 from __future__ import annotations
 
+import os
+import statistics
 import time
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
 
 import torch
+
+from sparsegdn import STAGES
+
+THREADS_VARIABLE = "SPARSEGDN_THREADS"
 
 
 class Interval:
@@ -77,11 +88,94 @@ class StageClock:
         self.spans.setdefault(name, []).append((self._last, now))
         self._last = now
 
-    def totals_ms(self) -> list[dict]:
-        """[{stage, ms, share}] in the order the stages ran; share of the summed stage time."""
+    def totals_ms(self) -> dict[str, float]:
+        """{stage: ms} summed over every span of the stage (the torch backend reports its stages once
+        per slab), in the order of sparsegdn.STAGES, then any other names in the order they ran."""
         def elapsed(start, end):
             return float(start.elapsed_time(end)) if self.cuda else (end - start) * 1e3
 
-        totals = {name: sum(elapsed(a, b) for a, b in spans) for name, spans in self.spans.items()}
-        whole = sum(totals.values()) or 1.0
-        return [{"stage": name, "ms": ms, "share": ms / whole} for name, ms in totals.items()]
+        names = [name for name in STAGES if name in self.spans] + [n for n in self.spans if n not in STAGES]
+        return {name: sum(elapsed(a, b) for a, b in self.spans[name]) for name in names}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Repeated measurements of one quantity: their median and range (min to max), and how many."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> "Spread | None":
+        values = sorted(float(x) for x in samples if x is not None)
+        if not values:
+            return None
+        return cls(statistics.median(values), values[0], values[-1], len(values))
+
+    @classmethod
+    def from_dict(cls, values: Mapping | None) -> "Spread | None":
+        return None if not values else cls(values["median"], values["low"], values["high"], values["n"])
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def overlaps(self, other: "Spread") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`new` against `old`: the change of the median, and whether it is outside the noise, i.e. both
+    were repeated and their ranges do not overlap. A change inside the noise is not a difference."""
+
+    change: float          # new median / old median - 1
+    distinct: bool
+    repeated: bool         # both sides measured more than once
+
+    def describe(self) -> str:
+        if not self.repeated:
+            return f"{self.change:+.1%}, single measurement (no spread)"
+        return f"{self.change:+.1%}" if self.distinct else f"{self.change:+.1%}, within the noise"
+
+
+def difference(new: Spread | None, old: Spread | None) -> Difference | None:
+    if new is None or old is None or old.median <= 0:
+        return None
+    repeated = new.n > 1 and old.n > 1
+    return Difference(new.median / old.median - 1.0, repeated and not new.overlaps(old), repeated)
+
+
+def choose_threads(environ: Mapping[str, str] | None = None, cores: int | None = None) -> tuple[int, str]:
+    """How many threads torch computes with here, and why: SPARSEGDN_THREADS, else OMP_NUM_THREADS,
+    else one less than the cores this process may run on (at least one). Two threads of one matrix
+    product on a 2-core machine wait on each other whenever anything else runs (the server, a
+    browser): one triangular solve took 25-4,100 ms that way and 17-34 ms with one thread."""
+    environ = os.environ if environ is None else environ
+    for name in (THREADS_VARIABLE, "OMP_NUM_THREADS"):
+        raw = environ.get(name, "").strip()
+        if raw:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{name} must be a positive integer, got {raw!r}") from None
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+            return value, f"{name}={value}"
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - 1), f"{cores} core(s) available, one left for the rest of the machine"
+
+
+_threads: dict | None = None
+
+
+def use_threads() -> dict:
+    """Set torch's thread count once per process (see `choose_threads`); {threads, reason}."""
+    global _threads
+    if _threads is None:
+        threads, reason = choose_threads()
+        torch.set_num_threads(threads)
+        _threads = {"threads": threads, "reason": reason}
+    return _threads

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.records import RunResult
+from analysis.records import RunResult, document_hash
 
 DOCUMENT_FILE = "document.txt"
 _KEY = re.compile(r"^[0-9a-f]{8,64}$")
@@ -29,10 +29,6 @@ def is_run_key(value: str) -> bool:
     """Whether `value` has the form run_key makes (lower-case hex): anything else, from a link or a
     folder name, could name a path outside the store's directory and is never looked up."""
     return bool(_KEY.match(value))
-
-
-def document_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def run_key(model: str, text: str, config) -> str:

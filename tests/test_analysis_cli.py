@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,19 @@ from analysis.records import SCHEMAS
 from test_analysis_documents import blank_pdf
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def keep_threads():
+    """The CLI sets torch's thread count for its process (analysis.timing.use_threads): put it back."""
+    import torch
+
+    from analysis import timing
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+    timing._threads = None
 
 
 @pytest.fixture
@@ -32,7 +46,7 @@ def default_token_count(path) -> int:
 def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
     out = tmp_path / "out"
     code = cli.main(["run", "--model", "default", "--doc", str(doc), "--budget", "0.5", "--selector", "uniform",
-                     "--band", "1", "--backend", "torch", "--out", str(out), "--device", "cpu"])
+                     "--band", "1", "--backend", "torch", "--out", str(out), "--device", "cpu", "--repeats", "2"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     for table, schema in SCHEMAS.items():
@@ -40,8 +54,15 @@ def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     n_tokens = default_token_count(doc)
     assert summary["budget"] == 0.5 and summary["selector"] == "uniform" and summary["n_tokens"] == n_tokens
-    assert f"{n_tokens} tokens" in captured.out and "KL" in captured.out
+    assert f"doc.txt: {n_tokens} tokens" in captured.out and "KL" in captured.out
+    assert summary["document"] == "doc.txt" and summary["timing"]["repeats"] == 2
     assert "100.0%" in captured.err          # the progress bar reached the end
+    # Repeated timings with their spread: median [min-max] of each path, and how they were taken.
+    lines = {line[:12].strip(): line[12:] for line in captured.out.splitlines()}
+    assert re.fullmatch(r"dense [\d,.]+ ms \[[\d,.]+-[\d,.]+\] \(torch core\), sparse [\d,.]+ ms \[[\d,.]+-[\d,.]+\]; "
+                        r"sparse/dense [\d.]+x \((within|outside) the noise\)", lines["prefill"]), lines["prefill"]
+    assert re.fullmatch(r"dense [\d,.]+ ms \[.*\], sparse [\d,.]+ ms \[.*\]; sparse/dense .*", lines["GDN core"])
+    assert lines["timing"].startswith("median [min-max] of 2 interleaved repeat(s)") and "warm-up" in lines["timing"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -12,7 +12,7 @@ from sparsegdn import SparseConfig
 from analysis import recorder as recorder_module
 from analysis.errors import ConfigError, DocumentTooLongError, NonFiniteError
 from analysis.pipeline import ProgressUpdate, RunConfig, analyze
-from analysis.records import SCHEMAS, SUMMARY_KEYS, RunResult
+from analysis.records import SCHEMAS, SUMMARY_KEYS, RunResult, document_hash
 from test_analysis_support import tiny_loaded
 
 TEXT = ("The gated delta rule writes each token into a state and decays it. " * 8
@@ -113,20 +113,58 @@ def test_without_dense_comparison_errors_are_null(loaded):
 
 def test_progress_is_reported_per_layer_and_segment(loaded):
     updates: list[ProgressUpdate] = []
-    analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), segment_tokens=256), progress=updates.append)
+    config = RunConfig(SparseConfig(backend="torch"), segment_tokens=256, repeats=2)
+    analyze(loaded, TEXT, config, progress=updates.append)
     n_segments = math.ceil(len(TEXT.encode()) / 256)
-    layer_updates = [u for u in updates if u.stage in ("dense", "sparse")]
+    layer_updates = [u for u in updates if u.stage in ("dense", "sparse") and u.layer is not None]
     assert len(layer_updates) == n_segments * 2 * loaded.n_layers
+    timing_updates = [u for u in updates if u.stage == "timing" and u.layer is not None]
+    assert len(timing_updates) == config.repeats * 2 * n_segments * loaded.n_layers
     assert len([u for u in updates if u.stage == "segment"]) == n_segments
     fractions = [u.fraction for u in updates]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and updates[-1].stage == "done"
+
+
+def test_the_warm_up_is_reported_and_moves_the_progress(loaded):
+    """The warm-up (compilation, first use) is said as such and advances the bar: it never sits at 0."""
+    updates: list[ProgressUpdate] = []
+    analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), repeats=1), progress=updates.append)
+    warm = [u for u in updates if u.stage == "warmup"]
+    assert warm and "warming up" in warm[0].message and "not timed" in warm[0].message
+    first_analysis = next(i for i, u in enumerate(updates) if u.stage in ("dense", "sparse"))
+    assert all(u.stage in ("tokenize", "warmup") for u in updates[:first_analysis])
+    assert 0 < updates[first_analysis - 1].fraction < 1
+
+
+def test_timings_are_repeated_and_summarised_by_their_spread(loaded):
+    result = analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), repeats=3))
+    timings, timing = result.timings, result.summary["timing"]
+    assert sorted(timings.filter(pl.col("scope") == "prefill")["repeat"].to_list()) == [0, 0, 1, 1, 2, 2]
+    assert timings.filter(pl.col("scope") == "core")["layer"].unique().sort().to_list() == loaded.gdn_layers
+    assert timing["repeats"] == 3 and timing["threads"] >= 1 and timing["warm_up"]["tokens"] > 0
+    for name in ("prefill_dense", "prefill_sparse", "core_dense", "core_sparse"):
+        spread = timing[name]
+        assert spread["n"] == 3 and spread["low"] <= spread["median"] <= spread["high"], (name, spread)
+    prefill = timings.filter((pl.col("scope") == "prefill") & (pl.col("path") == "dense"))["ms"]
+    assert result.summary["prefill_ms_dense"] == timing["prefill_dense"]["median"] == prefill.median()
+    per_layer = timings.filter((pl.col("scope") == "core") & (pl.col("path") == "sparse")).group_by("layer").agg(
+        pl.col("ms").median()).sort("layer")
+    assert result.layers.sort("layer")["core_ms_sparse"].to_list() == per_layer["ms"].to_list()
+    stages = timings.filter(pl.col("scope") == "stage")
+    assert set(stages["stage"]) == set(sparsegdn.STAGES) and (stages["path"] == "sparse").all()
+
+
+def test_a_run_names_its_document(loaded):
+    result = analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch"), repeats=1), document_name="notes.md")
+    assert result.summary["document"] == "notes.md"
+    assert result.summary["document_sha256"] == document_hash(TEXT[:300])
 
 
 def test_save_and_load_round_trip(sparse_run, tmp_path):
     sparse_run.save(tmp_path / "run")
     names = sorted(p.name for p in (tmp_path / "run").iterdir())
     assert names == ["chunks.parquet", "document.txt", "events.parquet", "heads.parquet", "layers.parquet",
-                     "summary.json"]
+                     "summary.json", "timings.parquet"]
     back = RunResult.load(tmp_path / "run")
     for table in SCHEMAS:
         assert getattr(back, table).equals(getattr(sparse_run, table)), table
@@ -140,7 +178,7 @@ def test_document_longer_than_the_limit_is_refused(loaded):
 
 
 @pytest.mark.parametrize("bad", [dict(segment_tokens=100), dict(segment_tokens=0), dict(max_tokens=0),
-                                 dict(sparse={"budget": 0.5})])
+                                 dict(sparse={"budget": 0.5}), dict(repeats=0), dict(repeats=21), dict(repeats=2.0)])
 def test_bad_run_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         RunConfig(**bad)
