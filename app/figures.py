@@ -11,6 +11,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from app import tables
+from app.viewstate import VALUE_LABELS
 
 SELECTED_SCALE = [[0.0, "#f1f3f6"], [1.0, "#1f5fbf"]]
 ERROR_SCALE = "Viridis"
@@ -39,6 +40,14 @@ def _layer_rows(fig: go.Figure) -> None:
     """Layers as categories, top to bottom: GDN layer ids skip the attention layers (0,1,2,4,…),
     and a numeric axis would stretch the rows next to each gap."""
     fig.update_yaxes(type="category", autorange="reversed")
+
+
+def _mark_attention_layers(fig: go.Figure, layers: list[int]) -> None:
+    """Grey bands where the attention layers sit between GDN layers: they have no GDN core, so no bar."""
+    for layer in layers:
+        fig.add_vrect(x0=layer - 0.45, x1=layer + 0.45, fillcolor="#e6e6e6", opacity=0.6, line_width=0,
+                      layer="below", annotation_text="attention layer", annotation_position="inside top",
+                      annotation_textangle=-90, annotation_font={"size": 10, "color": "#666666"})
 
 
 def _mark_chunk(fig: go.Figure, chunk: int | None, **where) -> None:
@@ -95,14 +104,14 @@ def event_heatmap(
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.86, 0.14], vertical_spacing=0.03)
     if value == "selected":
         colour = {"colorscale": SELECTED_SCALE if width == 1 else "Blues", "zmin": 0.0, "zmax": 1.0}
-        label, fmt = ("selected" if width == 1 else "share selected"), ".0%"
+        label, fmt = (VALUE_LABELS[value] if width == 1 else "share selected"), ".0%"
     else:
         # Scores and errors are heavy-tailed (a few chunks dwarf the rest): clip the colour range to
         # the 2nd..98th percentile so the bulk stays readable; hover still shows the exact value.
         finite = z[np.isfinite(z)]
         low, high = (np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0))
         colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": float(max(high, low + 1e-12))}
-        label, fmt = value, ".3g"
+        label, fmt = VALUE_LABELS.get(value, value), ".3g"
     fig.add_trace(
         go.Heatmap(
             z=z,
@@ -165,9 +174,12 @@ def allocation_by_head_pair(per_head_pair: pl.DataFrame, layer: int) -> go.Figur
     return _bars_with_even_split(per_head_pair, "head_pair", f"Layer {layer}: events per head pair", "head pair")
 
 
-def allocation_by_layer(per_layer: pl.DataFrame) -> go.Figure:
-    """Bars of events per layer (`tables.events_per_layer`) against the even split."""
-    return _bars_with_even_split(per_layer, "layer", "Events per layer", "layer")
+def allocation_by_layer(per_layer: pl.DataFrame, attention: list[int] = ()) -> go.Figure:
+    """Bars of events per layer (`tables.events_per_layer`) against the even split; `attention`: the
+    attention layers among them, marked (`tables.attention_layers`)."""
+    fig = _bars_with_even_split(per_layer, "layer", "Events per layer", "layer")
+    _mark_attention_layers(fig, list(attention))
+    return fig
 
 
 def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
@@ -197,11 +209,12 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
 def error_heatmap(heads: pl.DataFrame, column: str = "rel_err_o") -> go.Figure:
     """Layer x head pair heatmap of a relative error column of the heads table."""
     layers, head_pairs, z = tables.to_matrix(heads, "layer", "head_pair", column)
+    label = tables.COLUMN_LABELS.get(column, column)
     fig = go.Figure(
-        go.Heatmap(z=z, x=head_pairs, y=layers, colorscale=ERROR_SCALE, colorbar={"title": column},
-                   hovertemplate=f"layer %{{y}}, head pair %{{x}}<br>{column} %{{z:.3g}}<extra></extra>")
+        go.Heatmap(z=z, x=head_pairs, y=layers, colorscale=ERROR_SCALE, colorbar={"title": label.replace(" ", "<br>")},
+                   hovertemplate=f"layer %{{y}}, head pair %{{x}}<br>{label} %{{z:.3g}}<extra></extra>")
     )
-    fig.update_layout(title=f"Relative error versus dense ({column}) per layer and head pair",
+    fig.update_layout(title=f"Relative {label} versus dense, per layer and head pair",
                       xaxis_title="head pair", yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(len(head_pairs)))
@@ -209,14 +222,15 @@ def error_heatmap(heads: pl.DataFrame, column: str = "rel_err_o") -> go.Figure:
     return fig
 
 
-def error_by_layer(layers: pl.DataFrame) -> go.Figure:
-    """Bars of each layer's relative output error versus dense."""
+def error_by_layer(layers: pl.DataFrame, attention: list[int] = ()) -> go.Figure:
+    """Bars of each layer's relative output error versus dense; the attention layers marked."""
     fig = go.Figure(go.Bar(x=layers["layer"].to_list(), y=layers["rel_err_o"].to_list(), marker_color=SPARSE_COLOUR,
-                           hovertemplate="layer %{x}<br>rel_err_o %{y:.3g}<extra></extra>"))
+                           hovertemplate="layer %{x}<br>output error %{y:.3g}<extra></extra>"))
     fig.update_layout(title="Relative output error versus dense, per layer", xaxis_title="layer",
                       yaxis_title="||o_sparse − o_dense|| / ||o_dense||", height=340,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(layers.height))
+    _mark_attention_layers(fig, list(attention))
     return fig
 
 
@@ -228,7 +242,7 @@ def error_along_document(events: pl.DataFrame, layer: int | None = None, max_col
     for (layer_id,), part in frame.group_by("layer", maintain_order=True):
         fig.add_trace(go.Scatter(x=part["chunk_bin"].to_list(), y=part["rel_err_o_mean"].to_list(), mode="lines",
                                  name=f"layer {layer_id}",
-                                 hovertemplate=f"layer {layer_id}<br>chunk %{{x}}<br>mean rel_err_o %{{y:.3g}}<extra></extra>"))
+                                 hovertemplate=f"layer {layer_id}<br>chunk %{{x}}<br>mean output error %{{y:.3g}}<extra></extra>"))
     binned = "" if width == 1 else f" ({width} chunks per point)"
     fig.update_layout(title=f"Output error along the document, mean over head pairs{binned}", xaxis_title="chunk",
                       yaxis_title="relative error", yaxis_type="log", height=380,
@@ -238,17 +252,29 @@ def error_along_document(events: pl.DataFrame, layer: int | None = None, max_col
     return fig
 
 
-def timings_by_layer(layers: pl.DataFrame, device: str) -> go.Figure:
-    """Grouped bars of the GDN-core time per layer, dense against sparse."""
+def timings_by_layer(layers: pl.DataFrame, device: str, ranges: pl.DataFrame | None = None,
+                     attention: list[int] = ()) -> go.Figure:
+    """Grouped bars of the GDN-core time per layer, dense against sparse: the median over the repeats,
+    with their range as error bars when `ranges` (`tables.core_ranges`) has them; `attention`: the
+    attention layers, marked."""
     long = tables.timings_long(layers)
     fig = go.Figure()
+    repeats = 0
     for path, colour in (("dense", DENSE_COLOUR), ("sparse", SPARSE_COLOUR)):
         part = long.filter(pl.col("path") == path)
+        error_y = None
+        if ranges is not None and ranges.height:
+            span = part.join(ranges.filter(pl.col("path") == path), on=["layer", "path"], how="left")
+            repeats = max(repeats, int(span["n"].max() or 0))
+            error_y = {"type": "data", "symmetric": False, "array": (span["high"] - span["median"]).to_list(),
+                       "arrayminus": (span["median"] - span["low"]).to_list(), "color": "#333333", "thickness": 1}
         fig.add_trace(go.Bar(x=part["layer"].to_list(), y=part["core_ms"].to_list(), name=path, marker_color=colour,
-                             hovertemplate=f"{path}<br>layer %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
-    fig.update_layout(title=f"GDN-core time per layer on {device}", xaxis_title="layer", yaxis_title="ms",
+                             error_y=error_y, hovertemplate=f"{path}<br>layer %{{x}}<br>%{{y:.3g}} ms<extra></extra>"))
+    how = f"median of {repeats} repeats, bars show their range" if repeats > 1 else "one measurement"
+    fig.update_layout(title=f"GDN-core time per layer on {device} ({how})", xaxis_title="layer", yaxis_title="ms",
                       barmode="group", height=360, margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(layers.height))
+    _mark_attention_layers(fig, list(attention))
     return fig
 
 
@@ -279,19 +305,27 @@ def stage_breakdown(stages: pl.DataFrame, device: str) -> go.Figure:
 
 
 def timing_history(history: pl.DataFrame) -> go.Figure:
-    """The session's runs: whole-prefill time dense and sparse, one group per run."""
+    """The session's runs measured here: whole-prefill time dense and sparse, one group per run; error
+    bars from the columns `<column>_low` / `<column>_high` where they are given (repeated runs)."""
     fig = go.Figure()
     labels = history["label"].to_list()
     for column, name, colour in (("prefill_ms_dense", "dense", DENSE_COLOUR), ("prefill_ms_sparse", "sparse", SPARSE_COLOUR)):
-        fig.add_trace(go.Bar(x=labels, y=history[column].to_list(), name=name, marker_color=colour,
+        error_y = None
+        if f"{column}_low" in history.columns:
+            middle = history[column].fill_null(0)
+            error_y = {"type": "data", "symmetric": False, "color": "#333333", "thickness": 1,
+                       "array": (history[f"{column}_high"].fill_null(middle) - middle).to_list(),
+                       "arrayminus": (middle - history[f"{column}_low"].fill_null(middle)).to_list()}
+        fig.add_trace(go.Bar(x=labels, y=history[column].to_list(), name=name, marker_color=colour, error_y=error_y,
                              hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} ms<extra></extra>"))
     fig.update_layout(title="This session's runs: whole prefill", yaxis_title="ms", barmode="group", height=340,
                       margin={"l": 60, "r": 20, "t": 50, "b": 80})
     return fig
 
 
-def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[str, str], y_title: str) -> go.Figure:
-    """Grouped bars of one per-layer column for two runs of the same document."""
+def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[str, str], y_title: str,
+                   attention: list[int] = ()) -> go.Figure:
+    """Grouped bars of one per-layer column for two runs of the same document; the attention layers marked."""
     fig = go.Figure()
     for frame, label, colour in ((a, labels[0], SPARSE_COLOUR), (b, labels[1], OTHER_COLOUR)):
         fig.add_trace(go.Bar(x=frame["layer"].to_list(), y=frame[column].to_list(), name=label, marker_color=colour))
@@ -299,6 +333,7 @@ def compare_layers(a: pl.DataFrame, b: pl.DataFrame, column: str, labels: tuple[
                       barmode="group",
                       height=340, margin={"l": 60, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25})
     fig.update_xaxes(**_integer_ticks(a.height))
+    _mark_attention_layers(fig, list(attention))
     return fig
 
 
@@ -339,4 +374,29 @@ def perplexity_change(change: pl.DataFrame, band: int) -> go.Figure:
                                  hovertemplate="budget %{x}<br>%{y:+.2f}%<extra>" + f"{selector} · {source}</extra>"))
     fig.update_layout(title=f"Held-out perplexity change against dense (band {band})", xaxis_title="budget",
                       yaxis_title="% change (lower is better)", height=380, margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def scores_kept_and_skipped(events: pl.DataFrame, layer: int, chunk: int | None = None) -> go.Figure:
+    """One layer's event scores, kept against skipped (log scale), with `chunk`'s events marked: the
+    selector keeps the highest scores of the layer until the budget is spent."""
+    frame = events.filter(pl.col("layer") == layer)
+    floor = max(float(frame["score"].filter(frame["score"] > 0).min() or 1e-12), 1e-12)
+    fig = go.Figure()
+    for kept, name, colour in ((True, "kept", SPARSE_COLOUR), (False, "skipped", DENSE_COLOUR)):
+        part = frame.filter(pl.col("selected") == kept)
+        fig.add_trace(go.Box(x=part["score"].clip(lower_bound=floor).to_list(), name=name, marker_color=colour,
+                             boxpoints="all", jitter=0.5, pointpos=0, orientation="h",
+                             hovertemplate=f"{name}<br>score %{{x:.3g}}<extra></extra>"))
+    if chunk is not None:
+        here = frame.filter(pl.col("chunk") == chunk)
+        fig.add_trace(go.Scatter(x=here["score"].clip(lower_bound=floor).to_list(),
+                                 y=["kept" if s else "skipped" for s in here["selected"].to_list()],
+                                 mode="markers", name=f"chunk {chunk}",
+                                 marker={"symbol": "diamond", "size": 12, "color": "#d62728",
+                                         "line": {"width": 1, "color": "white"}},
+                                 hovertemplate=f"chunk {chunk}<br>score %{{x:.3g}}<extra></extra>"))
+    fig.update_layout(title=f"Layer {layer}: selector scores of the kept and the skipped events",
+                      xaxis_title="selector score (log scale)", xaxis_type="log", height=320, showlegend=True,
+                      margin={"l": 80, "r": 20, "t": 50, "b": 40})
     return fig

@@ -120,6 +120,7 @@ def examples() -> list[str]:
 class Document:
     name: str
     text: str
+    origin: str = "sample"   # "sample", "upload" or "paste": where the run page took it from
 
     @property
     def hash(self) -> str:
@@ -137,6 +138,7 @@ class HistoryEntry:
     config: RunConfig | None = None  # None for a saved run whose configuration this version cannot read
     seconds: float | None = None
     when: float = field(default_factory=time.time)
+    document_hash: str | None = None  # sha256 of the document's text; None when the run kept neither
 
 
 def init() -> None:
@@ -152,13 +154,19 @@ def init() -> None:
     if view.run:
         stored = run_store().get(view.run)
         if stored is not None:
-            _open(stored, "saved", label=_label(stored.result.summary))
+            _open(stored, "saved", label=_label(stored.result.summary, document_of(stored)[0]))
     example = view.example or settings().demo
     if state["current"] is None and example:
         if example == "1" and examples():
             example = examples()[0]
         if example in examples():
             open_example(example)
+
+
+def opens_on_result() -> bool:
+    """Whether this session opened on a result (demo mode, or a link naming a run or an example)."""
+    entry = current()
+    return entry is not None and entry.source in ("example", "saved")
 
 
 def view() -> viewstate.View:
@@ -212,11 +220,25 @@ def set_document(doc: Document | None) -> None:
     st.session_state["document"] = doc
 
 
-def _label(summary: dict) -> str:
+def _label(summary: dict, document_name: str = "") -> str:
+    document = document_name or summary.get("document")
     return (
-        f"{summary.get('selector', '?')} ρ={summary.get('budget', '?')} band {summary.get('band', '?')}"
+        (f"{document}: " if document else "")
+        + f"{summary.get('selector', '?')} ρ={summary.get('budget', '?')} band {summary.get('band', '?')}"
         f" · {summary.get('n_tokens', '?')} tokens"
     )
+
+
+def document_of(stored: runs.StoredRun) -> tuple[str, str | None]:
+    """The name and text hash of the document a run ran on: its summary's (runs made since the summary
+    names them), else a prepared example's sample, else "document" and the hash of its kept text."""
+    summary = stored.result.summary
+    name = summary.get("document")
+    if not name and stored.key.startswith(EXAMPLE_PREFIX):
+        example = stored.key[len(EXAMPLE_PREFIX):]
+        name = next((s.name for s in samples() if s.example == example), None)
+    digest = summary.get("document_sha256") or (runs.document_hash(stored.text) if stored.text else None)
+    return name or "document", digest
 
 
 def _saved_config(summary: dict) -> RunConfig | None:
@@ -226,17 +248,18 @@ def _saved_config(summary: dict) -> RunConfig | None:
         return None
 
 
-def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None = None,
-          document_name: str = "") -> HistoryEntry:
+def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None = None) -> HistoryEntry:
     summary = stored.result.summary
+    document_name, document_hash = document_of(stored)
     entry = HistoryEntry(
         key=stored.key,
         label=label,
         source=source,
-        document=document_name or summary.get("document", "") or "document",
+        document=document_name,
         model=str(summary.get("model", "")),
         config=_saved_config(summary),
         seconds=seconds,
+        document_hash=document_hash,
     )
     st.session_state["current"] = entry
     history().append(entry)
@@ -248,7 +271,7 @@ def _open(stored: runs.StoredRun, source: str, label: str, seconds: float | None
 
 def open_example(name: str) -> HistoryEntry:
     stored = load_example(name)
-    return _open(stored, "example", label=f"example {name}: {_label(stored.result.summary)}", document_name=name)
+    return _open(stored, "example", label=f"example {name} · {_label(stored.result.summary, document_of(stored)[0])}")
 
 
 def open_entry(entry: HistoryEntry) -> None:
@@ -283,7 +306,7 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
                                         "Waiting for another session's run to finish (one run at a time)…"))
             lock.acquire()
         try:
-            return analyze(loaded, doc.text, config, progress=progress), doc.text
+            return analyze(loaded, doc.text, config, progress=progress, document_name=doc.name), doc.text
         finally:
             lock.release()
 
@@ -301,9 +324,9 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
             ) from error
         raise
     seconds = time.perf_counter() - started
-    label = f"{doc.name}: {_label(stored.result.summary)}"
-    entry = HistoryEntry(key=key, label=label, source="cached" if cached else "computed", document=doc.name,
-                         model=loaded.name, spec=spec, config=config, seconds=seconds)
+    entry = HistoryEntry(key=key, label=_label(stored.result.summary, doc.name), source="cached" if cached else "computed",
+                         document=doc.name, model=loaded.name, spec=spec, config=config, seconds=seconds,
+                         document_hash=doc.hash)
     history().append(entry)
     if make_current:
         st.session_state["current"] = entry

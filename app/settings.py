@@ -1,6 +1,6 @@
 """App settings: defaults here, overridden by SPARSEGDN_* environment variables.
 
-Server-level settings (address, port, upload size) live in .streamlit/config.toml;
+Server-level settings (address, port, upload size) live in app/.streamlit/config.toml;
 `max_upload_mb` here must not exceed `server.maxUploadSize` there (the server
 rejects bigger files before the app sees them).
 """

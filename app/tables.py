@@ -11,6 +11,28 @@ import math
 import numpy as np
 import polars as pl
 
+from analysis.timing import Spread
+
+# What a person reads for each record column (docs: analysis/README.md); tables on screen use these.
+COLUMN_LABELS = {
+    "layer": "layer", "head_pair": "head pair", "chunk": "chunk", "selected": "kept",
+    "score": "selector score", "rel_err_o": "output error", "rel_err_state": "final-state error",
+    "events_selected": "events kept", "fewest": "fewest events", "most": "most events",
+    "variation": "variation (std / mean)", "core_ms_dense": "GDN core, dense (ms)",
+    "core_ms_sparse": "GDN core, sparse (ms)", "n_tokens": "tokens", "prefill_ms_dense": "prefill, dense (ms)",
+    "prefill_ms_sparse": "prefill, sparse (ms)", "wall_s": "wall time (s)", "repeats": "timing repeats",
+    "label": "run", "source": "source", "device": "device", "timing": "how timed",
+    "T": "tokens", "budget": "budget", "band": "band", "selector": "selector", "design": "design",
+    "api_ms": "public call (ms)", "sparsegdn_ms": "kernels only (ms)", "fla_ms": "FLA (ms)",
+    "flashqla_ms": "FlashQLA (ms)", "public_vs_fla": "FLA / public call", "public_vs_flashqla": "FlashQLA / public call",
+    "kernels_vs_fla": "FLA / kernels only", "peak_mem_mb": "peak extra MB", "fla_peak_mem_mb": "FLA peak extra MB",
+    "tokens": "tokens", "core": "GDN core", "error": "error", "prefill_ms_median": "prefill (ms, median)",
+    "core_ms_median": "GDN core (ms, median)", "prefill_vs_dense": "prefill vs dense", "core_vs_dense": "core vs dense",
+    "peak_mem_gib": "peak GiB", "family": "inputs", "seeds": "seeds", "config": "configuration", "length": "tokens",
+    "accuracy": "accuracy", "samples": "samples",
+}
+SIGNIFICANT_DIGITS = 4
+
 
 def bin_width(n_chunks: int, max_columns: int) -> int:
     """Chunks per column so that at most `max_columns` columns cover `n_chunks` chunks."""
@@ -179,3 +201,94 @@ def find_chunks(text: str, chunks: pl.DataFrame, query: str, limit: int = 50) ->
             found.append(chunk)
         position = lowered.find(query, position + 1)
     return found
+
+
+def readable(frame: pl.DataFrame) -> pl.DataFrame:
+    """A table as a person reads it: the column names of COLUMN_LABELS and floats to 4 significant
+    digits (times in ms to 0.1 ms). Columns without a label keep their name."""
+    rounded = []
+    for name, dtype in frame.schema.items():
+        column = pl.col(name)
+        if dtype.is_float():
+            column = column.round(1) if name.endswith("_ms") or "_ms_" in name else column.round_sig_figs(SIGNIFICANT_DIGITS)
+        rounded.append(column.alias(COLUMN_LABELS.get(name, name)))
+    return frame.select(rounded)
+
+
+def timing_spreads(result) -> dict[str, Spread]:
+    """The spreads a run's summary recorded ("prefill_dense", "core_sparse", ...); none for a run
+    recorded before timings were repeated."""
+    timing = result.summary.get("timing") or {}
+    return {name: Spread.from_dict(value) for name, value in timing.items()
+            if name.startswith(("prefill_", "core_")) and isinstance(value, dict)}
+
+
+def core_ranges(timings: pl.DataFrame) -> pl.DataFrame:
+    """Per layer and path: the median, min and max of the GDN core's time over the repeats."""
+    return (timings.filter(pl.col("scope") == "core").group_by("layer", "path")
+            .agg(pl.col("ms").median().alias("median"), pl.col("ms").min().alias("low"),
+                 pl.col("ms").max().alias("high"), pl.len().alias("n"))
+            .sort("layer", "path"))
+
+
+def attention_layers(gdn_layers: list[int], n_layers: int | None = None) -> list[int]:
+    """The layers between (and, given n_layers, after) the GDN layers: attention layers, which have no
+    GDN core and so no events, errors or core times."""
+    if not gdn_layers:
+        return []
+    last = (n_layers - 1) if n_layers else max(gdn_layers)
+    present = set(gdn_layers)
+    return [layer for layer in range(last + 1) if layer not in present]
+
+
+def needle_chunk(text: str, chunks: pl.DataFrame, needle: str) -> int | None:
+    """The first chunk whose text holds `needle` (case-insensitive), or None."""
+    found = find_chunks(text, chunks, needle, limit=1) if text else []
+    return found[0] if found else None
+
+
+def chunk_in_layer(events: pl.DataFrame, layer: int, chunk: int) -> dict:
+    """How one chunk fared in one layer: head pairs that kept it, of how many, and the rank of its best
+    score among the layer's events (1 = the highest)."""
+    in_layer = events.filter(pl.col("layer") == layer)
+    here = in_layer.filter(pl.col("chunk") == chunk)
+    best = float(here["score"].max())
+    return {"layer": layer, "chunk": chunk, "kept": int(here["selected"].sum()), "head_pairs": here.height,
+            "best_score": best, "rank": int((in_layer["score"] > best).sum()) + 1, "events": in_layer.height,
+            "kept_in_layer": int(in_layer["selected"].sum())}
+
+
+def layer_keeping_most(events: pl.DataFrame, chunk: int) -> int:
+    """The layer in which most head pairs kept `chunk` (the first such layer)."""
+    kept = (events.filter(pl.col("chunk") == chunk).group_by("layer").agg(pl.col("selected").sum())
+            .sort(["selected", "layer"], descending=[True, False]))
+    return int(kept["layer"][0])
+
+
+def history_row(result, label: str, source: str, seconds: float | None) -> dict:
+    """One run of the session as the Timings page lists it: prefill medians and ranges, how timed."""
+    summary = result.summary
+    spreads = timing_spreads(result)
+    row = {"label": label, "source": source, "device": summary.get("device_name") or summary.get("device"),
+           "n_tokens": summary.get("n_tokens"),
+           "timing": f"median of {summary['timing']['repeats']}" if summary.get("timing") else "one measurement"}
+    for path in ("dense", "sparse"):
+        spread = spreads.get(f"prefill_{path}")
+        row[f"prefill_ms_{path}"] = spread.median if spread else summary.get(f"prefill_ms_{path}")
+        row[f"prefill_ms_{path}_low"] = spread.low if spread else None
+        row[f"prefill_ms_{path}_high"] = spread.high if spread else None
+    row["wall_s"] = seconds
+    return row
+
+
+def core_implementation(summary: dict) -> str:
+    """Which code ran the GDN cores of a run, in words."""
+    if summary.get("backend") == "triton":
+        sparse = "SparseGDN's Triton kernels"
+    elif summary.get("timing"):
+        sparse = ("SparseGDN's torch path (sparsegdn/event_forward.py: a skipped event costs no recurrence step)")
+    else:
+        return "This run was recorded by an earlier version, whose CPU path was the chunked reference."
+    dense = {"fla": "FLA's kernels", "torch": "the same torch path with every event and the exact solve (band 3), "
+             "so dense and sparse differ only by what is skipped"}.get(summary.get("dense_backend"), "—")
+    return f"Sparse core: {sparse}. Dense core: {dense}."

@@ -1,7 +1,8 @@
 """The view state that a link carries: which run, layer, chunk and chunk window are shown.
 
 The page itself is the URL path (st.navigation); the rest is the query string, e.g.
-`/events?run=3f2a…&layer=5&chunk=120&from=96&to=160&value=score`. Parsing is forgiving:
+`/events?run=3f2a…&layer=5&chunk=120&from=96&to=160&value=score`; `teach=1` turns teaching mode on
+and `step=N` is the guided tour's step. Parsing is forgiving:
 a link that names something this server no longer has opens the default view, never fails.
 """
 from __future__ import annotations
@@ -12,7 +13,9 @@ from dataclasses import asdict, dataclass, replace
 
 from app.runs import is_run_key
 
-VALUES = ("selected", "score", "rel_err_o")
+# What the events heatmap can colour by, and the words the control and the figure use for each.
+VALUE_LABELS = {"selected": "selected", "score": "selector score", "rel_err_o": "output error"}
+VALUES = tuple(VALUE_LABELS)
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,79}$")  # a folder name, never "." or ".."
 
 
@@ -26,6 +29,8 @@ class View:
     window_start: int | None = None  # chunk window [start, end) of the per-layer heatmap
     window_end: int | None = None
     value: str = "selected"
+    teach: bool = False  # teaching mode: a plain-language note beside each view
+    step: int | None = None  # the guided tour's step (0 = the first)
 
     def with_(self, **changes) -> "View":
         return replace(self, **changes)
@@ -69,6 +74,8 @@ def parse_view(params: Mapping[str, object]) -> View:
         window_start=_int(raw.get("from", "")),
         window_end=_int(raw.get("to", "")),
         value=value if value in VALUES else "selected",
+        teach=raw.get("teach", "") == "1",
+        step=_int(raw.get("step", "")),
     )
     if view.window_start is not None and view.window_end is not None and view.window_end <= view.window_start:
         view = view.with_(window_start=None, window_end=None)
@@ -79,9 +86,9 @@ def view_to_params(view: View) -> dict[str, str]:
     """Query parameters for a View; defaults are left out so links stay short."""
     params: dict[str, str] = {}
     for name, value in asdict(view).items():
-        if value is None or (name == "value" and value == "selected"):
+        if value is None or value is False or (name == "value" and value == "selected"):
             continue
-        params[_PARAM_NAMES.get(name, name)] = str(value)
+        params[_PARAM_NAMES.get(name, name)] = "1" if value is True else str(value)
     return params
 
 

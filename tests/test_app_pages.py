@@ -85,7 +85,7 @@ def test_demo_mode_opens_on_the_example_without_a_model(examples, no_model):
     ("views/events.py", ["Events selected, all layers", "Layer 0: selected"]),
     ("views/budget.py", ["Layer 0: events per head pair", "Events per layer", "relative to an even split"]),
     ("views/error.py", ["per layer", "per layer and head pair", "along the document"]),
-    ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu", "session's runs"]),
+    ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu"]),
     ("views/results.py", ["over SparseGDN's", "perplexity change against dense"]),
 ])
 def test_each_view_draws_its_figures(examples, no_model, page, expected):
@@ -119,7 +119,7 @@ def test_a_link_reopens_the_same_view(examples, no_model):
     at = start(example="demo", layer="1", chunk="30", value="rel_err_o")
     assert at.selectbox(key="layer_pick").value == 1
     assert at.number_input(key="chunk_input").value == 30
-    assert any(t.startswith("Layer 1: rel_err_o") for t in titles(at))
+    assert any(t.startswith("Layer 1: output error per head pair") for t in titles(at))   # the control's words
     assert dict(at.query_params) == {"example": "demo", "layer": "1", "chunk": "30", "value": "rel_err_o"}
 
 
@@ -174,7 +174,7 @@ def test_events_view_at_128k_tokens_bins_overviews_and_zooms_on_demand(tmp_path,
     assert array(layer["data"][0]["z"]).shape == (32, 1024)
     payload = sum(len(chart.proto.spec) for chart in at.get("plotly_chart"))
     assert payload < 3_000_000, f"{payload / 1e6:.1f} MB of figures per view is too much for a browser"
-    zoom = next(b for b in at.button if b.label.startswith("Full resolution around chunk 1500"))
+    zoom = next(b for b in at.button if b.label.startswith("Zoom to chunks 1372–1627, around chunk 1500"))
     zoom.click().run()
     assert not at.exception
     layer = charts(at)[1]

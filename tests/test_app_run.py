@@ -27,7 +27,7 @@ def upload(at: AppTest, name: str, data: bytes, mime: str = "text/plain") -> App
 
 def run(at: AppTest, budget: float = 0.29) -> AppTest:
     at.slider(key="budget").set_value(budget)
-    at.form_submit_button[0].click().run()
+    at.button(key="run_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -76,7 +76,7 @@ def test_too_large_and_too_long_documents_are_refused(fresh, monkeypatch):
     upload(at, "long.txt", TEXT.encode())
     assert any("at most 10." in e.value and "SPARSEGDN_MAX_TOKENS" in e.value for e in at.error), \
         [e.value for e in at.error]
-    assert at.form_submit_button[0].disabled
+    assert at.button(key="run_button").disabled
     assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
 
 
@@ -93,7 +93,7 @@ def test_a_document_longer_than_the_model_maximum_is_refused(fresh, monkeypatch)
                         lambda spec, device: dataclasses.replace(real(spec, device), max_tokens=12))
     upload(at, "long.txt", TEXT.encode())
     assert any("at most 12." in e.value and "long.txt" in e.value for e in at.error), [e.value for e in at.error]
-    assert at.form_submit_button[0].disabled
+    assert at.button(key="run_button").disabled
     assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
     assert at.session_state["current"].document == "good.txt"
 
@@ -120,7 +120,7 @@ def test_compare_runs_configuration_b_on_the_same_document(fresh):
     at.run()
     at.slider(key="compare_budget").set_value(0.6)
     at.selectbox(key="compare_selector").set_value("uniform")
-    next(b for b in at.form_submit_button if b.label == "Run B on the same document").click().run()
+    next(b for b in at.form_submit_button if b.label == "Run B on harbour.txt").click().run()
     assert not at.exception, [e.value for e in at.exception]
     subheaders = [h.value for h in at.subheader]
     assert any(h.startswith("A: score, ρ=0.29, band 1") for h in subheaders), subheaders

@@ -19,7 +19,7 @@ HOME = str(REPO / "app" / "Home.py")
 
 
 def test_the_server_listens_on_localhost_and_caps_uploads():
-    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    config = tomllib.loads((REPO / "app" / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["address"] == "127.0.0.1"
     # The server refuses bigger files before the app sees them: its cap must not undercut the app's.
     assert config["server"]["maxUploadSize"] >= app_settings.Settings.max_upload_mb

@@ -16,7 +16,7 @@ def session_run(text: str, name: str, budget: float = 0.29) -> AppTest:
     at.radio(key="doc_source").set_value("Paste").run()
     at.text_area(key="doc_paste").set_value(text).run()
     at.slider(key="budget").set_value(budget)
-    at.form_submit_button[0].click().run()
+    at.button(key="run_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -100,7 +100,7 @@ def test_twenty_runs_in_one_process_do_not_grow_memory(fresh, monkeypatch):
     measured = {"before": rss_mb()}  # model loaded and tokens counted, no run yet
     for i, budget in enumerate(budgets):
         at.slider(key="budget").set_value(budget)
-        at.form_submit_button[0].click().run()
+        at.button(key="run_button").click().run()
         assert not at.exception, [e.value for e in at.exception]
         assert any(s.value.startswith("Run finished") for s in at.success), (budget, [e.value for e in at.error])
         if i in (4, 19):  # after warm-up (model, allocator, caches full), and at the end

@@ -5,6 +5,7 @@ from app import figures, session, tables
 from app.views import common
 
 st.title("Budget allocation")
+common.explain("budget")
 stored = common.require_run()
 common.run_caption(stored)
 heads = stored.result.heads
@@ -21,8 +22,11 @@ layer = st.selectbox("Layer", layers, key="budget_layer",
 left, right = st.columns(2)
 left.plotly_chart(figures.allocation_by_head_pair(tables.events_per_head_pair(heads, layer), layer),
                   key="alloc_heads")
-right.plotly_chart(figures.allocation_by_layer(tables.events_per_layer(heads)), key="alloc_layers")
+summary = stored.result.summary
+attention = tables.attention_layers(summary.get("gdn_layers") or layers, summary.get("n_layers"))
+right.plotly_chart(figures.allocation_by_layer(tables.events_per_layer(heads), attention), key="alloc_layers")
+common.attention_caption(attention)
 st.plotly_chart(figures.allocation_heatmap(heads), key="alloc_heatmap")
 st.caption("Spread of events over head pairs, per layer (variation = standard deviation / mean).")
-st.dataframe(tables.allocation_spread(heads), hide_index=True)
+st.dataframe(tables.readable(tables.allocation_spread(heads)), hide_index=True)
 session.sync_url()

@@ -1,11 +1,14 @@
-"""Parts every page shares: the sidebar, the 'no run yet' guard, the summary line."""
+"""Parts every page shares: the sidebar, the 'no run yet' guard, the summary line, the SparseGDN
+controls, the teaching notes, and how a timing and its spread are shown."""
 from __future__ import annotations
 
 import datetime
+import time
 
 import streamlit as st
 
-from app import session
+from analysis.timing import Spread, difference
+from app import choices, session, tables, teaching
 from sparsegdn import OPTIONS, SparseConfig
 
 SOURCE_BADGES = {
@@ -18,49 +21,79 @@ SOURCE_BADGES = {
 
 def sidebar() -> None:
     with st.sidebar:
+        st.toggle("Teaching mode", value=session.view().teach, key="teaching_toggle", on_change=_on_teaching,
+                  help="A short plain-language note beside each view, and the guided tour.")
         # The page runs after the sidebar is drawn: a run it finishes refills this slot (show_current_run).
         st.session_state["_current_run_slot"] = st.empty()
         show_current_run()
         entries = session.history()
         if len(entries) > 1:
             labels = [f"{i + 1}. {e.label} ({e.source})" for i, e in enumerate(entries)]
-            chosen = st.selectbox("This session's runs", range(len(entries)), index=len(entries) - 1,
-                                  format_func=lambda i: labels[i], key="history_pick")
-            if entries[chosen] is not session.current() and st.button("Show this run", key="history_show"):
-                try:
-                    session.open_entry(entries[chosen])
-                    st.rerun()
-                except LookupError as error:
-                    st.warning(str(error))
+            # The picker shows the current run, whichever way it became current.
+            st.session_state["history_pick"] = _current_index(entries)
+            st.selectbox("This session's runs", range(len(entries)), format_func=lambda i: labels[i],
+                         key="history_pick", on_change=_on_history_pick)
+            if (problem := st.session_state.pop("_history_problem", None)) is not None:
+                st.warning(problem)
         names = session.examples()
         if names:
             st.caption("Prepared examples (open instantly)")
             for name in names:
-                if st.button(f"Open example: {name}", key=f"example_{name}"):
-                    session.open_example(name)
-                    st.rerun()
+                st.button(f"Open example: {name}", key=f"example_{name}", on_click=open_example, args=(name,))
+
+
+def _current_index(entries) -> int:
+    current = session.current()
+    return next((i for i in range(len(entries) - 1, -1, -1) if entries[i] is current), len(entries) - 1)
+
+
+def _on_history_pick() -> None:
+    entries = session.history()
+    try:
+        session.open_entry(entries[st.session_state["history_pick"]])
+    except LookupError as error:
+        st.session_state["_history_problem"] = str(error)
+
+
+def _on_teaching() -> None:
+    session.set_view(teach=bool(st.session_state["teaching_toggle"]))
+
+
+def open_example(name: str) -> None:
+    """Open a prepared example and put its document in the Document panel, as if chosen there."""
+    session.open_example(name)
+    sample = next((s for s in session.samples() if s.example == name), None)
+    if sample is not None:
+        choices.update(source="Bundled sample", sample=sample.name)
+        session.set_document(session.Document(sample.name, sample.read(), origin="sample"))
+
+
+def explain(page: str) -> None:
+    """The page's plain-language note, when teaching mode is on."""
+    if session.view().teach:
+        st.info(teaching.NOTES[page], icon=":material/school:")
 
 
 def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefix: str = "",
                     columns: int = 3) -> SparseConfig:
     """One widget per SparseGDN option (sparsegdn.OPTIONS), laid out in `columns` columns; their values
-    as a SparseConfig. Keys are `key_prefix + option name`; the widgets offer only allowed values."""
+    as a SparseConfig. Keys are `key_prefix + option name`; a widget without a value yet starts at its
+    default; the widgets offer only allowed values."""
     slots = st.columns(columns)
     values = {}
     for index, option in enumerate(OPTIONS):
-        slot, default = slots[index % columns], getattr(defaults, option.name)
-        label, key = f"{label_prefix}{option.label}", key_prefix + option.name
-        if option.choices and isinstance(default, str):
-            values[option.name] = slot.selectbox(label, option.choices, index=option.choices.index(default),
-                                                 key=key, help=option.help)
+        slot, key = slots[index % columns], key_prefix + option.name
+        label = f"{label_prefix}{option.label}"
+        st.session_state.setdefault(key, getattr(defaults, option.name))
+        if option.choices and isinstance(getattr(defaults, option.name), str):
+            values[option.name] = slot.selectbox(label, option.choices, key=key, help=option.help)
         elif option.choices:
-            values[option.name] = slot.select_slider(label, options=option.choices, value=default, key=key,
-                                                     help=option.help)
+            values[option.name] = slot.select_slider(label, options=option.choices, key=key, help=option.help)
         elif option.high is not None:   # a fraction: from one step above the open lower bound
-            values[option.name] = slot.slider(label, option.low + option.step, option.high, default, option.step,
+            values[option.name] = slot.slider(label, option.low + option.step, option.high, step=option.step,
                                               key=key, help=option.help)
         else:
-            values[option.name] = slot.number_input(label, min_value=int(option.low), value=default, step=1, key=key,
+            values[option.name] = slot.number_input(label, min_value=int(option.low), step=1, key=key,
                                                     help=option.help)
     return SparseConfig(**values)
 
@@ -71,13 +104,16 @@ def show_current_run() -> None:
     if slot is None:
         return
     entry = session.current()
+    document = session.document()
     with slot.container():
         st.caption("Current run")
         if entry is None:
             st.write("none yet")
         else:
             st.write(f"**{entry.label}**")
-            st.caption(SOURCE_BADGES.get(entry.source, entry.source))
+            st.caption(f"{SOURCE_BADGES.get(entry.source, entry.source)} · document **{entry.document}**")
+        if document is not None and (entry is None or entry.document_hash != document.hash):
+            st.caption(f"Next run: **{document.name}** (chosen on Model and document)")
 
 
 def require_run():
@@ -98,12 +134,13 @@ def run_caption(stored) -> None:
     summary = stored.result.summary
     entry = session.current()
     source = SOURCE_BADGES.get(entry.source, entry.source) if entry else ""
+    document = entry.document if entry else session.document_of(stored)[0]
     created = summary.get("created")
     if isinstance(created, (int, float)):
         created = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="seconds")
     weights = " · **random weights**" if summary.get("random_weights") else ""
     st.caption(
-        f"{summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
+        f"**{document}** · {summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
         f"{summary.get('n_chunks', '?')} chunks · budget {summary.get('budget')} · selector "
         f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
         f"device {device_label(summary)} · {source}" + (f" · created {created}" if created else "")
@@ -111,7 +148,45 @@ def run_caption(stored) -> None:
 
 
 def ms(value, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:.{digits}f} ms"
+    return "—" if value is None else f"{value:,.{digits}f} ms"
+
+
+def spread_help(spread: Spread | None) -> str:
+    if spread is None:
+        return "One measurement: this run was recorded before timings were repeated, so it has no spread."
+    if spread.n < 2:
+        return "One measurement (1 repeat): no spread."
+    return f"Median of {spread.n} repeats; range {spread.low:,.1f}–{spread.high:,.1f} ms."
+
+
+def timing_metric(slot, label: str, new: Spread | None, old: Spread | None = None, *, median=None,
+                  old_median=None, digits: int = 1) -> None:
+    """A timing, its range, and its change against `old`: coloured only when the ranges of two repeated
+    measurements do not overlap; inside the noise, or unrepeated, the change is said in words beneath."""
+    new = new or (Spread(median, median, median, 0) if median is not None else None)
+    old = old or (Spread(old_median, old_median, old_median, 0) if old_median is not None else None)
+    change = difference(new, old)
+    delta = f"{change.change:+.1%}" if change is not None and change.distinct else None
+    slot.metric(label, ms(new.median if new else None, digits), delta, delta_color="inverse",
+                help=spread_help(new if new and new.n else None))
+    if new is not None and new.n >= 2:
+        slot.caption(f"range {new.low:,.{digits}f}–{new.high:,.{digits}f} ms, {new.n} repeats")
+    if change is not None and not change.distinct:
+        slot.caption(change.describe().replace("within the noise", "within the noise: no difference shown"))
+
+
+def prefill_metric(slot, result) -> None:
+    """The whole sparse prefill against the dense one, as timing_metric shows it."""
+    spreads = tables.timing_spreads(result)
+    timing_metric(slot, "Prefill, sparse", spreads.get("prefill_sparse"), spreads.get("prefill_dense"),
+                  median=result.summary.get("prefill_ms_sparse"), old_median=result.summary.get("prefill_ms_dense"))
+
+
+def attention_caption(attention: list[int]) -> None:
+    if attention:
+        names = ", ".join(str(layer) for layer in attention)
+        st.caption(f"Layer{'s' if len(attention) > 1 else ''} {names}: attention, not Gated DeltaNet: no GDN core, "
+                   "so no events, errors or core times there (the grey bands).")
 
 
 def device_label(summary: dict) -> str:
@@ -125,3 +200,30 @@ def percent_change(new, old) -> str | None:
     if new is None or old in (None, 0):
         return None
     return f"{100.0 * (new - old) / old:+.2f}%"
+
+
+class ProgressLog:
+    """The phases of a run as they were reported (warm-up, analysis, timing), with their wall time."""
+
+    def __init__(self):
+        self.phases: list[list] = []   # [stage, first message, started, ended]
+
+    def __call__(self, update) -> None:
+        now = time.perf_counter()
+        phase = {"dense": "analysis", "sparse": "analysis", "segment": "analysis"}.get(update.stage, update.stage)
+        if phase in ("tokenize", "done", "waiting"):
+            return
+        if self.phases and self.phases[-1][0] == phase:
+            self.phases[-1][3] = now
+        else:
+            if self.phases:
+                self.phases[-1][3] = now
+            self.phases.append([phase, update.message, now, now])
+
+    def show(self) -> None:
+        names = {"warmup": "warm-up (not timed)", "analysis": "analysis (events, errors; not timed)",
+                 "timing": "timing repeats"}
+        lines = [f"- {names.get(p[0], p[0])}: {p[3] - p[2]:.1f} s" + (f" — {p[1]}" if p[0] == "warmup" else "")
+                 for p in self.phases]
+        with st.expander("How this run went", expanded=False):
+            st.markdown("\n".join(lines))

@@ -5,6 +5,7 @@ from app import figures, session, tables
 from app.views import common
 
 st.title("Error versus dense")
+common.explain("error")
 stored = common.require_run()
 common.run_caption(stored)
 result = stored.result
@@ -22,10 +23,13 @@ columns[3].metric("Perplexity, sparse", f"{summary['ppl_sparse']:.4g}",
 if summary.get("random_weights"):
     st.caption("Random weights: model-level numbers describe the operator on this model, not language quality.")
 
-st.plotly_chart(figures.error_by_layer(result.layers), key="error_layers")
+attention = tables.attention_layers(summary.get("gdn_layers") or result.layers["layer"].to_list(),
+                                    summary.get("n_layers"))
+st.plotly_chart(figures.error_by_layer(result.layers, attention), key="error_layers")
+common.attention_caption(attention)
 error_columns = [c for c in ("rel_err_o", "rel_err_state") if tables.has_error(result.heads, c)]
 which = st.radio("Head-pair error of", error_columns, horizontal=True, key="error_column",
-                 format_func={"rel_err_o": "outputs", "rel_err_state": "final state"}.get)
+                 format_func=tables.COLUMN_LABELS.get)
 st.plotly_chart(figures.error_heatmap(result.heads, which), key="error_heads")
 
 layers = sorted(result.layers["layer"].to_list())

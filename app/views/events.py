@@ -7,10 +7,11 @@ from app.views import common
 
 OVERVIEW_COLUMNS = 512  # chunk bins in the all-layers overview
 LAYER_COLUMNS = 1024  # above this many chunks in the window, the per-layer heatmap bins
-ZOOM_CHUNKS = 256  # width of the full-resolution window opened around a chunk
+ZOOM_CHUNKS = 256  # width of the window the zoom button opens around a chunk
 CONTEXT_CHARS = 160  # text of the neighbouring chunks shown around the chosen one
 
 st.title("Selected events")
+common.explain("events")
 stored = common.require_run()
 common.run_caption(stored)
 result, text = stored.result, stored.text
@@ -51,9 +52,13 @@ def on_window() -> None:
     session.set_view(window_start=None if full else start, window_end=None if full else end)
 
 
-def zoom_around_chunk() -> None:
+def zoom_window() -> tuple[int, int]:
     start = max(0, min(chunk - ZOOM_CHUNKS // 2, n_chunks - ZOOM_CHUNKS))
-    end = min(n_chunks, start + ZOOM_CHUNKS)
+    return start, min(n_chunks, start + ZOOM_CHUNKS)
+
+
+def zoom_around_chunk() -> None:
+    start, end = zoom_window()
     session.set_view(window_start=start, window_end=end)
     st.session_state["window_pick"] = (start, end)
 
@@ -75,12 +80,16 @@ values = list(viewstate.VALUES) if tables.has_error(events) else ["selected", "s
 if st.session_state["value_pick"] not in values:
     st.session_state["value_pick"] = "selected"
 value = middle.radio("Colour by", values, horizontal=True, key="value_pick", on_change=on_value,
-                     format_func={"selected": "selected", "score": "selector score",
-                                  "rel_err_o": "output error"}.get)
+                     format_func=viewstate.VALUE_LABELS.get)
 if n_chunks > 1:
     right.slider("Chunk window", 0, n_chunks, key="window_pick", on_change=on_window)
-    right.button(f"Full resolution around chunk {chunk}", on_click=zoom_around_chunk,
-                 disabled=n_chunks <= LAYER_COLUMNS)
+if n_chunks > ZOOM_CHUNKS:
+    # Above LAYER_COLUMNS chunks the heatmap bins them; a window of ZOOM_CHUNKS shows one column each.
+    first, last = zoom_window()
+    right.button(f"Zoom to chunks {first}–{last - 1}, around chunk {chunk} (one column per chunk)",
+                 on_click=zoom_around_chunk)
+else:
+    right.caption(f"All {n_chunks} chunks are shown at full resolution, one column per chunk: no zoom needed.")
 previews = tables.chunk_previews(text, chunks) if text else None
 heatmap = figures.event_heatmap(events, layer, value, window, LAYER_COLUMNS, previews, chunk=view.chunk)
 st.plotly_chart(heatmap, key="layer_heatmap", on_select=lambda: on_plot_select("layer_heatmap"),
@@ -123,6 +132,6 @@ with detail_column:
     here = events.filter((pl.col("layer") == layer) & (pl.col("chunk") == chunk)).sort("head_pair")
     share = here["selected"].mean() if here.height else 0.0
     st.write(f"Layer {layer}: {here['selected'].sum()} of {here.height} head pairs commit this chunk ({share:.0%}).")
-    st.dataframe(here.select("head_pair", "selected", "score", "rel_err_o"), hide_index=True,
+    st.dataframe(tables.readable(here.select("head_pair", "selected", "score", "rel_err_o")), hide_index=True,
                  height=min(400, 35 * (here.height + 1) + 3))
 session.sync_url()

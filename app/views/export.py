@@ -5,6 +5,7 @@ from app import export, figures, session, viewstate
 from app.views import common
 
 st.title("Export and share")
+common.explain("export")
 stored = common.require_run()
 common.run_caption(stored)
 result = stored.result
@@ -12,9 +13,11 @@ key = stored.key.replace(session.EXAMPLE_PREFIX, "example-")
 
 st.subheader("Records")
 fmt = st.radio("Format", export.FORMATS, horizontal=True, key="export_format")
-columns = st.columns(len(export.RECORD_TABLES) + 1)
+# Runs recorded before repeated timing have no timings table: no button for it.
+names = [name for name in export.RECORD_TABLES if name != "timings" or result.timings.height]
+columns = st.columns(len(names) + 1)
 mime = "text/csv" if fmt == "csv" else "application/octet-stream"
-for column, name in zip(columns, export.RECORD_TABLES):
+for column, name in zip(columns, names):
     frame = getattr(result, name)
     # Callables: the bytes are made when the button is clicked, not on every rerun (a 128K-token
     # run has 1.6M events; building every format eagerly took seconds per page view).

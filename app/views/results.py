@@ -4,11 +4,13 @@ import polars as pl
 import streamlit as st
 
 from analysis import measurements
-from app import figures
+from app import figures, tables
+from app.views import common
 
 RESULTS = measurements.RESULTS_DIR
 
 st.title("Measured results")
+common.explain("results")
 st.caption("What the project measured and committed under analysis/results/. These are not live: the timings "
            "of your own runs are under Prefill timings. Each table is one file, one build and one run.")
 
@@ -31,23 +33,23 @@ for path in files:
     if bench["flashqla_ms"].is_null().all():
         st.caption("FlashQLA was not measured in this run.")
     st.plotly_chart(figures.kernel_speedup(bench), key=f"results_speedup_{path.stem}")
-    st.dataframe(bench.select("T", "budget", "band", "selector", "design", "api_ms", "sparsegdn_ms", "fla_ms", "flashqla_ms",
-                              "public_vs_fla", "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb",
-                              "fla_peak_mem_mb"), hide_index=True)
+    st.dataframe(tables.readable(bench.select(
+        "T", "budget", "band", "selector", "design", "api_ms", "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
+        "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb")), hide_index=True)
 
 st.subheader("Whole prefill")
 for path in sorted(RESULTS.glob("prefill_*.json")):
     meta, runs = measurements.prefill(path)
     caption(path.name, {"device": meta["device"], "date": meta["date"], "build": meta.get("build", "not recorded"),
                         "command": meta["command"]})
-    st.dataframe(runs, hide_index=True)
+    st.dataframe(tables.readable(runs), hide_index=True)
 
 st.subheader("Selector error at equal budget")
 selector_file = RESULTS / "selector_eval.json"
 if selector_file.is_file():
     meta, means = measurements.selector_errors(selector_file)
     caption(selector_file.name, {**meta, "build": meta.get("build", "not recorded")})
-    st.dataframe(means, hide_index=True)
+    st.dataframe(tables.readable(means), hide_index=True)
 
 st.subheader("Default model: held-out perplexity and RULER-style retrieval")
 ruler_file = RESULTS / "ruler.json"
@@ -65,4 +67,4 @@ else:
     if dense["accuracy"].max() == 0:
         st.warning("The default model does not retrieve needles yet (dense accuracy is 0 at every length), so "
                    "the retrieval rows cannot tell the selectors apart; see data/default-model/README.md.")
-    st.dataframe(accuracy, hide_index=True)
+    st.dataframe(tables.readable(accuracy), hide_index=True)

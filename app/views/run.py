@@ -1,9 +1,11 @@
-"""Model and document, controls, run: views 1 and 2."""
+"""Model and document, controls, run: views 1 and 2. The widgets show this session's choices
+(app/choices.py), so leaving the page and coming back finds them as they were."""
 import streamlit as st
 
-from app import session
+from analysis.pipeline import MAX_REPEATS
+from app import choices, session
 from app.views import common
-from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
+from sparsegdn import CHUNK_SIZE, num_chunks
 
 GPU_ONLY = ("qwen3.5-4b-shape",)  # timing preset: a 4B model on CPU would only make people wait
 
@@ -12,6 +14,7 @@ st.write(
     "Give a Qwen3.5 model a long document and see which recurrent events the SparseGDN selector kept, "
     "what skipping the others cost in error, and what it saved in prefill time."
 )
+common.explain("run")
 config = session.settings()
 device = session.device()
 
@@ -20,16 +23,19 @@ model_column, document_column = st.columns([2, 3], gap="large")
 with model_column:
     st.subheader("Model")
     try:
-        choices = [c for c in session.model_choices() if session.cuda_available() or c.spec not in GPU_ONLY]
+        available = [c for c in session.model_choices() if session.cuda_available() or c.spec not in GPU_ONLY]
     except session.ModelError as error:
         st.error(str(error))
         st.stop()
-    if not choices:
+    if not available:
         st.error("No model is available. Check SPARSEGDN_MODEL_ROOTS (see app/README.md).")
         st.stop()
-    specs = [c.spec for c in choices]
-    by_spec = {c.spec: c for c in choices}
-    spec = st.selectbox("Model", specs, format_func=lambda s: by_spec[s].label, key="model_spec")
+    by_spec = {c.spec: c for c in available}
+    if st.session_state.get("model_spec") not in by_spec and choices.get().model not in by_spec:
+        choices.keep(model=available[0].spec)
+    choices.restore("model_spec")
+    spec = st.selectbox("Model", list(by_spec), format_func=lambda s: by_spec[s].label, key="model_spec")
+    choices.keep(model=spec)
     st.caption(by_spec[spec].description)
     if not session.cuda_available():
         st.caption("The Qwen3.5-4B-shape timing preset is offered on machines with a CUDA GPU.")
@@ -48,16 +54,19 @@ with model_column:
 # ---- document ---------------------------------------------------------------------------------
 with document_column:
     st.subheader("Document")
-    source = st.radio("Source", ("Bundled sample", "Upload", "Paste"), horizontal=True, key="doc_source")
+    choices.restore("doc_source", "doc_sample", "doc_paste")
+    source = st.radio("Source", choices.SOURCES, horizontal=True, key="doc_source")
     doc = None
     if source == "Bundled sample":
-        samples = session.samples()
+        samples = {s.name: s for s in session.samples()}
         if samples:
-            titles = [f"{s.title} ({s.n_bytes / 1e3:.0f} KB)" for s in samples]
-            pick = st.selectbox("Sample", range(len(samples)), format_func=lambda i: titles[i], key="doc_sample")
-            st.caption(samples[pick].description)
+            if st.session_state["doc_sample"] not in samples:
+                st.session_state["doc_sample"] = next(iter(samples))
+            name = st.selectbox("Sample", list(samples), key="doc_sample",
+                                format_func=lambda n: f"{samples[n].title} ({samples[n].n_bytes / 1e3:.0f} KB)")
+            st.caption(samples[name].description)
             try:
-                doc = session.Document(samples[pick].name, samples[pick].read())
+                doc = session.Document(name, samples[name].read(), origin="sample")
             except session.DocumentError as error:
                 st.error(str(error))
         else:
@@ -67,17 +76,24 @@ with document_column:
             f"A .txt, .md or .pdf file, up to {config.max_upload_mb} MB", type=["txt", "md", "pdf"],
             key="doc_upload",
         )
+        kept = session.document()
         if upload is not None:
             try:
                 doc = session.read_upload(upload.name, upload.getvalue())
             except session.DocumentError as error:
                 st.error(str(error))  # the message names the file and what to do
+        elif kept is not None and kept.origin == "upload":
+            # The uploader forgets its file when another page runs; the session keeps the document.
+            doc = kept
+            st.caption(f"Using **{kept.name}**, uploaded earlier in this session. Upload another file to replace it.")
     else:
         pasted = st.text_area("Paste text", height=180, key="doc_paste")
         if pasted.strip():
-            doc = session.Document("pasted text", pasted)
+            doc = session.Document("pasted text", pasted, origin="paste")
         elif pasted:
             st.error("The pasted text is only whitespace. Paste some text to analyse.")
+    choices.keep(source=source, sample=st.session_state.get("doc_sample", choices.get().sample),
+                 pasted=st.session_state.get("doc_paste", ""))
 
     too_long = False
     if doc is not None:
@@ -97,16 +113,27 @@ with document_column:
 
 # ---- controls ---------------------------------------------------------------------------------
 st.subheader("Run")
-with st.form("controls"):
-    sparse = common.sparse_controls(SparseConfig())
-    compare_dense = st.checkbox("Compare with dense (error views)", value=True, key="compare_dense")
-    submitted = st.form_submit_button("Run", type="primary", disabled=doc is None or too_long)
+chosen = choices.get()
+sparse = common.sparse_controls(chosen.sparse)
+left, right = st.columns([1, 2])
+choices.restore("compare_dense", "timing_repeats")
+compare_dense = left.checkbox("Compare with dense (error views)", key="compare_dense")
+repeats = right.number_input(
+    "Timing repeats", min_value=1, max_value=MAX_REPEATS, step=1, key="timing_repeats",
+    help="Timed prefills of each path after the warm-up and the analysis pass; the timings show their "
+         "median and range. More repeats take longer and give a truer spread.")
+choices.keep(sparse=sparse, compare_dense=compare_dense, repeats=int(repeats))
+target = f" on {doc.name}" if doc is not None else ""
+submitted = st.button(f"Run{target}", type="primary", disabled=doc is None or too_long, key="run_button")
 
 if submitted and doc is not None and not too_long:
-    run_config = session.RunConfig(sparse, compare_dense=compare_dense, max_tokens=config.max_tokens)
+    run_config = session.RunConfig(sparse, compare_dense=compare_dense, max_tokens=config.max_tokens,
+                                   repeats=int(repeats))
     bar = st.progress(0.0, text="Starting…")
+    log = common.ProgressLog()
 
     def show_progress(update):
+        log(update)
         bar.progress(min(1.0, max(0.0, float(update.fraction))), text=update.message or update.stage)
 
     try:
@@ -121,6 +148,7 @@ if submitted and doc is not None and not too_long:
             st.success("Cached result: this document and configuration ran before; shown without recomputing.")
         else:
             st.success(f"Run finished in {entry.seconds:.1f} s.")
+            log.show()
 
 # ---- the current result at a glance ----------------------------------------------------------
 stored = session.current_run()
@@ -128,11 +156,13 @@ if stored is not None:
     st.divider()
     st.subheader("Current result")
     common.run_caption(stored)
+    entry = session.current()
+    if doc is not None and entry.document_hash not in (None, doc.hash):
+        st.warning(f"The current result is of **{entry.document}**; the document above is **{doc.name}**. "
+                   f"Run analyses {doc.name}.")
     summary = stored.result.summary
     columns = st.columns(4)
-    columns[0].metric("Prefill, sparse", common.ms(summary["prefill_ms_sparse"]),
-                      common.percent_change(summary["prefill_ms_sparse"], summary.get("prefill_ms_dense")),
-                      delta_color="inverse", help=f"Whole model; dense {common.ms(summary.get('prefill_ms_dense'))}")
+    common.prefill_metric(columns[0], stored.result)
     if summary.get("kl_mean") is not None:
         columns[1].metric("KL to dense (mean)", f"{summary['kl_mean']:.3g}")
         columns[2].metric("Top-1 agreement", f"{summary['top1_agreement']:.1%}")

@@ -1,36 +1,65 @@
-"""Prefill timings of the runs: dense against sparse, per layer and whole model, and the history."""
+"""Prefill timings of the runs: dense against sparse, per layer and whole model, and the history.
+Every time is a median of repeats with its range; a change inside the noise is said, not coloured."""
 import polars as pl
 import streamlit as st
 
-from app import figures, session
+from app import figures, session, tables
 from app.views import common
 from sparsegdn import STAGES
 
 st.title("Prefill timings")
+common.explain("timings")
 stored = common.require_run()
 common.run_caption(stored)
 result = stored.result
 summary = result.summary
 device = common.device_label(summary)
-st.write(f"Measured on **{device}** when this run was made" +
-         (" (a prepared example: not measured on this machine)." if session.current().source == "example" else "."))
+timing = summary.get("timing")
+spreads = tables.timing_spreads(result)
+entry = session.current()
+
+if timing:
+    warm = timing.get("warm_up", {})
+    how = (f"each figure is the median of {timing['repeats']} interleaved repeats (range beside it), taken after "
+           f"a warm-up on the first {warm.get('tokens', '?'):,} tokens that is not counted; "
+           f"{timing['threads']} CPU thread(s)")
+else:
+    how = "one unrepeated measurement per path: this run was recorded before timings were repeated, so it has no spread"
+when = summary.get("created", "?")
+if entry.source == "example":
+    st.warning(f"A prepared example, measured on **{device}** on {when}: {how}. It was not measured on this "
+               "machine or with this server's load, so it is not compared with this session's runs below.")
+else:
+    st.write(f"Measured on **{device}** on {when}: {how}.")
+
 has_dense = result.layers["core_ms_dense"].null_count() < result.layers.height
 core_dense = float(result.layers["core_ms_dense"].sum()) if has_dense else None
 core_sparse = float(result.layers["core_ms_sparse"].sum())
 columns = st.columns(4)
-columns[0].metric("Whole prefill, dense", common.ms(summary.get("prefill_ms_dense")))
-columns[1].metric("Whole prefill, sparse", common.ms(summary["prefill_ms_sparse"]),
-                  common.percent_change(summary["prefill_ms_sparse"], summary.get("prefill_ms_dense")),
-                  delta_color="inverse")
-columns[2].metric("GDN core, dense (all layers)", common.ms(core_dense, 2))
-columns[3].metric("GDN core, sparse (all layers)", common.ms(core_sparse, 2),
-                  common.percent_change(core_sparse, core_dense), delta_color="inverse")
+common.timing_metric(columns[0], "Whole prefill, dense", spreads.get("prefill_dense"),
+                     median=summary.get("prefill_ms_dense"))
+common.prefill_metric(columns[1], result)
+common.timing_metric(columns[2], "GDN core, dense (all layers)", spreads.get("core_dense"),
+                     median=summary.get("core_ms_dense_total", core_dense), digits=2)
+common.timing_metric(columns[3], "GDN core, sparse (all layers)", spreads.get("core_sparse"), spreads.get("core_dense"),
+                     median=summary.get("core_ms_sparse_total", core_sparse),
+                     old_median=summary.get("core_ms_dense_total", core_dense), digits=2)
 if not has_dense:
     st.caption("This run skipped the dense pass ('compare with dense' off): no dense timings.")
+if timing and timing.get("warm_up"):
+    warm = timing["warm_up"]
+    first = ", ".join(f"{path} {warm[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse") if f"{path}_ms" in warm)
+    st.caption(f"First call (warm-up, not counted above): {first} on the first {warm['tokens']:,} tokens — "
+               "compilation and autotuning on a GPU, first use of memory and libraries on the CPU.")
 st.caption("The GDN core is one part of a prefill: a faster core saves its share of the whole, not more. "
-           "On CPU the timings show the reference code path, not the GPU kernels.")
-st.plotly_chart(figures.prefill_totals(summary, core_dense, core_sparse), key="timing_totals")
-st.plotly_chart(figures.timings_by_layer(result.layers, device), key="timing_layers")
+           + tables.core_implementation(summary))
+st.plotly_chart(figures.prefill_totals(summary, summary.get("core_ms_dense_total", core_dense),
+                                       summary.get("core_ms_sparse_total", core_sparse)), key="timing_totals")
+summary_layers = summary.get("gdn_layers") or result.layers["layer"].to_list()
+attention = tables.attention_layers(summary_layers, summary.get("n_layers"))
+ranges = tables.core_ranges(result.timings) if result.timings.height else None
+st.plotly_chart(figures.timings_by_layer(result.layers, device, ranges, attention), key="timing_layers")
+common.attention_caption(attention)
 
 stages = summary.get("stages")
 if stages:
@@ -38,25 +67,30 @@ if stages:
     st.plotly_chart(figures.stage_breakdown(pl.DataFrame(stages), device), key="timing_stages")
     if [stage["stage"] for stage in stages] != list(STAGES):
         st.caption("This run was recorded before the stage names were fixed; its stages are shown as recorded.")
-    st.caption("The stages of sparsegdn.STAGES, the same on every backend: intra_solve (the intra-chunk "
-               "inverse and score statistics), selection, event_prepare (w, u of the committing events), "
-               "state_pass (the sequential pass over chunks), output (every token's output). On the CPU they "
-               "are the PyTorch reference's, not the GPU kernels'.")
+    st.caption("The stages of sparsegdn.STAGES, the same names on every backend: intra_solve (the intra-chunk "
+               "inverse), selection, event_prepare (w, u of the committing events), state_pass (the sequential "
+               "pass over commits), output (every token's output). The torch path runs the last four once per "
+               "slab of chunks; each bar sums them over slabs, layers and segments (median over the repeats).")
 else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 
 st.subheader("This session's runs")
-rows = []
-for entry in session.history():
-    run = session.stored_run(entry.key)
+here, elsewhere = [], []
+for past in session.history():
+    run = session.stored_run(past.key)
     if run is None:
         continue
-    s = run.result.summary
-    rows.append({"label": f"{len(rows) + 1}. {entry.label}", "source": entry.source, "device": s.get("device"),
-                 "n_tokens": s.get("n_tokens"), "prefill_ms_dense": s.get("prefill_ms_dense"),
-                 "prefill_ms_sparse": s.get("prefill_ms_sparse"), "wall_s": entry.seconds})
-if rows:
-    history = pl.DataFrame(rows)
+    row = tables.history_row(run.result, past.label, past.source, past.seconds)
+    (here if past.source in ("computed", "cached") else elsewhere).append(row)
+if here:
+    history = pl.DataFrame(here)
     st.plotly_chart(figures.timing_history(history), key="timing_history")
-    st.dataframe(history, hide_index=True)
+    st.dataframe(tables.readable(history.drop(pl.selectors.ends_with("_low", "_high"))), hide_index=True)
+else:
+    st.caption("No run of this session was measured on this server yet.")
+if elsewhere:
+    st.caption("Measured elsewhere or at another time (prepared examples, runs opened from a link): listed, "
+               "not drawn against this session's runs.")
+    st.dataframe(tables.readable(pl.DataFrame(elsewhere).drop(pl.selectors.ends_with("_low", "_high"))),
+                 hide_index=True)
 session.sync_url()
