@@ -52,6 +52,16 @@ def restore(*keys: str) -> None:
             st.session_state[key] = _value(choices, key)
 
 
+def remember(key: str) -> None:
+    """on_change of a bound widget: record its new value before the page's script runs, so a choice
+    survives even when another page is opened before that run ends (it would stop the run)."""
+    value = st.session_state[key]
+    if key in SPARSE_WIDGETS:
+        keep(sparse=get().sparse.replace(**{key: value}))
+    else:
+        keep(**{WIDGETS[key]: value})
+
+
 def keep(**values) -> Choices:
     """Record what the widgets hold now: fields of Choices by name."""
     st.session_state["choices"] = replace(get(), **values)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import polars as pl
 
-from analysis.records import RunResult
+from analysis.records import SCHEMAS, RunResult
 
 WORDS = ("delta", "gate", "state", "chunk", "event", "budget", "decay", "key", "value", "query")
 
@@ -72,3 +72,25 @@ def synthetic_result(n_layers: int = 3, head_pairs: int = 4, n_chunks: int = 20,
     }
     return RunResult(events=events, heads=heads, layers=layers, chunks=chunks, summary=summary,
                      document=text if with_document else None)
+
+
+def with_timings(result: RunResult, dense_ms: list[float], sparse_ms: list[float]) -> RunResult:
+    """`result` with repeated whole-prefill and core timings (the pipeline's `timings` table and the summary's
+    `timing`), the core a fixed tenth of each prefill: a run whose spreads are known exactly."""
+    from analysis.timing import Spread
+
+    rows, layers = [], result.layers["layer"].to_list()
+    for path, samples in (("dense", dense_ms), ("sparse", sparse_ms)):
+        for repeat, ms in enumerate(samples):
+            rows.append({"repeat": repeat, "path": path, "scope": "prefill", "layer": None, "stage": None, "ms": ms})
+            rows += [{"repeat": repeat, "path": path, "scope": "core", "layer": layer, "stage": None,
+                      "ms": ms / 10 / len(layers)} for layer in layers]
+    result.timings = pl.DataFrame(rows, schema=SCHEMAS["timings"])
+    spreads = {f"{scope}_{path}": Spread.of([ms * (0.1 if scope == "core" else 1.0) for ms in samples]).to_dict()
+               for path, samples in (("dense", dense_ms), ("sparse", sparse_ms)) for scope in ("prefill", "core")}
+    result.summary.update(
+        prefill_ms_dense=spreads["prefill_dense"]["median"], prefill_ms_sparse=spreads["prefill_sparse"]["median"],
+        core_ms_dense_total=spreads["core_dense"]["median"], core_ms_sparse_total=spreads["core_sparse"]["median"],
+        timing={"repeats": len(dense_ms), "statistic": "median", "interleaved": True, "threads": 1,
+                "warm_up": {"tokens": 128, "dense_ms": 50.0, "sparse_ms": 60.0}, **spreads})
+    return result

@@ -75,26 +75,25 @@ def explain(page: str) -> None:
 
 
 def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefix: str = "",
-                    columns: int = 3) -> SparseConfig:
+                    columns: int = 3, on_change=None) -> SparseConfig:
     """One widget per SparseGDN option (sparsegdn.OPTIONS), laid out in `columns` columns; their values
     as a SparseConfig. Keys are `key_prefix + option name`; a widget without a value yet starts at its
-    default; the widgets offer only allowed values."""
+    default; the widgets offer only allowed values. `on_change(key)` is called when one changes."""
     slots = st.columns(columns)
     values = {}
     for index, option in enumerate(OPTIONS):
         slot, key = slots[index % columns], key_prefix + option.name
+        widget = {"key": key, "help": option.help, "on_change": on_change, "args": (key,) if on_change else None}
         label = f"{label_prefix}{option.label}"
         st.session_state.setdefault(key, getattr(defaults, option.name))
         if option.choices and isinstance(getattr(defaults, option.name), str):
-            values[option.name] = slot.selectbox(label, option.choices, key=key, help=option.help)
+            values[option.name] = slot.selectbox(label, option.choices, **widget)
         elif option.choices:
-            values[option.name] = slot.select_slider(label, options=option.choices, key=key, help=option.help)
+            values[option.name] = slot.select_slider(label, options=option.choices, **widget)
         elif option.high is not None:   # a fraction: from one step above the open lower bound
-            values[option.name] = slot.slider(label, option.low + option.step, option.high, step=option.step,
-                                              key=key, help=option.help)
+            values[option.name] = slot.slider(label, option.low + option.step, option.high, step=option.step, **widget)
         else:
-            values[option.name] = slot.number_input(label, min_value=int(option.low), step=1, key=key,
-                                                    help=option.help)
+            values[option.name] = slot.number_input(label, min_value=int(option.low), step=1, **widget)
     return SparseConfig(**values)
 
 
@@ -135,9 +134,7 @@ def run_caption(stored) -> None:
     entry = session.current()
     source = SOURCE_BADGES.get(entry.source, entry.source) if entry else ""
     document = entry.document if entry else session.document_of(stored)[0]
-    created = summary.get("created")
-    if isinstance(created, (int, float)):
-        created = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="seconds")
+    created = created_text(summary)
     weights = " · **random weights**" if summary.get("random_weights") else ""
     st.caption(
         f"**{document}** · {summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
@@ -145,6 +142,14 @@ def run_caption(stored) -> None:
         f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
         f"device {device_label(summary)} · {source}" + (f" · created {created}" if created else "")
     )
+
+
+def created_text(summary: dict) -> str | None:
+    """When a run was made, as an ISO date and time (saved runs may hold a Unix time)."""
+    created = summary.get("created")
+    if isinstance(created, (int, float)):
+        created = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="seconds")
+    return created
 
 
 def ms(value, digits: int = 1) -> str:

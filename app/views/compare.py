@@ -10,6 +10,7 @@ from app.views import common
 st.title("Compare two configurations")
 common.explain("compare")
 stored = common.require_run()
+common.run_caption(stored)
 entry = session.current()
 document_hash = entry.document_hash or session.document_of(stored)[1]
 st.write(f"**A** is the current run, on **{entry.document}**: {entry.label}. Choose **B**: run another "

@@ -34,7 +34,8 @@ with model_column:
     if st.session_state.get("model_spec") not in by_spec and choices.get().model not in by_spec:
         choices.keep(model=available[0].spec)
     choices.restore("model_spec")
-    spec = st.selectbox("Model", list(by_spec), format_func=lambda s: by_spec[s].label, key="model_spec")
+    spec = st.selectbox("Model", list(by_spec), format_func=lambda s: by_spec[s].label, key="model_spec",
+                        on_change=choices.remember, args=("model_spec",))
     choices.keep(model=spec)
     st.caption(by_spec[spec].description)
     if not session.cuda_available():
@@ -55,14 +56,16 @@ with model_column:
 with document_column:
     st.subheader("Document")
     choices.restore("doc_source", "doc_sample", "doc_paste")
-    source = st.radio("Source", choices.SOURCES, horizontal=True, key="doc_source")
+    source = st.radio("Source", choices.SOURCES, horizontal=True, key="doc_source", on_change=choices.remember,
+                      args=("doc_source",))
     doc = None
     if source == "Bundled sample":
         samples = {s.name: s for s in session.samples()}
         if samples:
             if st.session_state["doc_sample"] not in samples:
                 st.session_state["doc_sample"] = next(iter(samples))
-            name = st.selectbox("Sample", list(samples), key="doc_sample",
+            name = st.selectbox("Sample", list(samples), key="doc_sample", on_change=choices.remember,
+                                args=("doc_sample",),
                                 format_func=lambda n: f"{samples[n].title} ({samples[n].n_bytes / 1e3:.0f} KB)")
             st.caption(samples[name].description)
             try:
@@ -87,7 +90,8 @@ with document_column:
             doc = kept
             st.caption(f"Using **{kept.name}**, uploaded earlier in this session. Upload another file to replace it.")
     else:
-        pasted = st.text_area("Paste text", height=180, key="doc_paste")
+        pasted = st.text_area("Paste text", height=180, key="doc_paste", on_change=choices.remember,
+                              args=("doc_paste",))
         if pasted.strip():
             doc = session.Document("pasted text", pasted, origin="paste")
         elif pasted:
@@ -114,12 +118,14 @@ with document_column:
 # ---- controls ---------------------------------------------------------------------------------
 st.subheader("Run")
 chosen = choices.get()
-sparse = common.sparse_controls(chosen.sparse)
+sparse = common.sparse_controls(chosen.sparse, on_change=choices.remember)
 left, right = st.columns([1, 2])
 choices.restore("compare_dense", "timing_repeats")
-compare_dense = left.checkbox("Compare with dense (error views)", key="compare_dense")
+compare_dense = left.checkbox("Compare with dense (error views)", key="compare_dense", on_change=choices.remember,
+                              args=("compare_dense",))
 repeats = right.number_input(
     "Timing repeats", min_value=1, max_value=MAX_REPEATS, step=1, key="timing_repeats",
+    on_change=choices.remember, args=("timing_repeats",),
     help="Timed prefills of each path after the warm-up and the analysis pass; the timings show their "
          "median and range. More repeats take longer and give a truer spread.")
 choices.keep(sparse=sparse, compare_dense=compare_dense, repeats=int(repeats))

@@ -25,7 +25,7 @@ if timing:
            f"{timing['threads']} CPU thread(s)")
 else:
     how = "one unrepeated measurement per path: this run was recorded before timings were repeated, so it has no spread"
-when = summary.get("created", "?")
+when = common.created_text(summary) or "an unrecorded date"
 if entry.source == "example":
     st.warning(f"A prepared example, measured on **{device}** on {when}: {how}. It was not measured on this "
                "machine or with this server's load, so it is not compared with this session's runs below.")

@@ -1,92 +1,13 @@
 """End to end in a real headless Chromium: start the app, upload a document, run it, read the views.
 
-Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
-that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
+The server, the browser and the helpers are in conftest.py.
 """
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import pytest
+from browser_support import ROOT, chart_titles, open_page, shot
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts" / "e2e"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 DOCUMENT = (ROOT / "data" / "samples" / "harbour-log.md").read_text(encoding="utf-8")[:1500]
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="Debian chromium is not installed (apt-get install -y chromium)")
-playwright = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`streamlit run app/Home.py` on a free localhost port, runs kept in a temp dir."""
-    port = free_port()
-    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu"}
-    env.pop("SPARSEGDN_DEMO", None)
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            log.seek(0)
-            pytest.fail(f"streamlit did not start:\n{log.read()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as driver:
-        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def chart_titles(page) -> list[str]:
-    # SVG text has no innerText; textContent is what the chart shows.
-    return page.locator(".js-plotly-plot .gtitle").evaluate_all("nodes => nodes.map(n => n.textContent)")
-
-
-def open_page(page, label: str) -> None:
-    page.get_by_test_id("stSidebarNav").get_by_text(label, exact=True).click()
-    page.get_by_role("heading", name=label if label != "Compare" else "Compare two configurations").wait_for()
 
 
 def open_and_upload(page, server, document) -> None:
@@ -99,16 +20,20 @@ def open_and_upload(page, server, document) -> None:
     page.get_by_text("Tokens / chunks").wait_for()
 
 
-def test_upload_run_and_read_the_views(server, browser, tmp_path):
+def test_upload_run_and_read_the_views(server, fresh_page, tmp_path):
     document = tmp_path / "harbour.txt"
     document.write_text(DOCUMENT, encoding="utf-8")
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})  # tall: whole views in the shots
+    page, _ = fresh_page(height=2400)  # tall: whole views in the shots
     open_and_upload(page, server, document)
     shot(page, "1-uploaded")
-    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_role("button", name="Run on harbour.txt", exact=True).click()
     page.get_by_text("Run finished").wait_for()
     page.get_by_role("heading", name="Current result").wait_for()
     page.wait_for_url("**run=**")  # the address bar carries the run once the script finishes
+    # The run's phases: the warm-up is reported (and not timed), then the analysis and the timing repeats.
+    page.get_by_text("How this run went").click()
+    page.get_by_text("warm-up (not timed)").wait_for()
+    page.get_by_text(re.compile(r"^timing repeats: [\d.]+ s$")).wait_for()
     shot(page, "2-run-finished")
 
     open_page(page, "Selected events")
@@ -134,8 +59,13 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
     open_page(page, "Prefill timings")
     page.locator(".js-plotly-plot").nth(2).wait_for()
     titles = chart_titles(page)
-    assert any(t.startswith("GDN-core time per layer on cpu") for t in titles), titles
+    assert any(t.startswith("GDN-core time per layer on cpu (median of 3 repeats") for t in titles), titles
     assert page.locator(".js-plotly-plot .bars path").count() >= 6  # dense and sparse bars per layer
+    # Repeated, warm timings with their spread, and which code ran the cores on the CPU.
+    page.get_by_text(re.compile(r"the median of 3 interleaved repeats .* taken after a warm-up")).wait_for()
+    assert page.get_by_text(re.compile(r"^range [\d,.]+–[\d,.]+ ms, 3 repeats$")).count() >= 2
+    page.get_by_text(re.compile(r"Sparse core: SparseGDN's torch path \(sparsegdn/event_forward.py")).wait_for()
+    page.get_by_text(re.compile(r"^First call \(warm-up, not counted above\)")).wait_for()
     shot(page, "5-timings")
 
     open_page(page, "Budget allocation")
@@ -143,8 +73,8 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
     assert any("events per head pair" in t for t in chart_titles(page))
     shot(page, "5b-budget")
 
-    open_page(page, "Compare")
-    page.get_by_role("button", name="Run B on the same document").click()
+    open_page(page, "Compare", "Compare two configurations")
+    page.get_by_role("button", name="Run B on harbour.txt").click()
     page.get_by_role("heading", name="B: uniform, ρ=0.1, band 1").wait_for()
     page.locator(".js-plotly-plot").nth(3).wait_for()
     assert any("Relative output error per layer" in t for t in chart_titles(page))
@@ -156,7 +86,7 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
         page.get_by_role("button", name=re.compile(r"^layers \(\d+ rows\)$")).click()
     assert download.value.suggested_filename.endswith("-layers.csv")
     header = Path(download.value.path()).read_text().splitlines()[0]
-    assert header == "layer,core_ms_dense,core_ms_sparse,rel_err_o", header
+    assert header == "layer,core_ms_dense,core_ms_sparse,rel_err_o", header   # record columns keep their names
     shot(page, "5d-export")
 
     open_page(page, "Prefill timings")
@@ -166,32 +96,34 @@ def test_upload_run_and_read_the_views(server, browser, tmp_path):
     # query string on a page switch and the page script writes it back when it ends: wait for that.
     page.wait_for_url("**/timings?run=**")
     link = page.url
-    other = browser.new_page(viewport={"width": 1400, "height": 1400})
-    other.set_default_timeout(120_000)
+    other, _ = fresh_page(height=1400)
     other.goto(link)
     other.bring_to_front()
     try:
         other.get_by_role("heading", name="Prefill timings").wait_for()
         other.locator(".js-plotly-plot").nth(2).wait_for()
         assert other.get_by_text("saved result (opened from a link)").count() >= 1
+        # The reopened run still names its document: in the sidebar and in the run's caption.
+        other.get_by_test_id("stSidebar").get_by_text(re.compile(r"^harbour\.txt: score")).wait_for()
+        other.get_by_text(re.compile(r"^harbour\.txt · default")).wait_for()
     finally:
         shot(other, "6-reopened-link")
 
 
-def test_two_browser_sessions_run_at_once_and_a_bad_upload_keeps_the_result(server, browser, tmp_path):
+def test_two_browser_sessions_run_at_once_and_a_bad_upload_keeps_the_result(server, fresh_page, tmp_path):
     """Two separate browser contexts upload different documents and press Run together; each sees its
     own result. Then one uploads a non-UTF-8 file: the error shows and its result stays on screen."""
     pages, tokens = [], []
     for name, repeat in (("alpha", 3), ("beta", 5)):
         document = tmp_path / f"{name}.txt"
         document.write_text(f"{name.title()} session document. " + DOCUMENT[: 300 * repeat], encoding="utf-8")
-        page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
+        page, _ = fresh_page(height=1600)
         open_and_upload(page, server, document)
         tokens.append(page.get_by_test_id("stMetricValue").first.inner_text().split("/")[0].strip().replace(",", ""))
         pages.append(page)
     assert tokens[0] != tokens[1], tokens
-    for page in pages:  # both runs are in flight before either is awaited
-        page.get_by_role("button", name="Run", exact=True).click()
+    for page, name in zip(pages, ("alpha", "beta")):  # both runs are in flight before either is awaited
+        page.get_by_role("button", name=f"Run on {name}.txt", exact=True).click()
     keys = []
     for page, n_tokens in zip(pages, tokens):
         page.get_by_text("Run finished").wait_for()
@@ -208,5 +140,3 @@ def test_two_browser_sessions_run_at_once_and_a_bad_upload_keeps_the_result(serv
     assert pages[0].get_by_role("heading", name="Current result").count() == 1
     assert pages[0].get_by_text(f"{tokens[0]} tokens,").count() >= 1
     shot(pages[0], "8-bad-upload-keeps-result")
-    for page in pages:
-        page.context.close()

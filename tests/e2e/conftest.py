@@ -1,0 +1,124 @@
+"""The browser tests' server and browser: `streamlit run` of the app, launched from a folder outside the
+repository (the app's own settings must apply wherever it is started), and Debian's headless chromium.
+
+The server's examples folder holds the bundled examples and two made here whose timings are known
+exactly (their spreads overlap, or do not), so what the Timings page shows is decided, not measured.
+Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
+that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from browser_support import APART, CHROMIUM, CHROMIUM_ARGS, COUNT_RUNS, NOISY, ROOT
+
+
+def pytest_collection_modifyitems(config, items):
+    if not Path(CHROMIUM).exists():
+        skip = pytest.mark.skip(reason="Debian chromium is not installed (apt-get install -y chromium)")
+        for item in items:
+            if "e2e" in item.nodeid:
+                item.add_marker(skip)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def made_examples(directory: Path) -> None:
+    from test_app_support import synthetic_result, with_timings
+
+    for name in ("harbour-log", "passkey-haystack"):
+        shutil.copytree(ROOT / "data" / "examples" / name, directory / name)
+    for name, (dense, sparse) in (("timing-noise", NOISY), ("timing-apart", APART)):
+        with_timings(synthetic_result(n_layers=3, head_pairs=4, n_chunks=20, seed=3), dense, sparse).save(
+            directory / name)
+
+
+@pytest.fixture(scope="session")
+def server_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("log") / "streamlit.log"
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, server_log):
+    """`streamlit run <repo>/app/Home.py` started from an empty folder, on a free localhost port."""
+    port = free_port()
+    examples = tmp_path_factory.mktemp("examples")
+    made_examples(examples)
+    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu",
+           "SPARSEGDN_EXAMPLES_DIR": str(examples)}
+    env.pop("SPARSEGDN_DEMO", None)
+    log = open(server_log, "w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"), "--server.port", str(port)],
+        cwd=tmp_path_factory.mktemp("elsewhere"), env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            log.seek(0)
+            pytest.fail(f"streamlit did not start on 127.0.0.1 (its settings are app/.streamlit/config.toml):\n"
+                        f"{log.read()[-3000:]}")
+        time.sleep(0.3)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    playwright = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
+    with playwright.sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+class Requests:
+    """Every URL a browser context asked for."""
+
+    def __init__(self, context):
+        self.urls: list[str] = []
+        context.on("request", lambda request: self.urls.append(request.url))
+
+    def outside(self, server: str) -> list[str]:
+        return [u for u in self.urls if not u.startswith((server, "data:", "blob:", "about:"))]
+
+
+@pytest.fixture
+def fresh_page(browser, server):
+    """A page in a new browser context (a new Streamlit session) and the record of its requests."""
+    contexts = []
+
+    def make(width=1400, height=1800):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        context.add_init_script(COUNT_RUNS)
+        contexts.append(context)
+        requests = Requests(context)
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        return page, requests
+
+    yield make
+    for context in contexts:
+        context.close()
