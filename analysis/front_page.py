@@ -30,6 +30,10 @@ def render(name: str, results_dir: Path = measurements.RESULTS_DIR) -> str:
         return measurements.prefill_table(*measurements.prefill(path), name)
     if name.startswith("selector_eval"):
         return measurements.selector_table(*measurements.selector_errors(path), name)
+    if name.startswith("cpu_core_bench"):
+        return measurements.cpu_core_table(*measurements.cpu_core(path), name)
+    if name.startswith("app_run"):
+        return measurements.app_run_table(*measurements.app_runs(path), name)
     if name.startswith("ruler"):
         meta, frame = measurements.ruler(path)
         return measurements.perplexity_table(meta, frame, name)

@@ -275,3 +275,102 @@ def ruler_accuracy(ruler_frame: pl.DataFrame) -> pl.DataFrame:
             .group_by("config", "budget", "selector", "band", "length")
             .agg(pl.col("accuracy").mean().alias("accuracy"), pl.col("samples").sum().alias("samples"))
             .sort("length", "band", "selector", "budget"))
+
+
+# ---------------------------------------------------------------------------------- the CPU core
+
+def _spread_text(spread, digits: int = 1) -> str:
+    return f"{spread.median:,.{digits}f} [{spread.low:,.{digits}f}-{spread.high:,.{digits}f}]"
+
+
+def _verdict(faster, slower) -> str:
+    """Whether `faster`'s repeats beat `slower`'s outside the noise (their ranges apart), in words."""
+    from .timing import difference
+
+    change = difference(faster, slower)
+    ratio = slower.median / faster.median
+    if change.distinct:
+        return f"{ratio:.2f}x ({'faster' if ratio > 1 else 'slower'})"
+    return f"{ratio:.2f}x (within the noise)"
+
+
+def cpu_core(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(meta, one row per shape x T x contender: median, low, high ms) of benchmarks/cpu_core_bench.py's JSON."""
+    data = json.loads(Path(path).read_text())
+    contenders = [name for name in data["rows"][0] if isinstance(data["rows"][0][name], dict) and "median_ms" in
+                  data["rows"][0][name]]
+    rows = [{"shape": row["shape"], "T": row["T"], "contender": name, "median": row[name]["median_ms"],
+             "low": row[name]["min_ms"], "high": row[name]["max_ms"], "n": len(row[name]["samples_ms"])}
+            for row in data["rows"] for name in contenders]
+    meta = {key: value for key, value in data.items() if key != "rows"}
+    return meta, pl.DataFrame(rows)
+
+
+def cpu_core_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
+    """The README's CPU table: the public torch path, sparse against dense (the same code with every event
+    and band 3) and against the reference's dense core; differences inside the noise said as such."""
+    from .timing import Spread
+
+    lines = [f"`{name}`: {meta['machine']}, torch {meta['torch']}, {meta['threads']} thread, {meta['date']}; "
+             f"`{meta['command']}`. Load average (1 min) {meta['load_before']:.2f} before, {meta['load_after']:.2f} "
+             f"after. Median [min-max] of {meta['repeats']} interleaved warm repeats, ms; budget {meta['budget']}, "
+             f"band {meta['band']}, score selector; bf16 inputs, float32 compute.", "",
+             "| shape | T | sparse, public torch path | dense, same path | sparse vs dense | dense, reference "
+             "| sparse vs dense reference |", "|---|---|---|---|---|---|---|"]
+    for (shape, tokens), part in frame.group_by("shape", "T", maintain_order=True):
+        spreads = {row["contender"]: Spread(row["median"], row["low"], row["high"], row["n"])
+                   for row in part.iter_rows(named=True)}
+        sparse, dense, reference = spreads["sparse_api"], spreads["dense_api"], spreads["dense_reference"]
+        lines.append(f"| {shape} | {tokens} | {_spread_text(sparse)} | {_spread_text(dense)} | "
+                     f"{_verdict(sparse, dense)} | {_spread_text(reference)} | {_verdict(sparse, reference)} |")
+    lines += ["", "`sparse vs dense`: dense's median time over sparse's (above 1 sparse is faster); said to be within "
+              "the noise when the two ranges overlap. Both run `sparsegdn/event_forward.py`; the dense reference is "
+              "`sparsegdn/reference.py` with every event, what the CPU path ran before."]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- the app's runs
+
+def app_runs(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(meta, one row per model) of benchmarks/app_run.py's JSON: the app's own runs and their timings."""
+    data = json.loads(Path(path).read_text())
+    rows = []
+    for run in data["runs"]:
+        timing = run["timing"]
+        rows.append({"model": run["model"], "device_name": run["device_name"], "n_tokens": run["n_tokens"],
+                     "n_segments": run["n_segments"], "repeats": timing["repeats"], "threads": timing["threads"],
+                     "backend": run["backend"], "dense_backend": run["dense_backend"],
+                     **{f"{name}_{field}": timing[name][field] for name in ("prefill_dense", "prefill_sparse",
+                                                                           "core_dense", "core_sparse")
+                        for field in ("median", "low", "high", "n")},
+                     "warm_up_tokens": timing["warm_up"]["tokens"], "warm_up_dense_ms": timing["warm_up"]["dense_ms"],
+                     "warm_up_sparse_ms": timing["warm_up"]["sparse_ms"], "wall_s": run["wall_s"],
+                     "top1_agreement": run["top1_agreement"]})
+    return data["meta"], pl.DataFrame(rows)
+
+
+def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
+    """The README's table of the app's runs: whole prefill and GDN core, dense and sparse, as the app
+    measures them (median [min-max] of the repeats after an untimed warm-up)."""
+    from .timing import Spread
+
+    lines = [f"`{name}`: {meta['device']} ({meta['machine']}), {meta['date']}, build {meta['build']}; "
+             f"`{meta['command']}`. Load average (1 min) {meta['load_before']:.2f} before, {meta['load_after']:.2f} "
+             "after. Each row is one run of the app's run page (AppTest): median [min-max] of its interleaved "
+             "timing repeats, ms, after an untimed warm-up; budget 0.29, score, band 1.", "",
+             "| model | device | tokens | repeats, threads | prefill dense | prefill sparse | sparse vs dense "
+             "| GDN core dense | GDN core sparse | sparse vs dense | warm-up (not counted) | whole run s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in frame.iter_rows(named=True):
+        spread = {name: Spread(row[f"{name}_median"], row[f"{name}_low"], row[f"{name}_high"], row[f"{name}_n"])
+                  for name in ("prefill_dense", "prefill_sparse", "core_dense", "core_sparse")}
+        lines.append(
+            f"| {row['model']} | {row['device_name']} | {row['n_tokens']:,} | {row['repeats']}, {row['threads']} | "
+            f"{_spread_text(spread['prefill_dense'])} | {_spread_text(spread['prefill_sparse'])} | "
+            f"{_verdict(spread['prefill_sparse'], spread['prefill_dense'])} | {_spread_text(spread['core_dense'])} | "
+            f"{_spread_text(spread['core_sparse'])} | {_verdict(spread['core_sparse'], spread['core_dense'])} | "
+            f"{row['warm_up_dense_ms']:,.0f} / {row['warm_up_sparse_ms']:,.0f} ms on {row['warm_up_tokens']:,} tokens | "
+            f"{row['wall_s']:.0f} |")
+    lines += ["", "`sparse vs dense`: dense's median over sparse's (above 1 sparse is faster), within the noise "
+              "when the ranges overlap. The whole run includes the untimed analysis pass (events, errors)."]
+    return "\n".join(lines)

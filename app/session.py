@@ -354,7 +354,7 @@ def _free_device_memory() -> None:
 def read_upload(name: str, data: bytes) -> Document:
     """A Document from an uploaded file (kept in memory only); DocumentError says what is wrong."""
     text = load_document(name, data, max_bytes=settings().max_upload_bytes)
-    return Document(Path(name).name, text)
+    return Document(Path(name).name, text, origin="upload")
 
 
 __all__ = [

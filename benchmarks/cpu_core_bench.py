@@ -18,7 +18,8 @@ selection and output casts included), interleaved, warmed up once, then timed `-
                         event and band 3 (the fair dense figure, and what the app's CPU runs compare)
     sparse_api_1slab    sparse_api with all chunks in one slab (what slabs save)
 
-Prints a Markdown report (median, min-max, ratios, machine load) and writes the JSON to --out.
+Writes the JSON to --out and prints the Markdown table of analysis/measurements.py (median, min-max, ratios,
+machine load), the one the README shows.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import sparsegdn  # noqa: E402
+from analysis import measurements  # noqa: E402
 from sparsegdn import api, event_forward, reference, validation  # noqa: E402
 
 SHAPES = {  # name: (H, HV, K, V)
@@ -126,31 +128,6 @@ def summary(ms):
     return dict(median_ms=statistics.median(ordered), min_ms=ordered[0], max_ms=ordered[-1], samples_ms=ms)
 
 
-def markdown(report):
-    lines = ["# GDN core on the CPU: the public torch path (event_forward) against the reference", "",
-             f"{report['date']}, {report['machine']}, torch {report['torch']}, "
-             f"{report['threads']} thread (OMP_NUM_THREADS={report['omp_num_threads']}). "
-             f"GLIBC_TUNABLES={report['glibc_tunables'] or 'unset'}.",
-             f"Command: `{report['command']}`",
-             f"Load average (1 min) before / after: {report['load_before']:.2f} / {report['load_after']:.2f}. "
-             f"Median of {report['repeats']} interleaved warm repeats, [min-max] beside it, ms; "
-             f"budget {BUDGET}, band {BAND}, score selector; bf16 inputs, float32 compute.", "",
-             "| shape | T | " + " | ".join(CONTENDERS) +
-             " | dense_reference / sparse_api | dense_api / sparse_api | rel. err (sparse, dense) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in report["rows"]:
-        cells = [f"{row[name]['median_ms']:.1f} [{row[name]['min_ms']:.0f}-{row[name]['max_ms']:.0f}]"
-                 for name in CONTENDERS]
-        median = {name: row[name]["median_ms"] for name in CONTENDERS}
-        errors = row["errors"]
-        lines.append(f"| {row['shape']} | {row['T']} | " + " | ".join(cells) +
-                     f" | {median['dense_reference'] / median['sparse_api']:.2f}x"
-                     f" | {median['dense_api'] / median['sparse_api']:.2f}x"
-                     f" | {errors['sparse_api vs sparse_reference']:.1e}, "
-                     f"{errors['dense_api vs dense_reference']:.1e} |")
-    return "\n".join(lines)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 16384])
@@ -182,7 +159,9 @@ def main():
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
-    print(markdown(report))
+    print(f"# GDN core on the CPU: the public torch path (event_forward) against the reference\n\n"
+          f"GLIBC_TUNABLES={report['glibc_tunables'] or 'unset'}; every contender's samples are in `{out.name}`.\n\n"
+          + measurements.cpu_core_table(*measurements.cpu_core(out), out.name))
 
 
 if __name__ == "__main__":

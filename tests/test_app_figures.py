@@ -160,3 +160,79 @@ def test_heavy_tailed_scores_do_not_wash_out_the_colour_scale(small):
     trace = heatmap_of(figures.event_heatmap(spiked, 0, "score"))
     assert np.nanmax(np.asarray(trace.z, dtype=float)) == 1e6  # the exact value is still there for hover
     assert trace.zmax < 1.0 and trace.zmin >= 0.0  # the colours span the bulk (scores in [0, 1))
+
+
+def test_figures_use_the_controls_words(small):
+    """The heatmap, its colour bar and the error figures say "output error", as the control does."""
+    fig = figures.event_heatmap(small.events, 1, "rel_err_o")
+    assert fig.layout.title.text.startswith("Layer 1: output error per head pair and chunk")
+    assert heatmap_of(fig).colorbar.title.text == "output error"
+    assert heatmap_of(figures.event_heatmap(small.events, 1, "score")).colorbar.title.text == "selector score"
+    state = figures.error_heatmap(small.heads, "rel_err_state")
+    assert "final-state error" in state.layout.title.text and "rel_err" not in state.layout.title.text
+    assert "rel_err" not in figures.error_by_layer(small.layers).data[0].hovertemplate
+
+
+def test_attention_layers_are_marked_between_gdn_layers(small):
+    layers = small.layers.with_columns(pl.Series("layer", [0, 1, 3], dtype=pl.Int32))   # layer 2: attention
+    attention = tables.attention_layers(layers["layer"].to_list(), n_layers=5)
+    assert attention == [2, 4] and tables.attention_layers([0, 1, 2]) == []
+    for fig in (figures.timings_by_layer(layers, "cpu", attention=attention),
+                figures.error_by_layer(layers, attention),
+                figures.compare_layers(layers, layers, "rel_err_o", ("A", "B"), "error", attention)):
+        marked = [(shape.x0 + shape.x1) / 2 for shape in fig.layout.shapes]
+        assert marked == [2, 4], marked
+        assert [a.text for a in fig.layout.annotations] == ["attention layer", "attention layer"]
+
+
+def test_per_layer_timings_show_the_range_of_the_repeats(small):
+    from test_app_support import with_timings
+
+    timed = with_timings(synthetic_result(n_layers=3, head_pairs=4, n_chunks=20, seed=1), [100.0, 110.0, 130.0],
+                         [90.0, 95.0, 97.0])
+    ranges = tables.core_ranges(timed.timings)
+    fig = figures.timings_by_layer(timed.layers, "cpu", ranges)
+    dense = fig.data[0]
+    medians = ranges.filter(pl.col("path") == "dense")["median"].to_numpy()
+    np.testing.assert_allclose(np.asarray(dense.error_y.array) + medians,
+                               ranges.filter(pl.col("path") == "dense")["high"].to_numpy())
+    assert "median of 3 repeats" in fig.layout.title.text
+    assert "one measurement" in figures.timings_by_layer(timed.layers, "cpu").layout.title.text
+
+
+def test_readable_tables_have_words_and_rounded_numbers():
+    frame = pl.DataFrame({"head_pair": [0], "rel_err_o": [0.000123456789], "prefill_ms_dense": [10060.8967],
+                          "unlabelled": [1.23456789]})
+    shown = tables.readable(frame)
+    assert shown.columns == ["head pair", "output error", "prefill, dense (ms)", "unlabelled"]
+    assert shown.row(0) == (0, 0.0001235, 10060.9, 1.235)
+
+
+def test_a_history_row_keeps_the_spread_and_says_how_it_was_timed():
+    from test_app_support import with_timings
+
+    timed = with_timings(synthetic_result(seed=4), [100.0, 110.0, 130.0], [90.0, 95.0, 97.0])
+    row = tables.history_row(timed, "run", "computed", 3.0)
+    assert (row["prefill_ms_dense"], row["prefill_ms_dense_low"], row["prefill_ms_dense_high"]) == (110.0, 100.0, 130.0)
+    assert row["timing"] == "median of 3"
+    old = tables.history_row(synthetic_result(seed=4), "old", "example", None)
+    assert old["timing"] == "one measurement" and old["prefill_ms_dense_low"] is None
+    history = pl.DataFrame([row, old])
+    bars = figures.timing_history(history)
+    assert list(bars.data[0].error_y.array) == [20.0, 0.0]
+
+
+def test_the_tour_finds_the_needle_and_how_its_chunk_fared(small):
+    text = small.document
+    chunk = tables.needle_chunk(text, small.chunks, text[640:660])       # inside chunk 10
+    assert chunk == 10 and tables.needle_chunk(text, small.chunks, "no such words") is None
+    layer = tables.layer_keeping_most(small.events, chunk)
+    kept = small.events.filter(pl.col("chunk") == chunk).group_by("layer").agg(pl.col("selected").sum())
+    assert kept.filter(pl.col("layer") == layer)["selected"][0] == kept["selected"].max()
+    fate = tables.chunk_in_layer(small.events, layer, chunk)
+    in_layer = small.events.filter(pl.col("layer") == layer)
+    assert fate["rank"] == 1 + int((in_layer["score"] > fate["best_score"]).sum())
+    assert fate["head_pairs"] == 4 and fate["events"] == in_layer.height
+    fig = figures.scores_kept_and_skipped(small.events, layer, chunk)
+    assert [trace.name for trace in fig.data] == ["kept", "skipped", f"chunk {chunk}"]
+    assert len(fig.data[0].x) == int(in_layer["selected"].sum())

@@ -208,3 +208,56 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
         assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
         assert where["command"] in captions
     assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions
+
+
+def test_compare_refuses_a_run_of_another_document(examples, no_model, tmp_path, monkeypatch):
+    """A second example of another document, named by compare= in the link: said, never drawn."""
+    other = synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, budget=0.5, seed=99)   # another text
+    other.save(examples / "other")
+    at = start(example="demo", compare="example:other")
+    goto(at, "views/compare.py")
+    assert any("runs of different documents are not compared" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert not [h.value for h in at.subheader if h.value.startswith(("A:", "B:"))]
+    assert "compare" not in at.query_params
+
+
+def test_teaching_mode_puts_a_note_on_every_view(examples, no_model):
+    from app.teaching import NOTES
+
+    at = start()
+    assert not at.info or all(NOTES["events"] != i.value for i in at.info)
+    at.sidebar.toggle(key="teaching_toggle").set_value(True).run()
+    assert at.query_params["teach"] == "1"
+    for page, key in (("views/events.py", "events"), ("views/budget.py", "budget"), ("views/error.py", "error"),
+                      ("views/timings.py", "timings"), ("views/compare.py", "compare"),
+                      ("views/export.py", "export"), ("views/results.py", "results")):
+        goto(at, page)
+        assert any(i.value == NOTES[key] for i in at.info), page
+
+
+def test_the_tour_steps_through_the_example(examples, no_model, monkeypatch):
+    """The tour on a made example that holds the needle: each step draws its figure."""
+    from app import teaching
+
+    monkeypatch.setattr(teaching, "TOUR_EXAMPLE", "demo")
+    monkeypatch.setattr(teaching, "TOUR_NEEDLE", "state")
+    at = goto(start(), "views/tour.py")
+    assert at.subheader[0].value.startswith("1. ")
+    assert any("per head pair and chunk" in t for t in titles(at))
+    next(b for b in at.button if b.label == "Next ▶").click().run()
+    assert any("selector scores of the kept and the skipped events" in t for t in titles(at))
+    next(b for b in at.button if b.label == "Next ▶").click().run()
+    assert at.subheader[0].value.startswith("3. ") and at.query_params["step"] == "2"
+    assert any("Output error along the document" in t for t in titles(at))
+
+
+def test_the_run_picker_shows_the_current_run(examples, no_model):
+    at = start()                                     # demo: one run
+    next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
+    picker = at.sidebar.selectbox(key="history_pick")
+    assert picker.value == 1
+    picker.set_value(0).run()
+    assert at.session_state["current"].key == "example:demo"
+    next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
+    assert at.sidebar.selectbox(key="history_pick").value == 2

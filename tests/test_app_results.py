@@ -111,3 +111,40 @@ def test_each_committed_kernel_report_is_the_rendering_of_its_json():
     for path in measurements.kernel_bench_files():
         assert path.with_suffix(".md").read_text() == measurements.kernel_report(path), \
             f"{path.with_suffix('.md').name} is stale: python benchmarks/kernel_bench.py --render {path}"
+
+
+def cpu_core_report(sparse, dense, reference) -> dict:
+    def spread(samples):
+        return {"median_ms": sorted(samples)[len(samples) // 2], "min_ms": min(samples), "max_ms": max(samples),
+                "samples_ms": samples}
+
+    row = {"shape": "K=V=128", "T": 4096, "errors": {}, "sparse_api": spread(sparse), "dense_api": spread(dense),
+           "dense_reference": spread(reference)}
+    return {"date": "2026-11-30", "machine": "2-core CPU", "torch": "2", "threads": 1, "command": "bench",
+            "load_before": 0.1, "load_after": 0.2, "repeats": 3, "budget": 0.29, "band": 1, "rows": [row]}
+
+
+def test_the_cpu_table_says_a_difference_inside_the_noise(tmp_path):
+    path = tmp_path / "cpu_core_bench.json"
+    path.write_text(json.dumps(cpu_core_report([50.0, 52.0, 70.0], [55.0, 60.0, 61.0], [100.0, 101.0, 102.0])))
+    table = front_page.render("cpu_core_bench.json", tmp_path)
+    row = next(line for line in table.splitlines() if line.startswith("| K=V=128"))
+    assert "| 1.15x (within the noise) |" in row       # dense 60 / sparse 52, ranges overlap
+    assert row.endswith("| 1.94x (faster) |")           # reference 101 / sparse 52, ranges apart
+    assert "`cpu_core_bench.json`: 2-core CPU" in table and "Load average" in table
+
+
+def test_the_app_run_table_shows_medians_ranges_and_the_warm_up(tmp_path):
+    timing = {"repeats": 3, "threads": 1, "warm_up": {"tokens": 128, "dense_ms": 40.0, "sparse_ms": 50.0},
+              **{name: {"median": median, "low": median - spread, "high": median + spread, "n": 3}
+                 for name, median, spread in (("prefill_dense", 900.0, 30.0), ("prefill_sparse", 880.0, 30.0),
+                                              ("core_dense", 90.0, 1.0), ("core_sparse", 60.0, 1.0))}}
+    run = {"model": "default", "device_name": "CPU", "n_tokens": 32768, "n_segments": 4, "backend": "torch",
+           "dense_backend": "torch", "timing": timing, "wall_s": 100.0, "top1_agreement": 0.99}
+    meta = {"device": "cpu", "machine": "2-core CPU", "date": "2026-11-30", "build": "abc", "command": "app_run",
+            "load_before": 1.0, "load_after": 1.5}
+    (tmp_path / "app_run_cpu.json").write_text(json.dumps({"meta": meta, "runs": [run]}))
+    table = front_page.render("app_run_cpu.json", tmp_path)
+    row = next(line for line in table.splitlines() if line.startswith("| default"))
+    assert "| 900.0 [870.0-930.0] | 880.0 [850.0-910.0] | 1.02x (within the noise) |" in row
+    assert "| 1.50x (faster) |" in row and "40 / 50 ms on 128 tokens" in row

@@ -184,3 +184,21 @@ def test_a_bundled_sample_shows_its_counts_and_runs(fresh, monkeypatch):
     run(at)
     assert any(s.value.startswith("Run finished") for s in at.success)
     assert at.session_state["document"].name == "tides.txt"
+
+
+def test_choices_survive_another_page(fresh):
+    """Budget, selector and document stay as chosen when another page ran in between."""
+    at = upload(start(), "harbour.txt", TEXT.encode())
+    at.slider(key="budget").set_value(0.34).run()
+    at.selectbox(key="selector").set_value("random").run()
+    at.switch_page("views/results.py")
+    at.run()
+    at.switch_page("views/run.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="budget").value == 0.34 and at.selectbox(key="selector").value == "random"
+    assert at.radio(key="doc_source").value == "Upload"
+    assert at.button(key="run_button").label == "Run on harbour.txt"      # the upload kept, by name
+    run(at, budget=0.34)
+    assert at.session_state["current"].document == "harbour.txt"
+    assert at.session_state["current"].config.sparse.selector == "random"

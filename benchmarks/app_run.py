@@ -1,0 +1,124 @@
+"""The app's pipeline measured through the app itself: AppTest drives app/Home.py's run page (choose the
+model, paste a document of at least --tokens tokens, press Run) and reads what the run recorded.
+
+    python benchmarks/app_run.py --device cpu --models default --tokens 32768 \
+        --out analysis/results/app_run_cpu.json                                  # a CPU machine
+    python benchmarks/app_run.py --device cuda --models default qwen3.5-4b-shape --tokens 32768 \
+        --out analysis/results/app_run_gpu.json                                  # a CUDA GPU
+
+Each model's run is the app's own: warm-up (not timed), the analysis pass, then --repeats timed whole
+prefills of each path, interleaved; the JSON keeps each run's summary timing (median and range of the
+repeats, the warm-up, the threads), the stages, the model-level metrics, the whole run's wall time
+and the Timings page's metrics as drawn. The document is the bundled samples, one after another,
+repeated until it has --tokens tokens for the model's tokenizer. Render the README's table with
+`python -m analysis.front_page` (analysis/measurements.py reads the file).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def samples_text() -> str:
+    from analysis.documents import list_samples
+
+    return "\n\n".join(sample.read() for sample in list_samples())
+
+
+def paste_document(app, tokens: int) -> int:
+    """Paste the bundled samples, repeated until the run page counts at least `tokens` tokens (the
+    selected model's tokenizer); returns the count."""
+    samples = text = samples_text()
+    while True:
+        app.text_area(key="doc_paste").set_value(text).run()
+        counted = next(m.value for m in app.metric if m.label == "Tokens / chunks")
+        count = int(counted.split("/")[0].replace(",", ""))
+        if count >= tokens:
+            return count
+        text += "\n\n" + samples
+
+
+def build() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "not recorded"
+
+
+def run_in_the_app(model: str, tokens: int, repeats: int, timeout: float) -> dict:
+    """One run through the app's run page; the recorded summary and what the Timings page drew."""
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.records import RunResult
+
+    app = AppTest.from_file(str(ROOT / "app" / "Home.py"), default_timeout=timeout)
+    app.run()
+    app.selectbox(key="model_spec").set_value(model).run()
+    app.radio(key="doc_source").set_value("Paste").run()
+    paste_document(app, tokens)
+    app.number_input(key="timing_repeats").set_value(repeats).run()
+    started = time.perf_counter()
+    app.button(key="run_button").click().run()
+    wall_s = time.perf_counter() - started
+    problems = [e.value for e in app.exception] + [e.value for e in app.error]
+    if problems or not any(s.value.startswith("Run finished") for s in app.success):
+        raise RuntimeError(f"{model}: the run did not finish: {problems}")
+    key = app.session_state["current"].key
+    summary = RunResult.load(pathlib.Path(os.environ["SPARSEGDN_RUNS_DIR"]) / key).summary
+    app.switch_page("views/timings.py")
+    app.run()
+    if app.exception:
+        raise RuntimeError(f"{model}: the Timings page failed: {[e.value for e in app.exception]}")
+    drawn = {metric.label: metric.value for metric in app.metric}
+    return {"model": summary["model"], "n_tokens": summary["n_tokens"], "n_segments": summary["n_segments"],
+            "device_name": summary["device_name"], "dtype": summary["dtype"], "backend": summary["backend"],
+            "dense_backend": summary["dense_backend"], "random_weights": summary["random_weights"],
+            "timing": summary["timing"], "stages": summary["stages"], "kl_mean": summary["kl_mean"],
+            "top1_agreement": summary["top1_agreement"], "ppl_dense": summary["ppl_dense"],
+            "ppl_sparse": summary["ppl_sparse"], "wall_s": wall_s, "timings_page": drawn, "run_key": key}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="cpu | cuda (SPARSEGDN_DEVICE of the app)")
+    parser.add_argument("--models", nargs="+", default=["default", "qwen3.5-4b-shape"])
+    parser.add_argument("--tokens", type=int, default=32768, help="the document's length, at least")
+    parser.add_argument("--repeats", type=int, default=3, help="timed prefills of each path")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds one run may take")
+    parser.add_argument("--out", required=True, help="path of the JSON to write")
+    args = parser.parse_args()
+    os.environ["SPARSEGDN_DEVICE"] = args.device
+    os.environ.setdefault("SPARSEGDN_RUNS_DIR", tempfile.mkdtemp(prefix="app-run-"))
+    os.environ.pop("SPARSEGDN_DEMO", None)
+
+    from analysis.timing import use_threads
+
+    threads = use_threads()      # as the app's server does, once per process
+    load_before = os.getloadavg()[0]
+    runs = []
+    for model in args.models:
+        runs.append(run_in_the_app(model, args.tokens, args.repeats, args.timeout))
+        print(f"{model}: {runs[-1]['n_tokens']:,} tokens, run {runs[-1]['wall_s']:.1f} s", file=sys.stderr, flush=True)
+    meta = {"date": datetime.date.today().isoformat(), "device": args.device,
+            "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
+            "threads": threads, "load_before": load_before, "load_after": os.getloadavg()[0],
+            "command": " ".join(["python benchmarks/app_run.py"] + sys.argv[1:]), "build": build()}
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""benchmarks/app_run.py, the app's own runs measured (on a GPU for the committed figures): here a short
+CPU run that goes through the same path, the run page, the Timings page and the README's table."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis import front_page
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_app_run_script_records_the_apps_timings(tmp_path):
+    out = tmp_path / "app_run_cpu.json"
+    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path / "runs"), "SPARSEGDN_THREADS": "1"}
+    done = subprocess.run([sys.executable, "benchmarks/app_run.py", "--device", "cpu", "--models", "default",
+                           "--tokens", "300", "--repeats", "2", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    run = data["runs"][0]
+    assert run["n_tokens"] >= 300 and run["timing"]["repeats"] == 2 and run["device_name"] == "CPU"
+    assert data["meta"]["threads"]["threads"] == 1
+    assert run["timings_page"]["Whole prefill, dense"].endswith(" ms")     # the page drew the run's figures
+    table = front_page.render(out.name, tmp_path)
+    assert "| default | CPU |" in table
