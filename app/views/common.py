@@ -180,10 +180,10 @@ def timing_metric(slot, label: str, new: Spread | None, old: Spread | None = Non
         slot.caption(change.describe().replace("within the noise", "within the noise: no difference shown"))
 
 
-def prefill_metric(slot, result) -> None:
+def prefill_metric(slot, result, label: str = "Prefill, sparse") -> None:
     """The whole sparse prefill against the dense one, as timing_metric shows it."""
     spreads = tables.timing_spreads(result)
-    timing_metric(slot, "Prefill, sparse", spreads.get("prefill_sparse"), spreads.get("prefill_dense"),
+    timing_metric(slot, label, spreads.get("prefill_sparse"), spreads.get("prefill_dense"),
                   median=result.summary.get("prefill_ms_sparse"), old_median=result.summary.get("prefill_ms_dense"))
 
 

@@ -38,7 +38,7 @@ core_sparse = float(result.layers["core_ms_sparse"].sum())
 columns = st.columns(4)
 common.timing_metric(columns[0], "Whole prefill, dense", spreads.get("prefill_dense"),
                      median=summary.get("prefill_ms_dense"))
-common.prefill_metric(columns[1], result)
+common.prefill_metric(columns[1], result, "Whole prefill, sparse")
 common.timing_metric(columns[2], "GDN core, dense (all layers)", spreads.get("core_dense"),
                      median=summary.get("core_ms_dense_total", core_dense), digits=2)
 common.timing_metric(columns[3], "GDN core, sparse (all layers)", spreads.get("core_sparse"), spreads.get("core_dense"),

@@ -11,7 +11,7 @@ EXAMPLE = ROOT / "data" / "examples" / "harbour-log"
 
 def test_tables_say_what_their_columns_are_and_round_their_numbers(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/events?example=harbour-log")
+    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
     page.get_by_role("heading", name="Selected events").wait_for()
     finished(page)
     page.get_by_test_id("stDataFrame").first.scroll_into_view_if_needed()   # a table draws when it is in view
@@ -31,7 +31,7 @@ def test_tables_say_what_their_columns_are_and_round_their_numbers(server, fresh
 
 def test_the_heatmap_says_output_error_as_the_control_does(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/events?example=harbour-log")
+    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
     page.get_by_role("heading", name="Selected events").wait_for()
     finished(page)
     with rerun(page):
@@ -61,7 +61,7 @@ def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
 def test_the_zoom_is_offered_or_explained(server, fresh_page):
     n_chunks = json.loads((EXAMPLE / "summary.json").read_text())["n_chunks"]
     page, _ = fresh_page()
-    page.goto(f"{server}/events?example=harbour-log")
+    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
     page.get_by_role("heading", name="Selected events").wait_for()
     finished(page)
     page.get_by_text(f"All {n_chunks} chunks are shown at full resolution, one column per chunk").wait_for()
@@ -73,7 +73,7 @@ def test_the_server_log_has_no_tracebacks(server, fresh_page, server_log):
     """The file watcher would walk transformers' lazy modules after every script run and log a traceback
     for each ("No module named torchvision"); the app's settings turn it off wherever it is launched."""
     page, _ = fresh_page()
-    page.goto(f"{server}/run")           # loads the model: transformers is imported
+    page.goto(f"{server}/")           # the run page: loads the model, so transformers is imported
     page.get_by_text("Tokens / chunks").wait_for()
     finished(page)
     open_page(page, "Selected events")

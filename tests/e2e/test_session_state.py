@@ -25,7 +25,7 @@ def budget(page):
 
 def test_choices_survive_leaving_the_run_page(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/run")
+    page.goto(f"{server}/")   # the root opens the run page
     page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
     finished(page)
     select(page, "Sample", re.compile(r"^Macbeth, Act I"))
@@ -63,7 +63,7 @@ def test_compare_never_pairs_runs_of_two_documents(server, fresh_page):
 
 def test_the_run_picker_follows_the_current_run(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/events?example=harbour-log")
+    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
     page.get_by_role("heading", name="Selected events").wait_for()
     finished(page)
     sidebar = page.get_by_test_id("stSidebar")
@@ -71,7 +71,7 @@ def test_the_run_picker_follows_the_current_run(server, fresh_page):
         sidebar.get_by_role("button", name="Open example: passkey-haystack").click()
     expect(selectbox(sidebar, "This session's runs")).to_have_value(re.compile(r"^2\. example passkey-haystack"))
     select(page, "This session's runs", re.compile(r"^1\. example harbour-log"))
-    page.get_by_text(re.compile(r"^harbour-log\.md · ")).first.wait_for()     # the view shows run 1 again
+    sidebar.get_by_text(re.compile(r"^example harbour-log")).wait_for()         # picked: run 1 is the current run
     with rerun(page):
         sidebar.get_by_role("button", name="Open example: timing-apart").click()
     shot(page, "picker-follows")
@@ -80,7 +80,7 @@ def test_the_run_picker_follows_the_current_run(server, fresh_page):
 
 def test_open_example_puts_its_document_in_the_document_panel(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/run")
+    page.goto(f"{server}/")   # the root opens the run page
     page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
     finished(page)
     with rerun(page):

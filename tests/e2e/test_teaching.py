@@ -23,7 +23,7 @@ def note(page, key: str):
 
 def test_teaching_mode_puts_a_note_beside_every_view(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/events?example=harbour-log")
+    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
     page.get_by_role("heading", name="Selected events").wait_for()
     finished(page)
     toggle = page.get_by_test_id("stSidebar").get_by_text("Teaching mode")

@@ -20,7 +20,7 @@ def test_a_change_inside_the_noise_is_said_not_coloured(server, fresh_page):
     page, _ = fresh_page()
     open_timings(page, server, "timing-noise")
     shot(page, "timings-noise")
-    sparse = metric(page, "Prefill, sparse")
+    sparse = metric(page, "Whole prefill, sparse")
     sparse.get_by_test_id("stMetricValue").wait_for()      # the metric is drawn (its code loads on first use)
     assert sparse.get_by_test_id("stMetricDelta").count() == 0, "a change inside the noise has no red/green delta"
     assert page.get_by_text(re.compile(r"within the noise: no difference shown")).count() >= 1
@@ -30,7 +30,7 @@ def test_a_change_inside_the_noise_is_said_not_coloured(server, fresh_page):
 def test_a_change_outside_the_noise_is_shown(server, fresh_page):
     page, _ = fresh_page()
     open_timings(page, server, "timing-apart")
-    delta = metric(page, "Prefill, sparse").get_by_test_id("stMetricDelta").first
+    delta = metric(page, "Whole prefill, sparse").get_by_test_id("stMetricDelta").first
     assert re.fullmatch(r"-\d+\.\d%", delta.inner_text().strip()), delta.inner_text()
 
 
