@@ -37,16 +37,27 @@ def samples_text() -> str:
 
 
 def paste_document(app, tokens: int) -> int:
-    """Paste the bundled samples, repeated until the run page counts at least `tokens` tokens (the
-    selected model's tokenizer); returns the count."""
-    samples = text = samples_text()
-    while True:
+    """Paste the bundled samples, repeated and then cut, so that the run page counts between `tokens` and
+    5% more with the selected model's tokenizer; returns the count."""
+    def count(text: str) -> int:
         app.text_area(key="doc_paste").set_value(text).run()
         counted = next(m.value for m in app.metric if m.label == "Tokens / chunks")
-        count = int(counted.split("/")[0].replace(",", ""))
-        if count >= tokens:
-            return count
+        return int(counted.split("/")[0].replace(",", ""))
+
+    samples = samples_text()
+    text = samples
+    while count(text) < tokens:
         text += "\n\n" + samples
+    low, high = 0, len(text)          # a cut of `high` characters has enough tokens
+    for _ in range(20):
+        if count(text[:high]) <= tokens * 1.05:
+            break
+        middle = (low + high) // 2
+        if count(text[:middle]) >= tokens:
+            high = middle
+        else:
+            low = middle
+    return count(text[:high])
 
 
 def build() -> str:
