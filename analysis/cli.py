@@ -107,6 +107,7 @@ def _format_spread(spread: dict | None, median=None) -> str:
 
 
 def _ratio(timing: dict, scope: str) -> str:
+    """Dense's median over sparse's (above 1 sparse is faster), and whether that is outside the noise."""
     from .timing import Spread, difference
 
     sparse, dense = (Spread.from_dict(timing.get(f"{scope}_{path}")) for path in ("sparse", "dense"))
@@ -114,7 +115,7 @@ def _ratio(timing: dict, scope: str) -> str:
     if change is None:
         return ""
     verdict = "outside the noise" if change.distinct else "within the noise" if change.repeated else "one measurement"
-    return f"; sparse/dense {sparse.median / dense.median:.2f}x ({verdict})"
+    return f"; dense/sparse {dense.median / sparse.median:.2f}x ({verdict})"
 
 
 def print_summary(summary: dict, out: Path, stream=None) -> None:

@@ -29,7 +29,11 @@ COLUMN_LABELS = {
     "tokens": "tokens", "core": "GDN core", "error": "error", "prefill_ms_median": "prefill (ms, median)",
     "core_ms_median": "GDN core (ms, median)", "prefill_vs_dense": "prefill vs dense", "core_vs_dense": "core vs dense",
     "peak_mem_gib": "peak GiB", "family": "inputs", "seeds": "seeds", "config": "configuration", "length": "tokens",
-    "accuracy": "accuracy", "samples": "samples",
+    "accuracy": "accuracy", "samples": "samples", "shape": "shape", "dense_reference": "dense, reference (ms)",
+    "sparse_reference": "sparse, reference (ms)", "sparse_api": "sparse, public torch path (ms)",
+    "dense_api": "dense, same path (ms)", "sparse_api_1slab": "sparse, one slab (ms)", "model": "model",
+    "device_name": "device", "prefill_dense_median": "prefill, dense (ms)", "prefill_sparse_median": "prefill, sparse (ms)",
+    "core_dense_median": "GDN core, dense (ms)", "core_sparse_median": "GDN core, sparse (ms)",
 }
 SIGNIFICANT_DIGITS = 4
 

@@ -60,8 +60,8 @@ def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
     # Repeated timings with their spread: median [min-max] of each path, and how they were taken.
     lines = {line[:12].strip(): line[12:] for line in captured.out.splitlines()}
     assert re.fullmatch(r"dense [\d,.]+ ms \[[\d,.]+-[\d,.]+\] \(torch core\), sparse [\d,.]+ ms \[[\d,.]+-[\d,.]+\]; "
-                        r"sparse/dense [\d.]+x \((within|outside) the noise\)", lines["prefill"]), lines["prefill"]
-    assert re.fullmatch(r"dense [\d,.]+ ms \[.*\], sparse [\d,.]+ ms \[.*\]; sparse/dense .*", lines["GDN core"])
+                        r"dense/sparse [\d.]+x \((within|outside) the noise\)", lines["prefill"]), lines["prefill"]
+    assert re.fullmatch(r"dense [\d,.]+ ms \[.*\], sparse [\d,.]+ ms \[.*\]; dense/sparse .*", lines["GDN core"])
     assert lines["timing"].startswith("median [min-max] of 2 interleaved repeat(s)") and "warm-up" in lines["timing"]
 
 

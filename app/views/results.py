@@ -44,6 +44,26 @@ for path in sorted(RESULTS.glob("prefill_*.json")):
                         "command": meta["command"]})
     st.dataframe(tables.readable(runs), hide_index=True)
 
+st.subheader("The GDN core on the CPU")
+st.write("The torch backend (sparsegdn/event_forward.py), sparse at budget 0.29 against the same code with every "
+         "event (dense) and against the chunked reference; median and range of the repeats, ms.")
+for path in sorted(RESULTS.glob("cpu_core_bench*.json")):
+    meta, rows = measurements.cpu_core(path)
+    caption(path.name, {"device": meta["machine"], "date": meta["date"], "build": meta.get("build", "not recorded"),
+                        "command": meta["command"]})
+    st.dataframe(tables.readable(rows.pivot(on="contender", index=["shape", "T"], values="median")), hide_index=True)
+
+st.subheader("The app's own runs")
+st.write("Runs of this app's run page (benchmarks/app_run.py): whole prefill and GDN core, dense and sparse, as "
+         "the Timings page shows them: median of the repeats after an untimed warm-up, ms.")
+for path in sorted(RESULTS.glob("app_run*.json")):
+    meta, rows = measurements.app_runs(path)
+    caption(path.name, {"device": f"{meta['device']} ({meta['machine']})", "date": meta["date"],
+                        "build": meta["build"], "command": meta["command"]})
+    st.dataframe(tables.readable(rows.select("model", "device_name", "n_tokens", "repeats", "prefill_dense_median",
+                                             "prefill_sparse_median", "core_dense_median", "core_sparse_median",
+                                             "wall_s")), hide_index=True)
+
 st.subheader("Selector error at equal budget")
 selector_file = RESULTS / "selector_eval.json"
 if selector_file.is_file():
