@@ -130,16 +130,16 @@ def print_summary(summary: dict, out: Path, stream=None) -> None:
         f"sparse      budget {s['budget']}, selector {s['selector']}, band {s['band']}, backend {s['backend']}"
         f" on {s['device']}; {s.get('events_selected', '?'):,} of {s.get('events_total', '?'):,} events",
         f"prefill     dense {_format_spread(timing.get('prefill_dense'), s['prefill_ms_dense'])} "
-        f"({s.get('dense_backend', '?')} core), sparse {_format_spread(timing.get('prefill_sparse'), s['prefill_ms_sparse'])}"
-        + _ratio(timing, "prefill"),
+        f"({s.get('dense_backend', '?')} core), "
+        f"sparse {_format_spread(timing.get('prefill_sparse'), s['prefill_ms_sparse'])}" + _ratio(timing, "prefill"),
         f"GDN core    dense {_format_spread(timing.get('core_dense'), s.get('core_ms_dense_total'))}, "
         f"sparse {_format_spread(timing.get('core_sparse'), s.get('core_ms_sparse_total'))}" + _ratio(timing, "core"),
     ]
     if timing:
-        warm = timing.get("warm_up", {})
-        first = ", ".join(f"{path} {warm[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse") if f"{path}_ms" in warm)
+        from .timing import warm_up_text
+
         lines.append(f"timing      median [min-max] of {timing['repeats']} interleaved repeat(s), {timing['threads']} "
-                     f"thread(s); warm-up on {warm.get('tokens', '?'):,} tokens not counted ({first})")
+                     f"thread(s); warm-up not counted: {warm_up_text(timing.get('warm_up', {}))}")
     lines += [
         f"model       KL {_format(s['kl_mean'])}, top-1 agreement {_format(s['top1_agreement'], '.2%')}, "
         f"ppl dense {_format(s['ppl_dense'])} / sparse {_format(s['ppl_sparse'])}",

@@ -499,7 +499,7 @@ def _stage_medians(timings: pl.DataFrame) -> list[dict]:
     """[{stage, ms, share}]: each stage's median over repeats (summed over layers, segments and slabs)."""
     stages = timings.filter(pl.col("scope") == "stage")
     order = list(dict.fromkeys(stages["stage"].to_list()))
-    medians = {row["stage"]: row["ms"] for row in stages.group_by("stage").agg(pl.col("ms").median()).iter_rows(named=True)}
+    medians = dict(stages.group_by("stage").agg(pl.col("ms").median()).iter_rows())
     whole = sum(medians.values()) or 1.0
     return [{"stage": name, "ms": medians[name], "share": medians[name] / whole} for name in order]
 

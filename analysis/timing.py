@@ -147,6 +147,14 @@ def difference(new: Spread | None, old: Spread | None) -> Difference | None:
     return Difference(new.median / old.median - 1.0, repeated and not new.overlaps(old), repeated)
 
 
+def warm_up_text(warm_up: Mapping) -> str:
+    """The warm-up a run recorded (`summary["timing"]["warm_up"]`), in words: each path's wall time and
+    the tokens it ran on."""
+    paths = ", ".join(f"{path} {warm_up[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse")
+                      if f"{path}_ms" in warm_up)
+    return f"{paths} on the first {warm_up.get('tokens', 0):,} tokens"
+
+
 def choose_threads(environ: Mapping[str, str] | None = None, cores: int | None = None) -> tuple[int, str]:
     """How many threads torch computes with here, and why: SPARSEGDN_THREADS, else OMP_NUM_THREADS,
     else one less than the cores this process may run on (at least one). Two threads of one matrix

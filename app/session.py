@@ -324,8 +324,8 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
             ) from error
         raise
     seconds = time.perf_counter() - started
-    entry = HistoryEntry(key=key, label=_label(stored.result.summary, doc.name), source="cached" if cached else "computed",
-                         document=doc.name, model=loaded.name, spec=spec, config=config, seconds=seconds,
+    entry = HistoryEntry(key=key, label=_label(stored.result.summary, doc.name),
+                         source="cached" if cached else "computed", document=doc.name, model=loaded.name, spec=spec, config=config, seconds=seconds,
                          document_hash=doc.hash)
     history().append(entry)
     if make_current:

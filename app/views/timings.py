@@ -3,6 +3,7 @@ Every time is a median of repeats with its range; a change inside the noise is s
 import polars as pl
 import streamlit as st
 
+from analysis.timing import warm_up_text
 from app import figures, session, tables
 from app.views import common
 from sparsegdn import STAGES
@@ -47,10 +48,8 @@ common.timing_metric(columns[3], "GDN core, sparse (all layers)", spreads.get("c
 if not has_dense:
     st.caption("This run skipped the dense pass ('compare with dense' off): no dense timings.")
 if timing and timing.get("warm_up"):
-    warm = timing["warm_up"]
-    first = ", ".join(f"{path} {warm[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse") if f"{path}_ms" in warm)
-    st.caption(f"First call (warm-up, not counted above): {first} on the first {warm['tokens']:,} tokens — "
-               "compilation and autotuning on a GPU, first use of memory and libraries on the CPU.")
+    st.caption(f"First call (warm-up, not counted above): {warm_up_text(timing['warm_up'])} — compilation and "
+               "autotuning on a GPU, first use of memory and libraries on the CPU.")
 st.caption("The GDN core is one part of a prefill: a faster core saves its share of the whole, not more. "
            + tables.core_implementation(summary))
 st.plotly_chart(figures.prefill_totals(summary, summary.get("core_ms_dense_total", core_dense),

@@ -24,6 +24,13 @@ def chart_titles(page) -> list[str]:
     return page.locator(".js-plotly-plot .gtitle").evaluate_all("nodes => nodes.map(n => n.textContent)")
 
 
+def visit(page, url: str, heading: str) -> None:
+    """Open `url` in `page` and wait until the page titled `heading` has finished its script run."""
+    page.goto(url)
+    page.get_by_role("heading", name=heading).wait_for()
+    finished(page)
+
+
 def open_page(page, label: str, heading: str | None = None) -> None:
     with rerun(page):
         page.get_by_test_id("stSidebarNav").get_by_text(label, exact=True).click()

@@ -4,23 +4,19 @@ watcher's tracebacks."""
 import json
 import re
 
-from browser_support import ROOT, chart_titles, finished, open_page, rerun, shot
+from browser_support import ROOT, chart_titles, finished, open_page, rerun, shot, visit
 
 EXAMPLE = ROOT / "data" / "examples" / "harbour-log"
 
 
 def test_tables_say_what_their_columns_are_and_round_their_numbers(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
-    page.get_by_role("heading", name="Selected events").wait_for()
-    finished(page)
+    visit(page, f"{server}/?example=harbour-log", "Selected events")   # the root; test_links.py opens each path
     page.get_by_test_id("stDataFrame").first.scroll_into_view_if_needed()   # a table draws when it is in view
     page.locator("[role=columnheader]").first.wait_for(state="attached")   # the grid's accessible copy
     headers = page.locator("[role=columnheader]").all_inner_texts()
     assert {"head pair", "kept", "selector score", "output error"} <= set(headers), headers
-    page.goto(f"{server}/timings?example=timing-noise")
-    page.get_by_role("heading", name="Prefill timings").wait_for()
-    finished(page)
+    visit(page, f"{server}/timings?example=timing-noise", "Prefill timings")
     page.get_by_test_id("stDataFrame").first.scroll_into_view_if_needed()
     page.locator("[role=columnheader]").first.wait_for(state="attached")   # the grid's accessible copy
     headers = page.locator("[role=columnheader]").all_inner_texts()
@@ -31,9 +27,7 @@ def test_tables_say_what_their_columns_are_and_round_their_numbers(server, fresh
 
 def test_the_heatmap_says_output_error_as_the_control_does(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
-    page.get_by_role("heading", name="Selected events").wait_for()
-    finished(page)
+    visit(page, f"{server}/?example=harbour-log", "Selected events")   # the root; test_links.py opens each path
     with rerun(page):
         page.get_by_test_id("stRadio").get_by_text("output error", exact=True).click()
     page.wait_for_url("**value=rel_err_o**")
@@ -46,9 +40,7 @@ def test_the_heatmap_says_output_error_as_the_control_does(server, fresh_page):
 
 def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/timings?example=harbour-log")
-    page.get_by_role("heading", name="Prefill timings").wait_for()
-    finished(page)
+    visit(page, f"{server}/timings?example=harbour-log", "Prefill timings")
     shot(page, "attention-layers")
     page.get_by_text(re.compile(r"^Layer 3: attention, not Gated DeltaNet")).wait_for()
     chart = page.locator(".js-plotly-plot").filter(has_text="GDN-core time per layer")
@@ -61,9 +53,7 @@ def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
 def test_the_zoom_is_offered_or_explained(server, fresh_page):
     n_chunks = json.loads((EXAMPLE / "summary.json").read_text())["n_chunks"]
     page, _ = fresh_page()
-    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
-    page.get_by_role("heading", name="Selected events").wait_for()
-    finished(page)
+    visit(page, f"{server}/?example=harbour-log", "Selected events")   # the root; test_links.py opens each path
     page.get_by_text(f"All {n_chunks} chunks are shown at full resolution, one column per chunk").wait_for()
     page.get_by_role("button", name="next ▶").wait_for()       # the page's buttons are drawn
     assert page.get_by_role("button", name=re.compile("Full resolution|Zoom to")).count() == 0

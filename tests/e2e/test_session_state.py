@@ -5,7 +5,7 @@ import re
 
 from playwright.sync_api import expect
 
-from browser_support import finished, open_page, rerun, shot
+from browser_support import open_page, rerun, shot, visit
 
 
 def select(page, label: str, option) -> None:
@@ -25,9 +25,7 @@ def budget(page):
 
 def test_choices_survive_leaving_the_run_page(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/")   # the root opens the run page
-    page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
-    finished(page)
+    visit(page, f"{server}/", "SparseGDN Explorer")   # the root opens the run page
     select(page, "Sample", re.compile(r"^Macbeth, Act I"))
     slider = page.get_by_test_id("stSlider").filter(has_text="Budget").get_by_role("slider")
     slider.focus()
@@ -51,9 +49,8 @@ def test_choices_survive_leaving_the_run_page(server, fresh_page):
 def test_compare_never_pairs_runs_of_two_documents(server, fresh_page):
     """A link whose compare= names a run of another document: said loudly, not drawn side by side."""
     page, _ = fresh_page()
-    page.goto(f"{server}/compare?example=harbour-log&compare=example:passkey-haystack")
-    page.get_by_role("heading", name="Compare two configurations").wait_for()
-    finished(page)
+    visit(page, f"{server}/compare?example=harbour-log&compare=example:passkey-haystack",
+          "Compare two configurations")
     shot(page, "compare-two-documents")
     page.get_by_text(re.compile(r"ran on passkey-haystack\.txt, A on harbour-log\.md: runs of different documents "
                                 r"are not compared")).wait_for()
@@ -63,9 +60,7 @@ def test_compare_never_pairs_runs_of_two_documents(server, fresh_page):
 
 def test_the_run_picker_follows_the_current_run(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/?example=harbour-log")   # the root: the links themselves are test_links.py's
-    page.get_by_role("heading", name="Selected events").wait_for()
-    finished(page)
+    visit(page, f"{server}/?example=harbour-log", "Selected events")   # the root; test_links.py opens each path
     sidebar = page.get_by_test_id("stSidebar")
     with rerun(page):
         sidebar.get_by_role("button", name="Open example: passkey-haystack").click()
@@ -80,9 +75,7 @@ def test_the_run_picker_follows_the_current_run(server, fresh_page):
 
 def test_open_example_puts_its_document_in_the_document_panel(server, fresh_page):
     page, _ = fresh_page()
-    page.goto(f"{server}/")   # the root opens the run page
-    page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
-    finished(page)
+    visit(page, f"{server}/", "SparseGDN Explorer")   # the root opens the run page
     with rerun(page):
         page.get_by_test_id("stSidebar").get_by_role("button", name="Open example: harbour-log").click()
     page.get_by_role("heading", name="Current result").wait_for()

@@ -3,7 +3,7 @@ known: ranges that overlap (a change inside the noise: said in words, never colo
 (a real difference: the coloured delta). Prepared examples say where and how they were measured."""
 import re
 
-from browser_support import finished, shot
+from browser_support import shot, visit
 
 
 def metric(page, label: str):
@@ -11,9 +11,7 @@ def metric(page, label: str):
 
 
 def open_timings(page, server, example: str) -> None:
-    page.goto(f"{server}/timings?example={example}")
-    page.get_by_role("heading", name="Prefill timings").wait_for()
-    finished(page)
+    visit(page, f"{server}/timings?example={example}", "Prefill timings")
 
 
 def test_a_change_inside_the_noise_is_said_not_coloured(server, fresh_page):
