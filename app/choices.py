@@ -2,9 +2,12 @@
 options and the run's. Kept in one place, st.session_state["choices"], that every page reads.
 
 Streamlit forgets a widget's value when a script run does not draw it, so leaving "Model and document"
-and coming back would reset its widgets. Each widget here is bound to a field of `Choices`: drawn from
-it (`restore`) and written back to it (`keep`) on every run of the page, so the widgets show the
-session's choices whichever page was open in between.
+and coming back would reset its widgets. Each widget there is drawn with its value from `Choices`
+(`value=`/`index=`, used whenever the widget is created anew) and writes each change back at once
+(`remember`, its on_change), so the widgets show the session's choices whichever page ran in between.
+Only `update` (a choice made elsewhere) sets a widget's value through st.session_state: a value set
+that way can be lost when a run is interrupted by the next one, and the widget then starts at its own
+default, so the run page's own widgets never rely on it.
 """
 from __future__ import annotations
 
@@ -40,18 +43,6 @@ def get() -> Choices:
     return st.session_state.setdefault("choices", Choices())
 
 
-def _value(choices: Choices, key: str):
-    return getattr(choices.sparse, key) if key in SPARSE_WIDGETS else getattr(choices, WIDGETS[key])
-
-
-def restore(*keys: str) -> None:
-    """Give each widget key its chosen value unless the widget holds one already (call before drawing)."""
-    choices = get()
-    for key in keys:
-        if key not in st.session_state:
-            st.session_state[key] = _value(choices, key)
-
-
 def remember(key: str) -> None:
     """on_change of a bound widget: record its new value before the page's script runs, so a choice
     survives even when another page is opened before that run ends (it would stop the run)."""
@@ -69,13 +60,27 @@ def keep(**values) -> Choices:
 
 
 def update(**values) -> Choices:
-    """Change choices from elsewhere (a sidebar button): the widgets bound to them show the new values
-    (call from a callback, before the widgets are drawn)."""
+    """Change choices from elsewhere (a sidebar button; call from a callback, before the widgets are
+    drawn): the widgets bound to them are given the new values through st.session_state, so a widget on
+    screen shows them too (see `default`)."""
     choices = keep(**values)
+    pending = st.session_state.setdefault("_choices_pending", set())
     for key, name in WIDGETS.items():
         if name in values:
             st.session_state[key] = getattr(choices, name)
+            pending.add(key)
     if "sparse" in values:
         for key in SPARSE_WIDGETS:
             st.session_state[key] = getattr(choices.sparse, key)
+            pending.add(key)
     return choices
+
+
+def default(key: str, **value) -> dict:
+    """The `value=` or `index=` to draw widget `key` with: `value`, unless `update` has just put the
+    widget's new value in st.session_state (Streamlit then takes it from there, and warns when given both)."""
+    pending = st.session_state.get("_choices_pending", set())
+    if key in pending:
+        pending.discard(key)
+        return {}
+    return value

@@ -77,23 +77,23 @@ def explain(page: str) -> None:
 def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefix: str = "",
                     columns: int = 3, on_change=None) -> SparseConfig:
     """One widget per SparseGDN option (sparsegdn.OPTIONS), laid out in `columns` columns; their values
-    as a SparseConfig. Keys are `key_prefix + option name`; a widget without a value yet starts at its
-    default; the widgets offer only allowed values. `on_change(key)` is called when one changes."""
+    as a SparseConfig. Keys are `key_prefix + option name`; a widget created anew starts at `defaults`;
+    the widgets offer only allowed values. `on_change(key)` is called when one changes."""
     slots = st.columns(columns)
     values = {}
     for index, option in enumerate(OPTIONS):
-        slot, key = slots[index % columns], key_prefix + option.name
+        slot, default, key = slots[index % columns], getattr(defaults, option.name), key_prefix + option.name
         widget = {"key": key, "help": option.help, "on_change": on_change, "args": (key,) if on_change else None}
         label = f"{label_prefix}{option.label}"
-        st.session_state.setdefault(key, getattr(defaults, option.name))
-        if option.choices and isinstance(getattr(defaults, option.name), str):
-            values[option.name] = slot.selectbox(label, option.choices, **widget)
+        if option.choices and isinstance(default, str):
+            values[option.name] = slot.selectbox(label, option.choices, index=option.choices.index(default), **widget)
         elif option.choices:
-            values[option.name] = slot.select_slider(label, options=option.choices, **widget)
+            values[option.name] = slot.select_slider(label, options=option.choices, value=default, **widget)
         elif option.high is not None:   # a fraction: from one step above the open lower bound
-            values[option.name] = slot.slider(label, option.low + option.step, option.high, step=option.step, **widget)
+            values[option.name] = slot.slider(label, option.low + option.step, option.high, default, option.step,
+                                              **widget)
         else:
-            values[option.name] = slot.number_input(label, min_value=int(option.low), step=1, **widget)
+            values[option.name] = slot.number_input(label, min_value=int(option.low), value=default, step=1, **widget)
     return SparseConfig(**values)
 
 

@@ -31,11 +31,11 @@ with model_column:
         st.error("No model is available. Check SPARSEGDN_MODEL_ROOTS (see app/README.md).")
         st.stop()
     by_spec = {c.spec: c for c in available}
-    if st.session_state.get("model_spec") not in by_spec and choices.get().model not in by_spec:
-        choices.keep(model=available[0].spec)
-    choices.restore("model_spec")
-    spec = st.selectbox("Model", list(by_spec), format_func=lambda s: by_spec[s].label, key="model_spec",
-                        on_change=choices.remember, args=("model_spec",))
+    specs = list(by_spec)
+    chosen = choices.get()
+    spec = st.selectbox("Model", specs, index=specs.index(chosen.model) if chosen.model in by_spec else 0,
+                        format_func=lambda s: by_spec[s].label, key="model_spec", on_change=choices.remember,
+                        args=("model_spec",))
     choices.keep(model=spec)
     st.caption(by_spec[spec].description)
     if not session.cuda_available():
@@ -55,17 +55,17 @@ with model_column:
 # ---- document ---------------------------------------------------------------------------------
 with document_column:
     st.subheader("Document")
-    choices.restore("doc_source", "doc_sample", "doc_paste")
+    chosen = choices.get()
     source = st.radio("Source", choices.SOURCES, horizontal=True, key="doc_source", on_change=choices.remember,
-                      args=("doc_source",))
+                      args=("doc_source",), **choices.default("doc_source", index=choices.SOURCES.index(chosen.source)))
     doc = None
     if source == "Bundled sample":
         samples = {s.name: s for s in session.samples()}
         if samples:
-            if st.session_state["doc_sample"] not in samples:
-                st.session_state["doc_sample"] = next(iter(samples))
-            name = st.selectbox("Sample", list(samples), key="doc_sample", on_change=choices.remember,
-                                args=("doc_sample",),
+            names = list(samples)
+            index = names.index(chosen.sample) if chosen.sample in samples else 0
+            name = st.selectbox("Sample", names, key="doc_sample", on_change=choices.remember, args=("doc_sample",),
+                                **choices.default("doc_sample", index=index),
                                 format_func=lambda n: f"{samples[n].title} ({samples[n].n_bytes / 1e3:.0f} KB)")
             st.caption(samples[name].description)
             try:
@@ -90,14 +90,14 @@ with document_column:
             doc = kept
             st.caption(f"Using **{kept.name}**, uploaded earlier in this session. Upload another file to replace it.")
     else:
-        pasted = st.text_area("Paste text", height=180, key="doc_paste", on_change=choices.remember,
-                              args=("doc_paste",))
+        pasted = st.text_area("Paste text", value=chosen.pasted, height=180, key="doc_paste",
+                              on_change=choices.remember, args=("doc_paste",))
         if pasted.strip():
             doc = session.Document("pasted text", pasted, origin="paste")
         elif pasted:
             st.error("The pasted text is only whitespace. Paste some text to analyse.")
-    choices.keep(source=source, sample=st.session_state.get("doc_sample", choices.get().sample),
-                 pasted=st.session_state.get("doc_paste", ""))
+    choices.keep(source=source, **({"sample": name} if source == "Bundled sample" and samples else {}),
+                 **({"pasted": pasted} if source == "Paste" else {}))
 
     too_long = False
     if doc is not None:
@@ -120,11 +120,10 @@ st.subheader("Run")
 chosen = choices.get()
 sparse = common.sparse_controls(chosen.sparse, on_change=choices.remember)
 left, right = st.columns([1, 2])
-choices.restore("compare_dense", "timing_repeats")
-compare_dense = left.checkbox("Compare with dense (error views)", key="compare_dense", on_change=choices.remember,
-                              args=("compare_dense",))
+compare_dense = left.checkbox("Compare with dense (error views)", value=chosen.compare_dense, key="compare_dense",
+                              on_change=choices.remember, args=("compare_dense",))
 repeats = right.number_input(
-    "Timing repeats", min_value=1, max_value=MAX_REPEATS, step=1, key="timing_repeats",
+    "Timing repeats", min_value=1, max_value=MAX_REPEATS, value=chosen.repeats, step=1, key="timing_repeats",
     on_change=choices.remember, args=("timing_repeats",),
     help="Timed prefills of each path after the warm-up and the analysis pass; the timings show their "
          "median and range. More repeats take longer and give a truer spread.")

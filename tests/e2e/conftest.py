@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import APART, CHROMIUM, CHROMIUM_ARGS, COUNT_RUNS, NOISY, ROOT
+from browser_support import APART, CHROMIUM, CHROMIUM_ARGS, COUNT_RUNS, NOISY, ROOT, shot
 
 
 def pytest_collection_modifyitems(config, items):
@@ -105,9 +105,18 @@ class Requests:
         return [u for u in self.urls if not u.startswith((server, "data:", "blob:", "about:"))]
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.failed_call = report.failed
+    return report
+
+
 @pytest.fixture
-def fresh_page(browser, server):
-    """A page in a new browser context (a new Streamlit session) and the record of its requests."""
+def fresh_page(browser, server, request):
+    """A page in a new browser context (a new Streamlit session) and the record of its requests; a test
+    that fails leaves a screenshot of each of its pages in test-artifacts/e2e/."""
     contexts = []
 
     def make(width=1400, height=1800):
@@ -120,5 +129,8 @@ def fresh_page(browser, server):
         return page, requests
 
     yield make
-    for context in contexts:
+    for number, context in enumerate(contexts):
+        if getattr(request.node, "failed_call", False):
+            for page in context.pages:
+                shot(page, f"failed-{request.node.name[:80]}-{number}")
         context.close()
