@@ -72,7 +72,7 @@ def fast_call(q, k, v, g, beta, *, budget, band):
     if budget is None:
         events = torch.ones(v.shape[0], v.shape[2], sparsegdn.num_chunks(v.shape[1]), dtype=torch.bool)
     else:
-        events, _ = api.select_torch(*prepared, budget=budget, selector="score", scale=scale)
+        events, _ = api.select_torch(*prepared, sparsegdn.SparseConfig(budget=budget, selector="score"), scale=scale)
     o, state, _ = event_forward.event_chunk_forward(*prepared, events, band=band, scale=scale)
     return o.to(v.dtype), state.float()
 

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import torch
 
-from .reference import BLOCK, BLOCKS_PER_CHUNK, CHUNK, band_mask, num_chunks
+from .config import BLOCK_SIZE as BLOCK
+from .config import BLOCKS_PER_CHUNK, num_chunks
+from .config import CHUNK_SIZE as CHUNK
+from .reference import band_mask
 
 SLAB_VALUES = 1 << 19    # values in a slab's [rows, 64, K + V] tensors (2 MiB in float32)
 LOG_DECAY_FLOOR = -80.0  # decays below e^-80 are computed as e^-80 (see `_decay`)
