@@ -240,7 +240,8 @@ def evaluate_to_file(model, tokenizer, plan: Plan, *, device, heldout_path: Path
     results = {"model": model_name,
                "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else "cpu",
                "date": time.strftime("%Y-%m-%d"), "command": command,
-               "samples": {str(n): plan.samples_at(n) for n in plan.lengths}, "ppl_length": plan.ppl_length,
+               "samples": {str(n): plan.samples_at(n) for n in plan.lengths}, "seed": plan.seed,
+               "ppl_length": plan.ppl_length,
                "haystack": "milton (held out)", "backend": ", ".join(backends), "records": []}
     if checkpoint is not None:
         results["checkpoint_sha256"] = checkpoint_digest(checkpoint)

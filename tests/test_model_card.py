@@ -120,3 +120,21 @@ def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsy
         model_card.render()
     with pytest.raises(SystemExit, match="neither"):
         model_card.import_run(tmp_path / "empty")
+
+
+def test_the_passkey_example_is_picked_by_the_rule_from_the_evaluation():
+    """Samples that dense and score retrieve and uniform loses, in seed order, and every case counted."""
+    from training import passkey_example
+
+    names = {n: s.name for n, s in passkey_example.settings().items()}
+    scores = {"dense": [1, 1, 1, 0, 1, 1], "score": [1, 0, 1, 0, 1, 1], "uniform": [0, 1, 1, 0, 0, 0.0]}
+    records = [{"kind": "ruler", "task": "niah_single", "length": 4096, "config": names[n], "sample_scores": v}
+               for n, v in scores.items()]
+    records.append({"kind": "ruler", "task": "niah_single", "length": 8192, "config": names["dense"],
+                    "sample_scores": [1]})
+    seeds, counts = passkey_example.outcomes({"records": records, "seed": 0}, 4096)
+    assert seeds == [0, 4, 5]
+    assert counts == {"samples": 6, "dense retrieved": 5, "score and uniform kept": 1, "score kept, uniform lost": 3,
+                      "uniform kept, score lost": 1, "both lost": 0}
+    with pytest.raises(SystemExit, match="uniform"):
+        passkey_example.outcomes({"records": records[:1]}, 4096)

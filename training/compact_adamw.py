@@ -60,8 +60,9 @@ class CompactAdamW:
     .grad to None: gradients accumulate into views of the flat gradient buffer.
     """
 
-    def __init__(self, model: torch.nn.Module, betas=(0.9, 0.95), eps: float = 1e-8, weight_decay: float = 0.1):
-        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+    def __init__(self, model: torch.nn.Module, betas=(0.9, 0.95), eps: float = 1e-8, weight_decay: float = 0.1,
+                 factored: bool = True):
+        self.betas, self.eps, self.weight_decay, self.factored = betas, eps, weight_decay, factored
         order, self.decayed = layout(list(model.named_parameters()))
         self.names = [n for n, _ in order]
         self.weights = torch.cat([p.detach().reshape(-1).float() for _, p in order])      # [P] float32
@@ -87,6 +88,9 @@ class CompactAdamW:
         self.rows = [torch.zeros(g.count, g.rows, device=self.weights.device) for g in self.groups]
         self.cols = [torch.zeros(g.count, g.cols, device=self.weights.device) for g in self.groups]
         self.exp_avg_sq = torch.zeros_like(self.weights[self.full_start:])
+        if not factored:   # AdamW's full second moment, in bfloat16 (2 more bytes a parameter)
+            self.groups, self.rows, self.cols, self.full_start = [], [], [], 0
+            self.exp_avg_sq = torch.zeros_like(self.weights, dtype=torch.bfloat16)
 
     def zero_grad(self) -> None:
         self.grads.zero_()
@@ -113,8 +117,9 @@ class CompactAdamW:
             scaled = row / row.mean(1, keepdim=True)
             torch.mul(scaled[:, :, None], col[:, None, :],
                       out=v[group.start:group.stop].view(group.count, group.rows, group.cols))
-        self.exp_avg_sq.lerp_(square[self.full_start:], 1 - beta2)
-        v[self.full_start:] = self.exp_avg_sq
+        full = self.exp_avg_sq.float().lerp_(square[self.full_start:], 1 - beta2)
+        self.exp_avg_sq.copy_(full)
+        v[self.full_start:] = full
         denom = v.div_(1 - beta2 ** self.steps).sqrt_().add_(self.eps)
         self.weights[:self.decayed].mul_(1 - lr * self.weight_decay)
         self.weights.addcdiv_(m, denom, value=-lr / (1 - beta1 ** self.steps))
