@@ -33,8 +33,8 @@ def source(tokenizer):
 
 def test_config_is_the_issue_architecture():
     """qwen3_5_text, 3 GDN : 1 attention, GDN heads of Qwen3.5's real size (K = V = 128, HV = 2H); the bf16
-    checkpoint fits one 16 MiB file and the run's state (6 bytes a parameter) the 40 MiB that travels
-    between GPU jobs beside the repository, the corpus and the FLA wheels."""
+    checkpoint fits one 16 MiB file and the run's state (8 bytes a parameter) the 40 MiB that travels
+    into a GPU job beside the repository, the corpus and the FLA wheels."""
     from transformers import Qwen3_5ForCausalLM
 
     config = train.model_config(8192, 0)
@@ -45,7 +45,7 @@ def test_config_is_the_issue_architecture():
     with torch.device("meta"):
         parameters = sum(p.numel() for p in Qwen3_5ForCausalLM(config).parameters())
     assert 2 * parameters <= 16 * 2**20 - 2**16, f"bf16 checkpoint of {2 * parameters / 2**20:.1f} MiB"
-    assert 6 * parameters <= 40 * 2**20, f"run state of {6 * parameters / 2**20:.1f} MiB"
+    assert 8 * parameters <= 40 * 2**20, f"run state of {8 * parameters / 2**20:.1f} MiB"
 
 
 def test_default_checkpoint_fits_the_limits():
@@ -292,29 +292,31 @@ def test_compact_adamw_parameters_are_views_of_its_flat_buffers():
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
 
 
-def test_compact_adamw_step_is_adamw_where_the_factored_moment_is_exact():
-    """With a rank-one squared gradient the factored second moment is exact, so the first step equals
-    torch's AdamW (weight decay on the matrix, none on the vector) up to the bf16 first moment."""
+def test_compact_adamw_steps_are_adamw_up_to_its_bf16_moments():
+    """Three steps on fresh random gradients move the weights as torch's AdamW does (weight decay on the
+    matrix, none on the embedding and the vector), to within the rounding of the moments to bf16."""
     torch.manual_seed(3)
     module = torch.nn.Module()
     module.matrix = torch.nn.Parameter(torch.randn(6, 5))
+    module.embed_tokens = torch.nn.Parameter(torch.randn(9, 5))
     module.vector = torch.nn.Parameter(torch.randn(7))
     reference = {name: p.detach().clone().requires_grad_() for name, p in module.named_parameters()}
-    grads = {"matrix": torch.outer(torch.randn(6), torch.randn(5)), "vector": torch.randn(7)}
     optimizer = CompactAdamW(module, betas=(0.9, 0.95), weight_decay=0.1)
-    optimizer.zero_grad()
-    module.matrix.grad.copy_(grads["matrix"])
-    module.vector.grad.copy_(grads["vector"])
-    optimizer.step(1e-2)
     torch_adamw = torch.optim.AdamW([{"params": [reference["matrix"]], "weight_decay": 0.1},
-                                     {"params": [reference["vector"]], "weight_decay": 0.0}],
+                                     {"params": [reference["embed_tokens"], reference["vector"]], "weight_decay": 0.0}],
                                     lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
-    for name, p in reference.items():
-        p.grad = grads[name].clone()
-    torch_adamw.step()
+    for _ in range(3):
+        optimizer.zero_grad()
+        for name, p in module.named_parameters():
+            grad = torch.randn(p.shape)
+            p.grad.copy_(grad)
+            reference[name].grad = grad.clone()
+        optimizer.step(1e-2)
+        torch_adamw.step()
     for name, p in module.named_parameters():
-        error = (p.detach() - reference[name].detach()).abs().max().item()
-        assert error < 1e-2 * 1e-2, f"{name}: max difference {error:.2e} from torch's AdamW"
+        moved = (reference[name].detach() - p.detach()).abs().max().item()
+        assert moved < 0.05 * 1e-2, f"{name}: {moved:.2e} from torch's AdamW after three steps of 1e-2"
+    assert optimizer.exp_avg.dtype == optimizer.exp_avg_sq.dtype == torch.bfloat16
 
 
 def test_state_files_split_large_tensors_and_restore_them_exactly(tmp_path):

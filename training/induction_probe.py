@@ -72,8 +72,8 @@ def run(args) -> list[dict]:
     torch.manual_seed(args.seed)
     config = probe_config(args)
     model = Qwen3_5ForCausalLM(config)
-    if args.optimizer != "adamw":   # train.py's optimizer; decay on matrices only, at AdamW's default 0.01
-        optimizer = CompactAdamW(model, betas=(0.9, 0.95), weight_decay=0.01, factored=args.optimizer == "compact")
+    if args.optimizer == "compact":   # train.py's optimizer; decay on matrices only, at AdamW's default 0.01
+        optimizer = CompactAdamW(model, betas=(0.9, 0.95), weight_decay=0.01)
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95))
     print(f"layers {''.join('A' if t == 'full_attention' else 'G' for t in config.layer_types)}, attention head dim "
@@ -87,7 +87,7 @@ def run(args) -> list[dict]:
             ids, mask = repeat_batch(args.batch, args.span, args.gap, args.draw, generator)
             lm, answer, accuracy = train.loss_terms(model, ids, mask)
             loss = lm + args.lm_answer_weight * answer if args.lm_answer_weight else answer
-            if args.optimizer != "adamw":
+            if args.optimizer == "compact":
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.clip_grad_norm(1.0)
@@ -123,9 +123,8 @@ def main(argv=None) -> None:
                         help="random tokens between the copies, the first copy placed anywhere in them: 0 keeps the "
                              "distance fixed (a positional look-up can solve it), > 0 needs a content look-up")
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--optimizer", choices=("adamw", "compact", "compact-full"), default="adamw",
-                        help="torch's AdamW (the runs in the notes), train.py's CompactAdamW (factored second moment), "
-                             "or CompactAdamW with AdamW's full second moment in bf16")
+    parser.add_argument("--optimizer", choices=("adamw", "compact"), default="adamw",
+                        help="torch's AdamW (the runs in the notes) or train.py's CompactAdamW (moments in bf16)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--stop-at", type=float, default=0.0, help="stop once accuracy reaches this")

@@ -206,16 +206,17 @@ def staged_recipe(train_log: dict, results: dict) -> list[str]:
         "mean loss on answer tokens.",
         f"- Rows: {_mixture(recipe['mixture'])}.",
         f"- Length curriculum (by fraction of the {recipe['steps']} steps): {curriculum}.",
-        f"- Trained {steps} of {recipe['steps']} steps ({steps * recipe['tokens_per_step'] / 1e6:.0f} M tokens) in "
+        f"- Trained {steps} of {recipe['steps']} steps ({steps * recipe['tokens_per_step'] / 1e6:.3g} M tokens) in "
         f"{len(stages)} job{'s' if len(stages) > 1 else ''}"
         + ("." if train_log.get("done") else ": the schedule was not finished."), "",
-        "| job | date | device | steps | seconds (training) | tokens/s | GDN core | command |",
-        "|---|---|---|---|---|---|---|---|",
+        "| job | date | device | steps | seconds (training) | tokens/s | GDN core | train.py sha256 | command |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for stage in stages:
         lines.append(f"| {stage['stage']} | {stage['date']} | {stage['device']} | {stage['first_step']}-{stage['last_step']} | "
                      f"{stage['seconds']:.0f} ({stage['train_seconds']:.0f}) | {stage['tokens_per_second'] or 0:,} | "
-                     f"{'FLA' if stage['gdn_core'].startswith('FLA') else 'torch'} | `{stage['command']}` |")
+                     f"{'FLA' if stage['gdn_core'].startswith('FLA') else 'torch'} | "
+                     f"`{stage.get('script_sha256', 'not recorded')[:12]}` | `{stage['command']}` |")
     checked = [s for s in stages if s.get("heldout_accuracy")]
     if checked:
         cells = [(task, length) for task, by_length in checked[0]["heldout_accuracy"].items() for length in by_length]
