@@ -138,3 +138,17 @@ def test_the_passkey_example_is_picked_by_the_rule_from_the_evaluation():
                       "uniform kept, score lost": 1, "both lost": 0}
     with pytest.raises(SystemExit, match="uniform"):
         passkey_example.outcomes({"records": records[:1]}, 4096)
+
+
+def test_one_command_imports_a_training_run_and_its_evaluation(card, tmp_path):
+    """--import-run takes the last job's folder and the evaluation's together, then renders the card."""
+    model_dir, results = card
+    run, evaluated = tmp_path / "stage2", tmp_path / "eval"
+    (run / "checkpoint").mkdir(parents=True)
+    shutil.copytree(model_dir, run / "default-model")
+    (run / "checkpoint" / "train_log.json").write_text(json.dumps(staged_log()))
+    evaluated.mkdir()
+    shutil.copyfile(RESULTS, evaluated / "ruler.json")
+    model_card.main(["--import-run", str(run), str(evaluated)])
+    card_text = (model_dir / "README.md").read_text()
+    assert "| 2 | 2026-12-01 10:12 UTC |" in card_text and "(this one)" in card_text

@@ -380,7 +380,7 @@ def test_the_first_job_sets_the_step_count_from_measured_step_times(stand_in_cor
     """Without --steps, steps at every curriculum length are timed on a copy of the model (left untouched)."""
     from transformers import Qwen3_5ForCausalLM, PreTrainedTokenizerFast
 
-    args = train.parse_args(["--tiny", "--tokens-per-step", "512", "--plan-s", "30"])
+    args = train.parse_args(["--tiny", "--tokens-per-step", "512", "--plan-s", "30", "--min-steps", "10"])
     args.core = "torch"
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(train.TOKENIZER))
     src = train.SequenceSource(tokenizer, corpus_stand_in.haystack(), seed=0)
@@ -393,3 +393,5 @@ def test_the_first_job_sets_the_step_count_from_measured_step_times(stand_in_cor
     per_step = 0.5 * seconds[256] + 0.5 * seconds[512]
     assert steps == max(10, int(30 / per_step) // 10 * 10)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    args.min_steps = 10 ** 9                     # a plan too short for the floor is raised to it
+    assert train.calibrate(model, src, args, torch.device("cpu"), workers=0)[0] == 10 ** 9

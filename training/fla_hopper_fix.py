@@ -104,7 +104,9 @@ def gradient_error(device: str = "cuda", key_heads: int = 2, value_heads: int = 
     def draw(*shape):
         return torch.randn(*shape, generator=generator).to(device)
 
-    q, k, v = draw(B, T, HV, K), draw(B, T, HV, K), draw(B, T, HV, V)
+    # q and k with H heads, repeated to HV as transformers' Qwen3.5 layer hands them to the core
+    q, k = (draw(B, T, H, K).repeat_interleave(HV // H, dim=2) for _ in range(2))
+    v = draw(B, T, HV, V)
     g = -torch.nn.functional.softplus(draw(B, T, HV))
     beta = torch.sigmoid(draw(B, T, HV))
     weight = draw(B, T, HV, V)

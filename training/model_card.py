@@ -4,8 +4,9 @@ Every number in the card is read from data/default-model/{config.json, train_log
 corpus-manifest.json} and analysis/results/ruler.json, so a new run gives a new card.
 
     python training/model_card.py                        # re-render the card from the committed files
-    python training/model_card.py --import-run DIR       # first copy a training run's --out folder
-                                                         # (default-model/, train_log.json, ruler.json)
+    python training/model_card.py --import-run DIR ...   # first copy run folders in: a training job's --out
+                                                         # (default-model/, checkpoint/train_log.json) and/or
+                                                         # an evaluation's (ruler.json), then render
 """
 
 from __future__ import annotations
@@ -339,10 +340,11 @@ def render() -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--import-run", type=Path, default=None, help="a training or evaluation run's --out folder to copy in first")
+    parser.add_argument("--import-run", type=Path, nargs="+", default=[],
+                        help="training and evaluation runs' --out folders to copy in first, in order")
     args = parser.parse_args(argv)
-    if args.import_run:
-        import_run(args.import_run)
+    for run in args.import_run:
+        import_run(run)
     (MODEL_DIR / "README.md").write_text(render())
     print(f"wrote {MODEL_DIR / 'README.md'}")
 

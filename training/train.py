@@ -8,8 +8,8 @@ RULER needle tasks (analysis/ruler.py) over training-text haystacks from the sta
 rows to 8K only later. The schedule is a function of the step alone, so a run can stop after any step
 and continue exactly in another job.
 
-    python training/train.py --out runs/stage1 --budget-s 500 --plan-s 850      # job 1 (sets the step count)
-    python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 500   # job 2: continues exactly
+    python training/train.py --out runs/stage1 --budget-s 540                    # job 1 (sets the step count)
+    python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 320   # job 2: continues exactly
     python training/train.py --tiny --out runs/tiny --steps 40                   # CPU smoke test, a minute
 
 A job trains for at most --budget-s seconds of wall clock (from its start), then saves. The first job
@@ -35,7 +35,6 @@ import datetime
 import hashlib
 import itertools
 import json
-import math
 import os
 import shlex
 import subprocess
@@ -82,7 +81,12 @@ TOKENS_PER_STEP, TINY_TOKENS_PER_STEP = 32768, 2048
 PEAK_LR, WARMUP, DECAY_FROM, FINAL_LR = 1e-3, 100, 0.9, 0.1   # constant from the warm-up to 90%, then linear to 10%
 ANSWER_WEIGHT = 2.0            # loss = LM loss on all tokens + 2 x mean loss on answer tokens
 BETAS, WEIGHT_DECAY, CLIP = (0.9, 0.95), 0.1, 1.0
-PLAN_S = 850.0                 # training seconds of the whole run: two 500-s jobs less their start-up
+# Training seconds of the whole run: jobs of 540 s and 320 s (each fits a 10-minute slot, the second beside
+# the evaluation) less ~60 s of start-up each (imports, FLA's gradient check, compiling, saving).
+PLAN_S = 700.0
+# Never fewer steps than this, whatever the timing says: 30% of it (the 256-token phase) is ~900 steps, about
+# twice the plateau the CPU probe needed; on a slow path the run then takes more jobs than --plan-s says.
+MIN_STEPS = 3000
 TORCH_CORE_CHUNK = 64
 STATE_FILE_BYTES = 15 * 2**20  # each state file comes back from a GPU machine that returns files of <= 16 MiB
 LOG = "train_log.json"
@@ -480,9 +484,13 @@ def calibrate(model, source: SequenceSource, args, device, workers: int) -> tupl
             source.batch(0, length, rows)
             build = (time.perf_counter() - begin) / max(1, workers)
             seconds[length] = round(max(float(np.median(times[1:])), build), 5)
-    phases = [start for start, _ in args.curriculum] + [1.0]
-    per_step = sum((b - a) * seconds[length] for (a, length), b in zip(args.curriculum, phases[1:]))
-    return max(10, int(args.plan_s / per_step) // 10 * 10), seconds
+    return max(args.min_steps, int(args.plan_s / per_step(args.curriculum, seconds)) // 10 * 10), seconds
+
+
+def per_step(curriculum, seconds: dict) -> float:
+    """Mean seconds a step over a schedule, from the seconds per step at each of its lengths."""
+    ends = [start for start, _ in curriculum[1:]] + [1.0]
+    return sum((end - start) * seconds[length] for (start, length), end in zip(curriculum, ends))
 
 
 def start_or_resume(args, model, optimizer) -> dict:
@@ -534,8 +542,10 @@ def train(args) -> dict:
     calibration = None
     if args.resume is None and args.steps is None:
         args.steps, calibration = calibrate(model, source, args, device, workers)
-        print(f"[train] seconds per step by length {calibration}: {args.steps} steps fill --plan-s {args.plan_s:g}",
-              flush=True)
+        seconds = args.steps * per_step(args.curriculum, calibration)
+        floor = f"; --min-steps {args.min_steps} raised it" if args.steps == args.min_steps else ""
+        print(f"[train] seconds per step by length {calibration}: {args.steps} steps, ~{seconds:.0f} s of training "
+              f"(--plan-s {args.plan_s:g}{floor})", flush=True)
     optimizer = CompactAdamW(model, betas=BETAS, weight_decay=WEIGHT_DECAY)
     run = start_or_resume(args, model, optimizer)
     recipe_of_run = run["recipe"]
@@ -623,6 +633,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=500.0, help="this job's wall-clock budget, from its start")
     parser.add_argument("--plan-s", type=float, default=PLAN_S,
                         help="first job only: seconds of training the whole schedule should take (sets --steps)")
+    parser.add_argument("--min-steps", type=int, default=MIN_STEPS,
+                        help="first job only: the fewest steps --plan-s may set (the plateau needs them)")
     parser.add_argument("--job-steps", type=int, default=0, help="stop this job after this many steps (0: budget only)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--gdn-core", choices=("auto", "fla", "torch"), default="auto",
