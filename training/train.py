@@ -9,7 +9,7 @@ rows to 8K only later. The schedule is a function of the step alone, so a run ca
 and continue exactly in another job.
 
     python training/train.py --out runs/stage1 --budget-s 540                    # job 1 (sets the step count)
-    python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 320   # job 2: continues exactly
+    python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 300   # job 2: continues exactly
     python training/train.py --tiny --out runs/tiny --steps 40                   # CPU smoke test, a minute
 
 A job trains for at most --budget-s seconds of wall clock (from its start), then saves. The first job
@@ -81,8 +81,8 @@ TOKENS_PER_STEP, TINY_TOKENS_PER_STEP = 32768, 2048
 PEAK_LR, WARMUP, DECAY_FROM, FINAL_LR = 1e-3, 100, 0.9, 0.1   # constant from the warm-up to 90%, then linear to 10%
 ANSWER_WEIGHT = 2.0            # loss = LM loss on all tokens + 2 x mean loss on answer tokens
 BETAS, WEIGHT_DECAY, CLIP = (0.9, 0.95), 0.1, 1.0
-# Training seconds of the whole run: jobs of 540 s and 320 s (each fits a 10-minute slot, the second beside
-# the evaluation) less ~60 s of start-up each (imports, FLA's gradient check, compiling, saving).
+# Training seconds of the whole run: jobs of 540 s and 300 s (each fits a 10-minute slot, the second beside
+# the evaluation) less ~60-90 s each for start-up (imports, FLA's gradient check, compiling) and saving.
 PLAN_S = 700.0
 # Never fewer steps than this, whatever the timing says: 30% of it (the 256-token phase) is ~900 steps, about
 # twice the plateau the CPU probe needed; on a slow path the run then takes more jobs than --plan-s says.
