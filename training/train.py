@@ -543,7 +543,7 @@ def train(args) -> dict:
     if args.resume is None and args.steps is None:
         args.steps, calibration = calibrate(model, source, args, device, workers)
         seconds = args.steps * per_step(args.curriculum, calibration)
-        floor = f"; --min-steps {args.min_steps} raised it" if args.steps == args.min_steps else ""
+        floor = f"; raised to --min-steps {args.min_steps}" if seconds > args.plan_s + 1e-9 else ""
         print(f"[train] seconds per step by length {calibration}: {args.steps} steps, ~{seconds:.0f} s of training "
               f"(--plan-s {args.plan_s:g}{floor})", flush=True)
     optimizer = CompactAdamW(model, betas=BETAS, weight_decay=WEIGHT_DECAY)
