@@ -14,6 +14,7 @@ prefill_ms_sparse is the sparse pass time minus the measured time of the dense c
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Callable, Optional
@@ -24,6 +25,7 @@ import torch
 
 import sparsegdn
 from sparsegdn.reference import CHUNK
+from sparsegdn.validation import ResultOverflowError
 
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
@@ -82,13 +84,18 @@ Progress = Optional[Callable[[ProgressUpdate], None]]
 
 
 def resolve_sparse_backend(backend: str, device: torch.device) -> str:
-    if backend != "auto":
-        return backend
+    """The backend a run uses on `device`; ConfigError when 'triton' cannot run there."""
     try:
         from sparsegdn import triton as triton_backend
         available = triton_backend.is_available()
     except (ImportError, AttributeError):
         available = False
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if backend == "triton" and not (available and (device.type == "cuda" or interpreted)):
+        raise ConfigError(f"backend 'triton' needs a CUDA GPU and triton installed (the model is on "
+                          f"{device.type}); use --backend torch or auto.")
+    if backend != "auto":
+        return backend
     return "triton" if device.type == "cuda" and available else "torch"
 
 
@@ -183,15 +190,17 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
         raise ConfigError("config must be a RunConfig")
     if not text or not text.strip():
         raise DocumentError("The document is empty; choose a file with text in it.")
+    resolve_sparse_backend(config.backend, next(loaded.model.parameters()).device)
+    limit = min(loaded.max_tokens, config.max_tokens or loaded.max_tokens)
+    # Counted against the limit before the whole text is tokenised (with offsets, the costly form).
+    if loaded.tokenizer.count_up_to(text, limit) > limit:
+        raise DocumentTooLongError(
+            f"The document has more than {limit:,} tokens; {loaded.name} is limited to {limit:,} here. "
+            "Use a shorter document or raise the token limit.")
     ids, offsets = loaded.tokenizer.encode_with_offsets(text)
     n_tokens = len(ids)
-    limit = min(loaded.max_tokens, config.max_tokens or loaded.max_tokens)
     if n_tokens == 0:
         raise DocumentError("The document produced no tokens; choose a file with text in it.")
-    if n_tokens > limit:
-        raise DocumentTooLongError(
-            f"The document has {n_tokens:,} tokens; {loaded.name} is limited to {limit:,} here. "
-            "Use a shorter document or raise the token limit.")
     try:
         return _analyze(loaded, text, ids, offsets, config, progress)
     except torch.OutOfMemoryError:
@@ -200,6 +209,9 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
         raise OutOfMemoryError(
             f"Out of GPU memory prefilling {n_tokens:,} tokens with {loaded.name}; try a shorter document, "
             f"a smaller segment_tokens (now {config.segment_tokens}), or compare_dense off.") from None
+    except ResultOverflowError as error:
+        raise NonFiniteError(f"A GDN core overflowed to NaN/inf from finite inputs ({error}); "
+                             "try float32 or another model.") from None
 
 
 def _analyze(loaded, text, ids, offsets, config, progress) -> RunResult:

@@ -12,16 +12,14 @@ import hashlib
 import json
 import re
 import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis.records import RunResult
 
-DOCUMENT_FILE = "document.txt"
 # What run_key makes: a key that is not lower-case hex could name a path outside the store's directory.
 _KEY = re.compile(r"^[0-9a-f]{8,64}$")
 
@@ -116,18 +114,11 @@ class RunStore:
         target = self.directory / stored.key
         if target.exists():
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # Write to a temp dir and rename, so a crash never leaves a half-written run to load.
-        staging = Path(tempfile.mkdtemp(prefix=f".{stored.key}-", dir=self.directory))
+        result = stored.result if stored.result.document is not None else replace(stored.result, document=stored.text)
         try:
-            stored.result.save(staging)
-            if stored.result.document is None:
-                (staging / DOCUMENT_FILE).write_text(stored.text, encoding="utf-8")
-            staging.rename(target)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-            if not target.exists():
-                raise
+            result.save(target)   # whole or not at all: a crash never leaves a half-written run to load
+        except FileExistsError:
+            return                # another thread saved the same run first
         self._prune()
 
     def _prune(self) -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.documents import DocumentError, list_samples, load_document
-from analysis.models import ModelError, list_models, load_model
+from analysis.documents import DocumentError, list_samples, load_document, load_pasted_text
+from analysis.models import ModelError, list_models, load_model, resolve_device
 from analysis.pipeline import AnalysisError, ProgressUpdate, RunConfig, analyze
 from app import runs, viewstate
-from app.settings import Settings, load_settings, resolve_device
+from app.settings import Settings, load_settings
 
 EXAMPLE_PREFIX = "example:"
 
@@ -89,12 +89,14 @@ def load_example(name: str) -> runs.StoredRun:
 
 
 @st.cache_data(max_entries=64, show_spinner="Counting tokens…")
-def _token_count(spec: str, device_name: str, roots: tuple[str, ...] | None, text: str) -> int:
-    return len(_model(spec, device_name, roots).tokenizer.encode(text))
+def _token_count(spec: str, device_name: str, roots: tuple[str, ...] | None, text: str, limit: int) -> int:
+    return _model(spec, device_name, roots).tokenizer.count_up_to(text, limit)
 
 
-def token_count(spec: str, device_name: str, text: str) -> int:
-    return _token_count(spec, device_name, _roots_key(), text)
+def token_count(spec: str, device_name: str, text: str, limit: int) -> int:
+    """The token count when it is at most `limit`, else some number above it (the text is not
+    tokenised further than needed to know)."""
+    return _token_count(spec, device_name, _roots_key(), text, limit)
 
 
 def model_choices():
@@ -324,6 +326,11 @@ def read_upload(name: str, data: bytes) -> Document:
     """A Document from an uploaded file (kept in memory only); DocumentError says what is wrong."""
     text = load_document(name, data, max_bytes=settings().max_upload_bytes)
     return Document(Path(name).name, text)
+
+
+def read_paste(text: str) -> Document:
+    """A Document from pasted text, under the rules and the size limit of an upload."""
+    return Document("pasted text", load_pasted_text(text, max_bytes=settings().max_upload_bytes))
 
 
 __all__ = [

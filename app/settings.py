@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.models import ModelError, check_device_name
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -70,16 +72,13 @@ def load_settings() -> Settings:
         run_cache_size=_env_int("SPARSEGDN_RUN_CACHE", Settings.run_cache_size),
         runs_kept=_env_int("SPARSEGDN_RUNS_KEPT", Settings.runs_kept),
         demo=demo,
-        device=os.environ.get("SPARSEGDN_DEVICE", "auto").strip() or "auto",
+        device=_env_device("SPARSEGDN_DEVICE"),
     )
 
 
-def resolve_device(setting: str) -> str:
-    """'auto' means CUDA where present, else CPU."""
-    if setting != "auto":
-        return setting
+def _env_device(name: str) -> str:
+    raw = os.environ.get(name, "").strip() or "auto"
     try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+        return check_device_name(raw)
+    except ModelError as error:
+        raise ValueError(f"{name}: {error}") from None

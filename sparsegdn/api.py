@@ -82,7 +82,9 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
     """
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_options(scale=scale, budget=budget, band=band, selector=selector, backend=backend,
-                             backends=validation.SPARSE_BACKENDS)
+                             backends=validation.SPARSE_BACKENDS, seed=seed,
+                             flags={"output_final_state": output_final_state,
+                                    "use_qk_l2norm_in_kernel": use_qk_l2norm_in_kernel})
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
@@ -101,7 +103,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
             q, k, v, g, beta, events=events, budget=budget, selector=selector, band=band, scale=scale,
             initial_state=initial_state, output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
-        validation.check_values_after(o, q, k, v, g, beta, initial_state)
+        validation.check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale)
         return o, final_state, SelectionInfo(events, scores, per_head)
 
     validation.check_values(q, k, v, g, beta, initial_state)
@@ -117,15 +119,19 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=0.29, selector="score", 
                                           initial_state=initial_state)
     hook("chunk_forward")
     final_state = state.float() if output_final_state else None
+    o = o.to(v.dtype)
+    validation.check_result(o, final_state, q, k, v, g, beta, scale)
     info = SelectionInfo(events, scores.float(), events.sum(-1))
-    return o.to(v.dtype), final_state, info
+    return o, final_state, info
 
 
 def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=True, backend="auto"):
     """The dense Gated DeltaNet core. Returns (o in v's dtype, final_state float32 or None)."""
     _, num_tokens, _, _, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
-    validation.check_options(scale=scale, backend=backend, backends=validation.DENSE_BACKENDS)
+    validation.check_options(scale=scale, backend=backend, backends=validation.DENSE_BACKENDS,
+                             flags={"output_final_state": output_final_state,
+                                    "use_qk_l2norm_in_kernel": use_qk_l2norm_in_kernel})
     scale = key_dim ** -0.5 if scale is None else float(scale)
     if backend == "auto":
         backend = "fla" if q.is_cuda and _fla_available() else "torch"
@@ -136,8 +142,9 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
         o, final_state = chunk_gated_delta_rule(
             q, k, v, g.float(), beta, scale=scale, initial_state=initial_state,
             output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
-        validation.check_values_after(o, q, k, v, g, beta, initial_state)
-        return o, (final_state.float() if final_state is not None else None)
+        final_state = final_state.float() if final_state is not None else None
+        validation.check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale)
+        return o, final_state
 
     validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
@@ -145,4 +152,6 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
                         device=q.device)
     o, state, _ = reference.chunk_forward(qp, kp, vp, gp, bp, events, band=3, scale=scale,
                                           initial_state=initial_state)
-    return o.to(v.dtype), (state.float() if output_final_state else None)
+    o, final_state = o.to(v.dtype), (state.float() if output_final_state else None)
+    validation.check_result(o, final_state, q, k, v, g, beta, scale)
+    return o, final_state

@@ -6,20 +6,34 @@ import numbers
 
 import torch
 
-from .reference import num_chunks
+from .reference import CHUNK, num_chunks
 from .selection import SELECTORS
 
 SPARSE_BACKENDS = ("auto", "torch", "triton")
 DENSE_BACKENDS = ("auto", "torch", "fla")
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# Below this a chunk's cumulative log decay (64 terms) overflows float32; exp(g) is 0 long before it.
+LOWEST_LOG_DECAY = -torch.finfo(torch.float32).max / CHUNK
+LARGEST_SCALE = torch.finfo(torch.float32).max
+
+
+class ResultOverflowError(ValueError):
+    """Every input is finite and in range, yet the result holds NaN or inf (values too large)."""
 
 
 def _tensor(name, x, ndim):
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise ValueError(f"{name}: expected a dense tensor, got layout {x.layout}; call .to_dense() first")
+    if x.is_meta:
+        raise ValueError(f"{name}: on the meta device, which holds no values")
     if x.ndim != ndim:
         raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: expected float16, bfloat16, float32 or float64, got {x.dtype}")
 
 
 def check_inputs(q, k, v, g, beta, initial_state):
@@ -78,39 +92,89 @@ def check_values(q, k, v, g, beta, initial_state):
             raise ValueError(f"{name}: contains NaN or infinite values")
     if extremes[3][1] > 0:
         raise ValueError("g: log decays must be <= 0 (g > 0 would grow the state without bound)")
+    if extremes[3][0] < LOWEST_LOG_DECAY:
+        raise ValueError(f"g: log decays below {LOWEST_LOG_DECAY:.2g} overflow a chunk's cumulative sum in "
+                         f"float32 (got {extremes[3][0]:.3g}); clamp g, exp(g) is already 0 far above that")
+    if extremes[4][0] < 0 or extremes[4][1] > 1:
+        raise ValueError(f"beta: write strengths must be in [0, 1], got values in "
+                         f"[{extremes[4][0]:.3g}, {extremes[4][1]:.3g}]")
 
 
-def check_values_after(o, q, k, v, g, beta, initial_state):
+def _out_of_range(extremes) -> bool:
+    """Any [min, max] pair non-finite, or g ([1]) / beta ([2]) outside their ranges."""
+    non_finite = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
+    (g_low, g_high), (beta_low, beta_high) = extremes[1], extremes[2]
+    return non_finite or g_high > 0 or g_low < LOWEST_LOG_DECAY or beta_low < 0 or beta_high > 1
+
+
+def check_result(o, final_state, q, k, v, g, beta, scale):
+    """Raise ResultOverflowError when o or the final state holds NaN/inf although the inputs passed.
+
+    Finite inputs in range can still overflow inside the computation (o in float16 beyond 65504, huge
+    q, k or v times a large scale); the caller gets an error instead of NaN/inf in the result.
+    """
+    results = [o] + ([final_state] if final_state is not None else [])
+    if all(math.isfinite(low) and math.isfinite(high) for low, high in _extremes(results)):
+        return
+    _raise_overflow(o, q, k, v, g, beta, scale)
+
+
+def _raise_overflow(o, q, k, v, g, beta, scale):
+    largest = {name: max(abs(low), abs(high)) for name, (low, high)
+               in zip("qkv", _extremes([q, k, v]))}
+    raise ResultOverflowError(
+        f"o: the result overflowed to NaN/inf in {o.dtype} although every input is finite (largest |q| "
+        f"{largest['q']:.3g}, |k| {largest['k']:.3g}, |v| {largest['v']:.3g}, scale {scale:.3g}); "
+        "scale the inputs down or pass float32/float64 tensors")
+
+
+def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
     """The same contract as `check_values`, checked after a GPU computation and without reading q, k, v.
 
     A host sync before the kernels are launched would leave the GPU idle while Python launches them
     one by one (measured: the public call 0.46 ms slower than the kernels at 32K tokens). Here the
     sync comes once, at the end. NaN and inf in q, k or v always reach o (NaN and inf survive every
     product, even with zero), so o, g, beta and the initial state are reduced instead of q, k and v;
-    only when something is non-finite are the inputs read one by one to name the argument. An
-    overflow inside the computation with finite inputs is left for the caller to see in o.
+    only when something is non-finite or out of range are the inputs read one by one to name the
+    argument. A non-finite o from inputs that all pass is an overflow (ResultOverflowError).
     """
-    small = [o, g, beta] + ([initial_state] if initial_state is not None else [])
+    small = [o, g, beta] + [x for x in (initial_state, final_state) if x is not None]
     extremes = _extremes(small)
-    bad = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
-    if bad or extremes[1][1] > 0:
+    if _out_of_range(extremes):
         check_values(q, k, v, g, beta, initial_state)
+        _raise_overflow(o, q, k, v, g, beta, scale)
 
 
-def check_options(*, scale=None, budget=None, band=None, selector=None, backend=None, backends=()):
+# Stands for "this entry point has no such option", so that None given by a caller is refused.
+NOT_AN_OPTION = object()
+
+
+def check_options(*, scale=None, budget=NOT_AN_OPTION, band=NOT_AN_OPTION, selector=NOT_AN_OPTION,
+                  backend=NOT_AN_OPTION, backends=(), seed=NOT_AN_OPTION, flags=None):
+    """The values of the options (not the tensors): each wrong one is a ValueError naming it.
+
+    `flags` maps the names of boolean switches to their values. Options an entry point does not take
+    are left at NOT_AN_OPTION; None is a wrong value for every option but `scale` (None = K^-0.5).
+    """
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                              or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
-                               or not 0 < budget <= 1):
+                              or not math.isfinite(scale) or not 0 < scale <= LARGEST_SCALE):
+        raise ValueError(f"scale: expected a positive number that float32 can hold, got {scale!r}")
+    if budget is not NOT_AN_OPTION and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+                                        or not 0 < budget <= 1):
         raise ValueError(f"budget: expected a fraction in (0, 1], got {budget!r}")
-    if band is not None and (isinstance(band, bool) or not isinstance(band, numbers.Integral)
-                             or not 0 <= band <= 3):
+    if band is not NOT_AN_OPTION and (isinstance(band, bool) or not isinstance(band, numbers.Integral)
+                                      or not 0 <= band <= 3):
         raise ValueError(f"band: expected an integer in 0..3, got {band!r}")
-    if selector is not None and selector not in SELECTORS:
+    if selector is not NOT_AN_OPTION and selector not in SELECTORS:
         raise ValueError(f"selector: unknown policy {selector!r}; choose one of {', '.join(SELECTORS)}")
-    if backend is not None and backend not in backends:
+    if backend is not NOT_AN_OPTION and backend not in backends:
         raise ValueError(f"backend: unknown backend {backend!r}; choose one of {', '.join(backends)}")
+    if seed is not NOT_AN_OPTION and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                                      or not 0 <= seed < 2 ** 64):
+        raise ValueError(f"seed: expected an integer in [0, 2**64), got {seed!r}")
+    for name, value in (flags or {}).items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: expected True or False, got {value!r}")
 
 
 def check_events(events, batch, value_heads, num_tokens, device):

@@ -118,3 +118,40 @@ def test_4b_shape_preset_config():
     assert kinds.count("linear_attention") == 24 and kinds.count("full_attention") == 8
     assert (config.linear_num_key_heads, config.linear_num_value_heads) == (16, 32)
     assert (config.linear_key_head_dim, config.linear_value_head_dim) == (128, 128)
+
+
+# ---- issue 11, item 3: a long text is measured against the limit without tokenising all of it ----
+
+def spy_on_encode(tokenizer) -> list[int]:
+    """The length of every text the tokenizer encodes from now on."""
+    seen, real = [], tokenizer.encode
+
+    def encode(text):
+        seen.append(len(text))
+        return real(text)
+
+    tokenizer.encode = encode
+    return seen
+
+
+def test_counting_tokens_stops_soon_after_the_limit():
+    from analysis.documents import SAMPLES_DIR
+    from analysis.models import PIECE_CHARS
+
+    tokenizer = load_model("default").tokenizer
+    sample = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8")
+    text = sample * (4_000_000 // len(sample) + 1)           # ~4 M characters, about a million tokens
+    seen = spy_on_encode(tokenizer)
+    assert tokenizer.count_up_to(text, 1000) > 1000
+    assert sum(seen) <= 2 * PIECE_CHARS, f"{sum(seen):,} of {len(text):,} characters tokenised for a limit of 1,000"
+
+
+@pytest.mark.parametrize("copies", [1, 3, 40])
+def test_a_count_under_the_limit_is_exact(copies):
+    from analysis.documents import SAMPLES_DIR
+
+    tokenizer = load_model("default").tokenizer
+    text = (SAMPLES_DIR / "gated-deltanet-notes.md").read_text(encoding="utf-8") * copies
+    exact = len(tokenizer.encode(text))
+    assert tokenizer.count_up_to(text, exact) == exact
+    assert tokenizer.count_up_to(text, exact - 1) > exact - 1

@@ -76,21 +76,23 @@ with document_column:
                 st.error(str(error))  # the message names the file and what to do
     else:
         pasted = st.text_area("Paste text", height=180, key="doc_paste")
-        if pasted.strip():
-            doc = session.Document("pasted text", pasted)
-        elif pasted:
-            st.error("The pasted text is only whitespace. Paste some text to analyse.")
+        if pasted:
+            try:
+                doc = session.read_paste(pasted)
+            except session.DocumentError as error:
+                st.error(str(error))
 
     too_long = False
     if doc is not None:
-        n_tokens = session.token_count(spec, device, doc.text)
         limit = min(loaded.max_tokens, config.max_tokens)
-        st.metric("Tokens / chunks", f"{n_tokens:,} / {math.ceil(n_tokens / CHUNK):,}",
+        n_tokens = session.token_count(spec, device, doc.text, limit)
+        too_long = n_tokens > limit
+        st.metric("Tokens / chunks", f"more than {limit:,}" if too_long else
+                  f"{n_tokens:,} / {math.ceil(n_tokens / CHUNK):,}",
                   help=f"Chunks of {CHUNK} tokens; at most {limit:,} tokens on this server.")
-        if n_tokens > limit:
-            too_long = True
+        if too_long:
             st.error(
-                f"{doc.name} has {n_tokens:,} tokens; this model and server take at most {limit:,}. "
+                f"{doc.name} has more than {limit:,} tokens; this model and server take at most {limit:,}. "
                 "Cut the document, or set SPARSEGDN_MAX_TOKENS / pick a model with a longer context."
             )
         with st.expander("Preview"):
