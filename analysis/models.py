@@ -288,12 +288,18 @@ def _has_checkpoint(directory: Path) -> bool:
     return (directory / "config.json").is_file() and any(directory.glob("*.safetensors"))
 
 
-def _read_model_type(directory: Path) -> str:
+def _read_config(directory: Path) -> dict:
     try:
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ModelError(f"{directory} has no readable config.json ({error}); {SUPPORTED_TEXT}.") from None
-    return str(config.get("model_type", ""))
+    if not isinstance(config, dict):
+        raise ModelError(f"{directory}/config.json is not a JSON object; {SUPPORTED_TEXT}.")
+    return config
+
+
+def _read_model_type(directory: Path) -> str:
+    return str(_read_config(directory).get("model_type", ""))
 
 
 def _load_tokenizer(directory: Path):
@@ -307,21 +313,36 @@ def _load_tokenizer(directory: Path):
 
 
 def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> LoadedModel:
+    import torch
     from transformers import AutoModelForCausalLM
+
+    from . import checkpoints
     from transformers.utils import logging as transformers_logging
 
     # The CLI's stderr is its own progress bar and one-line errors; transformers' loading bar is noise.
     transformers_logging.disable_progress_bar()
-    model_type = _read_model_type(directory)
+    config = _read_config(directory)
+    model_type = str(config.get("model_type", ""))
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(f"{name} is a {model_type or 'unknown'!r} model, not Qwen3.5; {SUPPORTED_TEXT}.")
+    checkpoints.check_before_building(config, directory, name=name, device=device,
+                                      bytes_per_parameter=torch.empty((), dtype=dtype).element_size())
     tokenizer = _load_tokenizer(directory)
+    vocabulary = checkpoints.text_config(config).get("vocab_size")
+    if vocabulary is not None and tokenizer.vocab_size > vocabulary:
+        raise ModelError(f"{name}: tokenizer.json has {tokenizer.vocab_size:,} tokens but the model's vocabulary "
+                         f"holds {vocabulary:,}; the tokenizer does not belong to this model.")
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model, report = AutoModelForCausalLM.from_pretrained(
             str(directory), dtype=dtype, trust_remote_code=False, local_files_only=True,
-        ).to(device)
+            output_loading_info=True)
+    except RuntimeError as error:      # transformers: a weight's shape differs from the config's
+        raise ModelError(f"Could not load {name}: its weights do not match config.json's sizes "
+                         f"({str(error).splitlines()[0]})") from None
     except (OSError, ValueError, KeyError) as error:
         raise ModelError(f"Could not load {name}: {error}") from None
+    checkpoints.check_loading_report(report, name)
+    model = model.to(device)
     description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
     return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
                    device=device, dtype=dtype)

@@ -242,3 +242,23 @@ def test_a_save_that_fails_leaves_nothing_behind(doc, tmp_path, capsys, monkeypa
     assert run_cli(doc, tmp_path / "out") == cli.EXIT_INPUT
     assert "No space left on device" in capsys.readouterr().err
     assert len(written) == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt"]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing weight", "lacks 1 weight(s) the model needs (model.norm.weight)"),
+    ("config of another model", "weights do not match config.json's sizes"),
+])
+def test_a_damaged_checkpoint_exits_2_with_one_line(damage, message, doc, tmp_path, capsys, monkeypatch):
+    from test_analysis_models import drop_weight, write_checkpoint
+
+    directory = write_checkpoint(tmp_path / "models" / "damaged",
+                                 extra_config={"hidden_size": 64} if damage.startswith("config") else None)
+    if damage == "missing weight":
+        drop_weight(directory, "model.norm.weight")
+    monkeypatch.setenv("SPARSEGDN_MODEL_ROOTS", str(tmp_path / "models"))
+    capsys.readouterr()   # writing the checkpoint drew a progress bar
+    code = cli.main(["run", "--model", str(directory), "--doc", str(doc), "--out", str(tmp_path / "out"),
+                     "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INPUT and message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
