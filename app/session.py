@@ -30,6 +30,19 @@ def settings() -> Settings:
     return load_settings()
 
 
+def check_settings() -> None:
+    """ValueError naming the SPARSEGDN_* variable that is wrong, before any page uses it."""
+    config = settings()
+    try:
+        device()
+    except ModelError as error:
+        raise ValueError(f"SPARSEGDN_DEVICE: {error}") from None
+    server_cap = st.get_option("server.maxUploadSize")
+    if server_cap < config.max_upload_mb:
+        raise ValueError(f"SPARSEGDN_MAX_UPLOAD_MB is {config.max_upload_mb} but the server takes uploads of at "
+                         f"most {server_cap} MB (server.maxUploadSize); raise that too")
+
+
 @st.cache_resource
 def _device(setting: str) -> str:
     return resolve_device(setting)

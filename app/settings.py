@@ -1,6 +1,6 @@
 """App settings: defaults here, overridden by SPARSEGDN_* environment variables.
 
-Server-level settings (address, port, upload size) live in .streamlit/config.toml;
+Server-level settings (address, port, upload size) live in app/.streamlit/config.toml;
 `max_upload_mb` here must not exceed `server.maxUploadSize` there (the server
 rejects bigger files before the app sees them).
 """
@@ -57,11 +57,14 @@ class Settings:
 
 
 def load_settings() -> Settings:
+    """The settings from the environment; ValueError naming the variable whose value is wrong."""
     runs_dir_raw = os.environ.get("SPARSEGDN_RUNS_DIR")
     if runs_dir_raw is None:
         runs_dir = Settings.runs_dir
     else:
         runs_dir = Path(runs_dir_raw).expanduser() if runs_dir_raw.strip() else None
+    if runs_dir is not None and runs_dir.exists() and not runs_dir.is_dir():
+        raise ValueError(f"SPARSEGDN_RUNS_DIR: {runs_dir} is a file, not a folder")
     demo = os.environ.get("SPARSEGDN_DEMO", "").strip() or None
     return Settings(
         max_upload_mb=_env_int("SPARSEGDN_MAX_UPLOAD_MB", Settings.max_upload_mb),
