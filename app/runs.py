@@ -28,10 +28,14 @@ def document_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def run_key(model: str, text: str, config) -> str:
-    """Key of a run: the same model, text and configuration give the same key in any process."""
+def run_key(model: str, text: str, config, scope: str = "") -> str:
+    """Key of a run: the same model, text, configuration and scope give the same key in any process.
+
+    The scope keeps runs apart that must not be shared (the app scopes private text to its session:
+    with a secret scope the key can neither be guessed from the text nor matched by another session).
+    """
     payload = json.dumps(
-        {"model": model, "document": document_hash(text), "config": config.to_dict()},
+        {"model": model, "document": document_hash(text), "config": config.to_dict(), "scope": scope},
         sort_keys=True,
         default=str,
     )

@@ -6,6 +6,7 @@ never shared): the current document, the current run, the session's run history,
 """
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -134,6 +135,9 @@ def examples() -> list[str]:
 class Document:
     name: str
     text: str
+    # A bundled sample's text is public: its runs are shared by every session. Any other text (upload,
+    # paste) is private to its session: see `run_scope`.
+    bundled: bool = False
 
     @property
     def hash(self) -> str:
@@ -160,6 +164,7 @@ def init() -> None:
         return
     view = viewstate.parse_view(st.query_params.to_dict())
     state["view"] = view
+    state["run_scope"] = secrets.token_hex(16)
     state["history"] = []
     state["current"] = None
     state["document"] = None
@@ -194,6 +199,14 @@ def sync_url() -> None:
     params = viewstate.view_to_params(view())
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
+
+
+def run_scope(doc: Document) -> str:
+    """What a run key is scoped to. Runs of uploaded or pasted text are this session's alone: another
+    session with the same text computes its own (no "cached" notice, no instant answer, no guessable
+    link tells it that someone analysed that text); only a link this session shares opens the run.
+    Bundled samples are public, so their runs are shared by every session."""
+    return "bundled" if doc.bundled else st.session_state["run_scope"]
 
 
 def current() -> HistoryEntry | None:
@@ -279,7 +292,7 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
         loaded = get_model(spec, device_name)
     except ModelError as error:
         raise RunFailed(str(error)) from error
-    key = runs.run_key(f"{loaded.name}@{device_name}", doc.text, config)
+    key = runs.run_key(f"{loaded.name}@{device_name}", doc.text, config, scope=run_scope(doc))
     started = time.perf_counter()
 
     def compute():

@@ -84,9 +84,49 @@ def test_concurrent_sessions_share_the_model_and_keep_their_own_state(fresh, mon
     newcomer = AppTest.from_file(HOME, default_timeout=60)
     newcomer.run()
     assert newcomer.session_state["current"] is None and newcomer.session_state["history"] == []
-    # The same document and configuration from another session is served from the shared store.
+    # The same pasted document and configuration from another session is computed again (issue 11):
+    # nothing tells that session someone else analysed this text.
     again = session_run(texts["alpha"], "alpha")
-    assert any(s.value.startswith("Cached result") for s in again.success)
+    assert any(s.value.startswith("Run finished") for s in again.success)
+    assert again.query_params["run"] != sessions["alpha"].query_params["run"]
+
+
+def test_a_session_never_learns_that_another_analysed_the_same_text(fresh):
+    """Issue 11: the "ran before" notice, the instant answer and the run key used to cross sessions."""
+    text = "A private memo about the harbour accounts, pasted by one person only. " * 3
+    first = session_run(text, "first")
+    assert any(s.value.startswith("Run finished") for s in first.success)
+    first.form_submit_button[0].click().run()        # the same session again: its own cache, and it says so
+    assert any(s.value.startswith("Cached result") for s in first.success)
+    second = session_run(text, "second")
+    assert any(s.value.startswith("Run finished") for s in second.success), [s.value for s in second.success]
+    assert not any("ran before" in s.value for s in second.success)
+    assert second.session_state["current"].source == "computed"
+    key = first.query_params["run"]
+    assert second.query_params["run"] != key
+    # A link the first session shares still opens its run anywhere.
+    linked = AppTest.from_file(HOME, default_timeout=60)
+    linked.query_params["run"] = key
+    linked.run()
+    assert linked.session_state["current"].key == key and linked.session_state["current"].source == "saved"
+
+
+def test_runs_of_a_bundled_sample_are_shared(fresh):
+    """A bundled sample's text is public: one session's run of it serves the next."""
+    def sample_run() -> AppTest:
+        at = AppTest.from_file(HOME, default_timeout=180)
+        at.run()
+        at.radio(key="doc_source").set_value("Bundled sample").run()
+        at.selectbox(key="doc_sample").set_value(0).run()
+        at.slider(key="budget").set_value(0.5)
+        at.form_submit_button[0].click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    first, second = sample_run(), sample_run()
+    assert any(s.value.startswith("Run finished") for s in first.success)
+    assert any(s.value.startswith("Cached result") for s in second.success)
+    assert first.query_params["run"] == second.query_params["run"]
 
 
 def test_twenty_runs_in_one_process_do_not_grow_memory(fresh, monkeypatch):

@@ -59,7 +59,7 @@ with document_column:
             pick = st.selectbox("Sample", range(len(samples)), format_func=lambda i: titles[i], key="doc_sample")
             st.caption(samples[pick].description)
             try:
-                doc = session.Document(samples[pick].name, samples[pick].read())
+                doc = session.Document(samples[pick].name, samples[pick].read(), bundled=True)
             except session.DocumentError as error:
                 st.error(str(error))
         else:
