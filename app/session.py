@@ -6,6 +6,7 @@ never shared): the current document, the current run, the session's run history,
 """
 from __future__ import annotations
 
+import ctypes
 import secrets
 import threading
 import time
@@ -305,6 +306,7 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
         try:
             return analyze(loaded, doc.text, config, progress=progress), doc.text
         finally:
+            _return_freed_memory()
             lock.release()
 
     try:
@@ -329,6 +331,17 @@ def execute(spec: str, doc: Document, config: RunConfig, progress=None, make_cur
         st.session_state["current"] = entry
         set_view(run=key, example=None)
     return entry
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap a run has freed back to the system. glibc keeps it for reuse, so a server's
+    resident memory would wander by hundreds of MB from run to run (measured: 564-886 MB over 20 runs
+    of a 5.6K-token document) while what it holds stays flat (568 MB); trimmed, the figure is honest."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim   # glibc only; elsewhere there is nothing to do
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
