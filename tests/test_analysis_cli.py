@@ -189,7 +189,7 @@ def test_triton_on_a_machine_that_cannot_run_it_is_refused_before_the_run(doc, t
     code = cli.main(["run", "--doc", str(doc), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet",
                      "--backend", "triton"])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_INPUT and "backend 'triton' needs a CUDA GPU" in err and err.count("\n") == 1
+    assert code == cli.EXIT_INPUT and "backend: 'triton' needs a CUDA GPU" in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 

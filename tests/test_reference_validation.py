@@ -322,7 +322,7 @@ def _half_inputs_whose_output_leaves_float16():
                 g=torch.zeros(1, 70, 4), beta=torch.ones(1, 70, 4, dtype=torch.float16))
 
 
-BACKENDS_ON_THIS_MACHINE = ["torch"] + (["triton"] if sparsegdn.api._triton_available() else [])
+BACKENDS_ON_THIS_MACHINE = ["torch"] + (["triton"] if sparsegdn.config.triton_available() else [])
 
 
 @pytest.mark.parametrize("backend", BACKENDS_ON_THIS_MACHINE)

@@ -108,7 +108,7 @@ def test_score_beats_uniform_and_random_on_structured_inputs(family_seed):
 
 
 BACKENDS = ["torch", pytest.param("triton", marks=pytest.mark.skipif(
-    not sparsegdn.api._triton_available(), reason="needs CUDA or TRITON_INTERPRET=1"))]
+    not sparsegdn.config.triton_available(), reason="needs CUDA or TRITON_INTERPRET=1"))]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
