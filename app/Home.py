@@ -9,10 +9,19 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import session  # noqa: E402
+from app import serving, session  # noqa: E402
 from app.views import common  # noqa: E402
 
 st.set_page_config(page_title="SparseGDN Explorer", page_icon=":material/grid_view:", layout="wide")
+problem = serving.server_problem()
+if problem is None:
+    try:
+        session.check_settings()
+    except ValueError as error:
+        problem = f"The server's settings are wrong: {error}. See app/README.md, Settings."
+if problem is not None:   # every page runs through here: none of them starts on a bad setting
+    st.error(problem)
+    st.stop()
 session.init()
 
 # In demo mode (or when a link names an example) open on the events view, no model needed.

@@ -86,7 +86,7 @@ def test_demo_mode_opens_on_the_example_without_a_model(examples, no_model):
     ("views/budget.py", ["Layer 0: events per head pair", "Events per layer", "relative to an even split"]),
     ("views/error.py", ["per layer", "per layer and head pair", "along the document"]),
     ("views/timings.py", ["whole model and GDN core", "GDN-core time per layer on cpu", "session's runs"]),
-    ("views/results.py", ["FLA's over SparseGDN's", "perplexity change against dense"]),
+    ("views/results.py", ["over SparseGDN's", "perplexity change against dense"]),
 ])
 def test_each_view_draws_its_figures(examples, no_model, page, expected):
     at = goto(start(), page)

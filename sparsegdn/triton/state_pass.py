@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, any_2d, mma, not_finite, padded, raise_flag, round_to
+from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, mma, not_finite, padded, raise_flag, round_to
 
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
 # BV = 16 two per SM, whose sequential chains then overlap.
@@ -126,6 +126,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
     if STORE_FINAL and segment == n_segments - 1:
         state = state * tl.exp(tl.load(final_log_decay_ptr + row))
         tl.store(final_state_ptr + row * K * V + state_offsets, state, mask=state_mask)
+        raise_flag(flags_ptr, FLAG_OUTPUT, any_2d(not_finite(state) & state_mask))
 
 
 def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):

@@ -3,14 +3,8 @@
 Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
 that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
 """
-import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,43 +21,17 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
 playwright = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """`streamlit run app/Home.py` on a free localhost port, runs kept in a temp dir."""
-    port = free_port()
-    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu"}
-    env.pop("SPARSEGDN_DEMO", None)
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            log.seek(0)
-            pytest.fail(f"streamlit did not start:\n{log.read()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    """`streamlit run <repo>/app/Home.py` started from another folder with no flag but the port: the
+    app's own options (localhost, upload cap) apply; runs kept in a temp dir."""
+    from streamlit_server import streamlit_server
+
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {"SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu",
+           "SPARSEGDN_DEMO": None, "HOME": str(elsewhere)}
+    with streamlit_server(elsewhere, tmp_path_factory.mktemp("log") / "streamlit.log", env=env) as (url, port):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +63,7 @@ def open_and_upload(page, server, document) -> None:
     page.goto(server)
     page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
     page.get_by_text("Upload", exact=True).click()
+    page.get_by_text("20MB per file").wait_for()   # the app's upload cap, not Streamlit's 200 MB
     page.locator("input[type=file]").set_input_files(str(document))
     page.get_by_text("Tokens / chunks").wait_for()
 
