@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -20,7 +21,27 @@ EXIT_INPUT, EXIT_RUN = 2, 3
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage block
-        self.exit(EXIT_INPUT, f"error: {message} (see --help)\n")
+        self.exit(EXIT_INPUT, f"error: {_one_line(message)} (see --help)\n")
+
+
+def _one_line(message: str) -> str:
+    """Control characters escaped (a file name may hold a newline): every error is one line."""
+    from .documents import display_name
+
+    return display_name(str(message))
+
+
+def _megabytes(raw: str) -> float:
+    value = float(raw)   # argparse reports a ValueError as "invalid _megabytes value"
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"--max-mb must be a positive number of megabytes, got {raw!r}")
+    return value
+
+
+def _folder(raw: str) -> Path:
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("--out is empty; name a folder for the records")
+    return Path(raw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,12 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="'default', 'qwen3.5-4b-shape', a checkpoint directory or a cached HF id")
     run.add_argument("--doc", required=True, type=Path, help=".txt, .md or .pdf file")
     add_sparse_options(run)
-    run.add_argument("--out", required=True, type=Path, help="directory for the parquet/json records")
+    run.add_argument("--out", required=True, type=_folder,
+                     help="new (or empty) folder for the parquet/json records, written whole at the end")
+    run.add_argument("--overwrite", action="store_true", help="replace the run already saved in --out")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda")
     run.add_argument("--dtype", default=None, help="bf16 | fp32 (default: bf16 on GPU, fp32 on CPU)")
     run.add_argument("--segment-tokens", type=int, default=8192, help=f"prefill segment length (multiple of {CHUNK_SIZE})")
     run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
-    run.add_argument("--max-mb", type=float, default=DEFAULT_MAX_MB, help="refuse files larger than this")
+    run.add_argument("--max-mb", type=_megabytes, default=DEFAULT_MAX_MB,
+                     help="refuse files larger than this many megabytes (of 1,048,576 bytes)")
     run.add_argument("--repeats", type=int, default=3,
                      help="timed prefills of each path after the warm-up (the summary gives median and range)")
     run.add_argument("--no-dense", action="store_true", help="skip the dense comparison (no errors, no KL)")
@@ -156,11 +180,16 @@ def run(args) -> int:
 
     config = RunConfig(sparse_options(args), compare_dense=not args.no_dense, segment_tokens=args.segment_tokens,
                        max_tokens=args.max_tokens, repeats=args.repeats)
-    if not args.doc.is_file():
-        raise ConfigError(f"{args.doc}: no such file.")
-    text = load_document(args.doc.name, args.doc.read_bytes(), max_bytes=int(args.max_mb * 1024 * 1024))
+    from .documents import MB, read_document_file
+    from .records import destination_problem
 
-    import torch
+    problem = destination_problem(args.out, replace=args.overwrite)
+    if problem:   # before the run, not after it: nothing computed for records that cannot be saved
+        advice = "pass --overwrite to replace it" if "saved run" in problem else "choose another --out"
+        raise ConfigError(f"--out: {problem}; {advice}.")
+    max_bytes = int(args.max_mb * MB)
+    text = load_document(args.doc.name, read_document_file(args.doc, max_bytes=max_bytes), max_bytes=max_bytes)
+
     from transformers.utils import logging as transformers_logging
 
     from .models import load_model
@@ -171,8 +200,7 @@ def run(args) -> int:
     from .pipeline import analyze
 
     use_threads()   # once per process, before any timed work (analysis/timing.py says how many and why)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    loaded = load_model(args.model, device=device, dtype=args.dtype)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     bar = None if args.quiet else ProgressBar()
     try:
         result = analyze(loaded, text, config, progress=bar, document_name=args.doc.name)
@@ -181,7 +209,7 @@ def run(args) -> int:
             bar.close()
     if args.no_document:
         result = dataclasses.replace(result, document=None)
-    result.save(args.out)
+    result.save(args.out, replace=args.overwrite)
     print_summary(result.summary, args.out)
     return 0
 
@@ -197,10 +225,10 @@ def main(argv=None) -> int:
         from .documents import DocumentError
         from .models import ModelError
 
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {_one_line(error)}", file=sys.stderr)
         return EXIT_INPUT if isinstance(error, INPUT_ERRORS + (DocumentError, ModelError)) else EXIT_RUN
-    except OSError as error:  # unreadable file, full disk for --out
-        print(f"error: {error.strerror or error} ({error.filename or ''})", file=sys.stderr)
+    except OSError as error:  # unreadable file, full disk for --out: nothing of the run is left there
+        print(f"error: {_one_line(error.strerror or error)} ({_one_line(error.filename or '')})", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

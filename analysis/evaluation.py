@@ -133,6 +133,21 @@ def heldout_windows(heldout: dict[str, np.ndarray], length: int, count: int, see
     return out
 
 
+def wilson_interval(accuracy: float, samples: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of an accuracy measured on `samples` samples.
+
+    A sample's score is the fraction of its answer spans retrieved (0 or 1 for one answer). Scores in
+    [0, 1] with mean p vary at most as much as 0/1 outcomes with mean p, so the interval for p successes
+    in `samples` trials is valid (conservative where samples have several answers).
+    """
+    if samples <= 0:
+        return 0.0, 1.0
+    centre = accuracy + z * z / (2 * samples)
+    spread = z * math.sqrt(accuracy * (1 - accuracy) / samples + z * z / (4 * samples * samples))
+    scale = 1 + z * z / samples
+    return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+
+
 def _quiet(message: str) -> None:
     """The default log: a library does not print; the command line passes `print`."""
 
@@ -192,8 +207,10 @@ def evaluate(model, generator: RulerGenerator, heldout: dict[str, np.ndarray], p
             with swapped(model, setting):
                 scores = score_batch(model, cache[key], device)
             accuracies.append(float(np.mean(scores)))
+            low, high = wilson_interval(float(np.mean(scores)), len(scores))
             records.append({"kind": "ruler", "task": task, "length": length, **setting.fields(),
-                            "samples": len(scores), "accuracy": float(np.mean(scores)), "sample_scores": scores})
+                            "samples": len(scores), "accuracy": float(np.mean(scores)), "ci_low": low, "ci_high": high,
+                            "sample_scores": scores})
         log(f"[ruler] {setting.name:34s} {length:6d}  mean acc {np.mean(accuracies):.3f}  "
             + " ".join(f"{a:.2f}" for a in accuracies) + f"  ({time.perf_counter() - t0:.1f}s)")
         if on_progress is not None:
@@ -223,7 +240,8 @@ def evaluate_to_file(model, tokenizer, plan: Plan, *, device, heldout_path: Path
     results = {"model": model_name,
                "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else "cpu",
                "date": time.strftime("%Y-%m-%d"), "command": command,
-               "samples": {str(n): plan.samples_at(n) for n in plan.lengths}, "ppl_length": plan.ppl_length,
+               "samples": {str(n): plan.samples_at(n) for n in plan.lengths}, "seed": plan.seed,
+               "ppl_length": plan.ppl_length,
                "haystack": "milton (held out)", "backend": ", ".join(backends), "records": []}
     if checkpoint is not None:
         results["checkpoint_sha256"] = checkpoint_digest(checkpoint)

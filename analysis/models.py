@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ class ModelError(AnalysisError):
 
 # ---------------------------------------------------------------------------------- tokenizers
 
+# count_up_to tokenises long texts in pieces of about this many characters, cut after a newline or a
+# space, and stops as soon as the pieces hold more tokens than the limit (plus a few per cut, where
+# the pieces' tokens may differ from the whole text's): memory and time then follow the limit, not
+# the text. Texts that stay under it are tokenised once more, whole, for the exact count.
+PIECE_CHARS = 1 << 16
+TOKENS_PER_CUT = 8
+
+
 class ByteTokenizer:
     """UTF-8 bytes as token ids 0..255: the tokenizer of the random-weight models (no vocab files)."""
 
@@ -48,6 +57,10 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
+
+    def count_up_to(self, text: str, limit: int) -> int:
+        """The token count when it is at most `limit`; otherwise a number above `limit`."""
+        return len(text) if len(text) > limit else len(text.encode("utf-8"))
 
     def decode(self, ids: list[int]) -> str:
         return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
@@ -73,12 +86,38 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(self.inner(text, add_special_tokens=False)["input_ids"])
 
+    def count_up_to(self, text: str, limit: int) -> int:
+        """The token count when it is at most `limit`; otherwise a number above `limit`, found after
+        tokenising not much more than `limit` tokens' worth of the text (see PIECE_CHARS)."""
+        if len(text) <= PIECE_CHARS:
+            return len(self.encode(text))
+        total, cuts, start = 0, 0, 0
+        while start < len(text):
+            end = _piece_end(text, start)
+            total += len(self.encode(text[start:end]))
+            if total > limit + TOKENS_PER_CUT * cuts:
+                return total
+            start, cuts = end, cuts + 1
+        return len(self.encode(text))
+
     def decode(self, ids: list[int]) -> str:
         return self.inner.decode(list(ids))
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         encoded = self.inner(text, add_special_tokens=False, return_offsets_mapping=True)
         return list(encoded["input_ids"]), [tuple(span) for span in encoded["offset_mapping"]]
+
+
+def _piece_end(text: str, start: int) -> int:
+    """End of the piece of `text` from `start`: after the last newline (else space) within PIECE_CHARS."""
+    end = start + PIECE_CHARS
+    if end >= len(text):
+        return len(text)
+    for separator in ("\n", " "):
+        cut = text.rfind(separator, start + 1, end)
+        if cut > start:
+            return cut + 1
+    return end
 
 
 # ---------------------------------------------------------------------------------- records
@@ -165,11 +204,33 @@ def _resolve_dtype(dtype: Any, device: str):
     return dtype
 
 
-def _check_device(device: str) -> None:
+DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
+DEVICES_TEXT = "use auto (a CUDA GPU when present, else the CPU), cpu, or cuda (cuda:N for GPU N)"
+
+
+def check_device_name(name) -> str:
+    """`name` when it is one of the device names runs accept; ModelError otherwise (mps and meta too:
+    the models and kernels here run on CUDA or the CPU only)."""
+    if not isinstance(name, str) or not DEVICE_NAME.fullmatch(name):
+        raise ModelError(f"Unknown device {name!r}; {DEVICES_TEXT}.")
+    return name
+
+
+def resolve_device(name: str) -> str:
+    """The torch device a run uses for `name` ('auto' picks CUDA when present); ModelError when the
+    name is unknown or names a GPU this machine does not have."""
     import torch
 
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"Device {device!r} was asked for but no CUDA GPU is available; use --device cpu.")
+    check_device_name(name)
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ModelError(f"Device {name!r} was asked for but no CUDA GPU is available; use cpu.")
+        index = int(name.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise ModelError(f"Device {name!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s).")
+    return name
 
 
 def wrap_model(model, tokenizer, *, name, description, random_weights, device, dtype) -> LoadedModel:
@@ -227,12 +288,18 @@ def _has_checkpoint(directory: Path) -> bool:
     return (directory / "config.json").is_file() and any(directory.glob("*.safetensors"))
 
 
-def _read_model_type(directory: Path) -> str:
+def _read_config(directory: Path) -> dict:
     try:
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ModelError(f"{directory} has no readable config.json ({error}); {SUPPORTED_TEXT}.") from None
-    return str(config.get("model_type", ""))
+    if not isinstance(config, dict):
+        raise ModelError(f"{directory}/config.json is not a JSON object; {SUPPORTED_TEXT}.")
+    return config
+
+
+def _read_model_type(directory: Path) -> str:
+    return str(_read_config(directory).get("model_type", ""))
 
 
 def _load_tokenizer(directory: Path):
@@ -246,21 +313,36 @@ def _load_tokenizer(directory: Path):
 
 
 def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> LoadedModel:
+    import torch
     from transformers import AutoModelForCausalLM
+
+    from . import checkpoints
     from transformers.utils import logging as transformers_logging
 
     # The CLI's stderr is its own progress bar and one-line errors; transformers' loading bar is noise.
     transformers_logging.disable_progress_bar()
-    model_type = _read_model_type(directory)
+    config = _read_config(directory)
+    model_type = str(config.get("model_type", ""))
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(f"{name} is a {model_type or 'unknown'!r} model, not Qwen3.5; {SUPPORTED_TEXT}.")
+    checkpoints.check_before_building(config, directory, name=name, device=device,
+                                      bytes_per_parameter=torch.empty((), dtype=dtype).element_size())
     tokenizer = _load_tokenizer(directory)
+    vocabulary = checkpoints.text_config(config).get("vocab_size")
+    if vocabulary is not None and tokenizer.vocab_size > vocabulary:
+        raise ModelError(f"{name}: tokenizer.json has {tokenizer.vocab_size:,} tokens but the model's vocabulary "
+                         f"holds {vocabulary:,}; the tokenizer does not belong to this model.")
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model, report = AutoModelForCausalLM.from_pretrained(
             str(directory), dtype=dtype, trust_remote_code=False, local_files_only=True,
-        ).to(device)
+            output_loading_info=True)
+    except RuntimeError as error:      # transformers: a weight's shape differs from the config's
+        raise ModelError(f"Could not load {name}: its weights do not match config.json's sizes "
+                         f"({str(error).splitlines()[0]})") from None
     except (OSError, ValueError, KeyError) as error:
         raise ModelError(f"Could not load {name}: {error}") from None
+    checkpoints.check_loading_report(report, name)
+    model = model.to(device)
     description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
     return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
                    device=device, dtype=dtype)
@@ -286,7 +368,7 @@ def _cached_snapshot(repo_id: str, roots: list[Path]) -> Path | None:
 
 def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> LoadedModel:
     """Load a Qwen3.5 model by spec (see the module docstring); raises `ModelError`."""
-    _check_device(device)
+    device = resolve_device(device)
     torch_dtype = _resolve_dtype(dtype, device)
     spec = (spec or "").strip()
     if spec == "default":

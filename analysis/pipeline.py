@@ -31,7 +31,7 @@ import torch
 import sparsegdn
 from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 from sparsegdn.config import resolve_dense_backend
-from sparsegdn.validation import DeferredChecks
+from sparsegdn.validation import DeferredChecks, ResultOverflowError
 
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
@@ -192,15 +192,17 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
         raise ConfigError("config must be a RunConfig")
     if not text or not text.strip():
         raise DocumentError("The document is empty; choose a file with text in it.")
+    _resolve(config, next(loaded.model.parameters()).device)    # a backend that cannot run: before any work
+    limit = min(loaded.max_tokens, config.max_tokens or loaded.max_tokens)
+    # Counted against the limit before the whole text is tokenised (with offsets, the costly form).
+    if loaded.tokenizer.count_up_to(text, limit) > limit:
+        raise DocumentTooLongError(
+            f"The document has more than {limit:,} tokens; {loaded.name} is limited to {limit:,} here. "
+            "Use a shorter document or raise the token limit.")
     ids, offsets = loaded.tokenizer.encode_with_offsets(text)
     n_tokens = len(ids)
-    limit = min(loaded.max_tokens, config.max_tokens or loaded.max_tokens)
     if n_tokens == 0:
         raise DocumentError("The document produced no tokens; choose a file with text in it.")
-    if n_tokens > limit:
-        raise DocumentTooLongError(
-            f"The document has {n_tokens:,} tokens; {loaded.name} is limited to {limit:,} here. "
-            "Use a shorter document or raise the token limit.")
     try:
         return _analyze(loaded, text, ids, offsets, config, progress, document_name)
     except torch.OutOfMemoryError:
@@ -209,6 +211,9 @@ def analyze(loaded: LoadedModel, text: str, config: RunConfig = RunConfig(), pro
         raise OutOfMemoryError(
             f"Out of GPU memory prefilling {n_tokens:,} tokens with {loaded.name}; try a shorter document, "
             f"a smaller segment_tokens (now {config.segment_tokens}), or compare_dense off.") from None
+    except ResultOverflowError as error:
+        raise NonFiniteError(f"A GDN core overflowed to NaN/inf from finite inputs ({error}); "
+                             "try float32 or another model.") from None
 
 
 @dataclass

@@ -13,8 +13,11 @@ One table per kind of fact (column names from docs/CONTRACT.md):
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -41,6 +44,46 @@ SUMMARY_KEYS = (
     "prefill_ms_dense", "prefill_ms_sparse", "kl_mean", "top1_agreement", "ppl_dense", "ppl_sparse",
     "random_weights", "created", "config",
 )
+
+
+DOCUMENT_FILE = "document.txt"
+RUN_FILES = frozenset([f"{table}.parquet" for table in TABLES] + ["summary.json", DOCUMENT_FILE])
+
+
+def destination_problem(directory, *, replace: bool = False) -> str | None:
+    """Why records cannot be saved as `directory`, or None.
+
+    A new path or an empty folder takes them. A folder holding a saved run (summary.json and only
+    record files) is replaced only when asked; a file, or a folder with anything else in it, never.
+    """
+    target = Path(directory)
+    if str(directory).strip() == "":
+        return "no folder given for the records"
+    if not target.exists() and not target.is_symlink():
+        return None
+    if not target.is_dir() or target.is_symlink():
+        return f"{target} exists and is not a folder"
+    names = {entry.name for entry in target.iterdir()}
+    if not names:
+        return None
+    if "summary.json" not in names or not names <= RUN_FILES:
+        return f"{target} holds other files, not a saved run; choose a new or empty folder"
+    return None if replace else f"{target} already holds a saved run"
+
+
+def _move_into_place(staging: Path, target: Path, replace: bool) -> None:
+    """Rename the finished `staging` folder to `target`; an old run there is renamed away first and
+    deleted after, so `target` holds either the old run or the new one whole, never a mix."""
+    problem = destination_problem(target, replace=replace)   # again: something may have appeared
+    if problem:
+        raise FileExistsError(errno.EEXIST, problem, str(target))
+    if target.is_dir() and any(target.iterdir()):
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-", dir=target.parent))
+        target.rename(old / "run")
+        staging.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(target)   # onto a missing path or an empty folder
 
 
 def empty(table: str) -> pl.DataFrame:
@@ -71,17 +114,33 @@ class RunResult:
         for table in TABLES:
             setattr(self, table, conform(table, getattr(self, table)))
 
-    def save(self, directory) -> Path:
-        """Write events/heads/layers/chunks.parquet, summary.json and document.txt into `directory`."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        for table in TABLES:
-            getattr(self, table).write_parquet(directory / f"{table}.parquet")
-        (directory / "summary.json").write_text(json.dumps(self.summary, indent=2, allow_nan=False) + "\n",
-                                                encoding="utf-8")
-        if self.document is not None:
-            (directory / "document.txt").write_text(self.document, encoding="utf-8")
-        return directory
+    def save(self, directory, *, replace: bool = False) -> Path:
+        """Write each table's parquet (events, heads, layers, chunks, timings), summary.json and document.txt
+        as `directory`, whole.
+
+        The files go into a hidden folder beside `directory` that is renamed into place at the end, so
+        a kill or a full disk never leaves a half-written run where a run is expected (a kill leaves
+        only the hidden `.NAME.partial-*` folder). An existing `directory` must be empty, or hold a
+        saved run and `replace` be set (see `destination_problem`); FileExistsError otherwise.
+        """
+        target = Path(directory)
+        problem = destination_problem(target, replace=replace)
+        if problem:
+            raise FileExistsError(errno.EEXIST, problem, str(target))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+        try:
+            for table in TABLES:
+                getattr(self, table).write_parquet(staging / f"{table}.parquet")
+            (staging / "summary.json").write_text(json.dumps(self.summary, indent=2, allow_nan=False) + "\n",
+                                                  encoding="utf-8")
+            if self.document is not None:
+                (staging / DOCUMENT_FILE).write_text(self.document, encoding="utf-8")
+            _move_into_place(staging, target, replace)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return target
 
     @classmethod
     def load(cls, directory) -> "RunResult":
@@ -89,7 +148,7 @@ class RunResult:
         frames = {table: pl.read_parquet(directory / f"{table}.parquet") for table in TABLES
                   if table not in OPTIONAL_TABLES or (directory / f"{table}.parquet").is_file()}
         summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
-        document_file = directory / "document.txt"
+        document_file = directory / DOCUMENT_FILE
         document = document_file.read_text(encoding="utf-8") if document_file.is_file() else None
         return cls(summary=summary, document=document, **frames)
 

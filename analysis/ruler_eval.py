@@ -20,15 +20,18 @@ from .ruler import LENGTHS
 from .ruler_report import write_report
 
 DEFAULT_HELDOUT = Path("data/corpus/heldout.npz")
+DEFAULT_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "default-model" / "tokenizer.json"
 
 
 def load_checkpoint(model_dir: Path, device: str):
-    """The Qwen3.5 checkpoint in `model_dir` (bf16 on a GPU, fp32 on the CPU) and its tokenizer."""
+    """The Qwen3.5 checkpoint in `model_dir` (bf16 on a GPU, fp32 on the CPU) and its tokenizer (the
+    folder's own, else the default model's, which training/train.py's checkpoints share)."""
     from transformers import PreTrainedTokenizerFast, Qwen3_5ForCausalLM
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     model = Qwen3_5ForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(device).eval()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"))
+    tokenizer_file = model_dir / "tokenizer.json"
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file if tokenizer_file.exists() else DEFAULT_TOKENIZER))
     return model, tokenizer
 
 

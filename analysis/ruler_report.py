@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .evaluation import DENSE
+from sparsegdn import SparseConfig
+
+from .evaluation import DENSE, HEADLINE_SELECTORS, Setting, wilson_interval
 from .ruler import TASKS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ruler.json"
@@ -19,16 +21,42 @@ def records_frame(path: Path = RESULTS):
     """The committed results as one tidy polars table (one row per measurement; for the app).
 
     Columns: kind ('ruler' | 'perplexity'), config, budget, selector, band, length, task,
-    samples, accuracy (ruler rows), source, windows, nll, perplexity (perplexity rows).
+    samples, accuracy, ci_low, ci_high (ruler rows: the 95% Wilson interval), source, windows, nll,
+    perplexity (perplexity rows).
     """
     import polars as pl
 
-    records = json.loads(Path(path).read_text())["records"]
+    records = [with_interval(r) for r in json.loads(Path(path).read_text())["records"]]
     schema = {"kind": pl.Utf8, "config": pl.Utf8, "budget": pl.Float64, "selector": pl.Utf8, "band": pl.Int64,
               "length": pl.Int64, "task": pl.Utf8, "samples": pl.Int64, "accuracy": pl.Float64,
+              "ci_low": pl.Float64, "ci_high": pl.Float64,
               "source": pl.Utf8, "windows": pl.Int64, "nll": pl.Float64, "perplexity": pl.Float64}
     rows = [{name: r.get(name) for name in schema} for r in records]
     return pl.DataFrame(rows, schema=schema)
+
+
+def with_interval(record: dict) -> dict:
+    """A ruler record with its 95% Wilson interval (computed for records written before it was stored)."""
+    if record["kind"] != "ruler" or "ci_low" in record:
+        return record
+    low, high = wilson_interval(record["accuracy"], record["samples"])
+    return {**record, "ci_low": low, "ci_high": high}
+
+
+INTERVAL_BUDGETS = (SparseConfig().budget, 0.15)   # the budgets the default model's targets name
+
+
+def interval_table(results: dict) -> list[str]:
+    """Per task and length, for dense and the headline selectors at the targets' budgets (band 1):
+    accuracy, samples, 95% Wilson interval."""
+    names = [DENSE.name] + [Setting(SparseConfig(budget=b, selector=s, band=1)).name
+                            for b in INTERVAL_BUDGETS for s in HEADLINE_SELECTORS]
+    records = [with_interval(r) for r in results["records"] if r["kind"] == "ruler" and r["config"] in names]
+    lines = ["| config | length | task | accuracy | samples | 95% interval |", "|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: (r["length"], names.index(r["config"]), TASKS.index(r["task"]))):
+        lines.append(f"| {r['config']} | {r['length']} | {r['task']} | {r['accuracy']:.3f} | {r['samples']} | "
+                     f"{r['ci_low']:.2f}-{r['ci_high']:.2f} |")
+    return lines
 
 
 def summary_rows(records: list[dict]) -> list[dict]:
@@ -77,6 +105,11 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
         lines.append(f"| {row['config']} | {row['length']} | {row['mean_accuracy']:.3f} | {ratio:.3f} | "
                      + " | ".join(f"{row['tasks'].get(t, float('nan')):.2f}" for t in tasks) + " | "
                      + " | ".join(f"{row['perplexity'].get(s, float('nan')):.2f}" for s in sources) + " |")
+    if only is None:
+        lines += ["", "## Sample counts and 95% intervals (dense; score, uniform, random at budgets 0.29 and 0.15, band 1)", "",
+                  "Wilson score intervals over the samples of each cell; a sample with several answers scores the "
+                  "fraction it retrieved, which makes the interval conservative.", ""]
+        lines += interval_table(results)
     return "\n".join(lines) + "\n"
 
 

@@ -10,10 +10,19 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from analysis.timing import use_threads  # noqa: E402
-from app import icon, session  # noqa: E402
+from app import icon, serving, session  # noqa: E402
 from app.views import common  # noqa: E402
 
 st.set_page_config(page_title="SparseGDN Explorer", page_icon=icon.page_icon(), layout="wide")
+problem = serving.server_problem()
+if problem is None:
+    try:
+        session.check_settings()
+    except ValueError as error:
+        problem = f"The server's settings are wrong: {error}. See app/README.md, Settings."
+if problem is not None:   # every page runs through here: none of them starts on a bad setting
+    st.error(problem)
+    st.stop()
 use_threads()   # once per server process: timings are taken without oversubscribing the cores
 session.init()
 

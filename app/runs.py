@@ -12,16 +12,16 @@ import hashlib
 import json
 import re
 import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis.records import RunResult, document_hash
 
 DOCUMENT_FILE = "document.txt"
+# What run_key makes: a key that is not lower-case hex could name a path outside the store's directory.
 _KEY = re.compile(r"^[0-9a-f]{8,64}$")
 
 
@@ -31,10 +31,14 @@ def is_run_key(value: str) -> bool:
     return bool(_KEY.match(value))
 
 
-def run_key(model: str, text: str, config) -> str:
-    """Key of a run: the same model, text and configuration give the same key in any process."""
+def run_key(model: str, text: str, config, scope: str = "") -> str:
+    """Key of a run: the same model, text, configuration and scope give the same key in any process.
+
+    The scope keeps runs apart that must not be shared (the app scopes private text to its session:
+    with a secret scope the key can neither be guessed from the text nor matched by another session).
+    """
     payload = json.dumps(
-        {"model": model, "document": document_hash(text), "config": config.to_dict()},
+        {"model": model, "document": document_hash(text), "config": config.to_dict(), "scope": scope},
         sort_keys=True,
         default=str,
     )
@@ -117,18 +121,11 @@ class RunStore:
         target = self.directory / stored.key
         if target.exists():
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # Write to a temp dir and rename, so a crash never leaves a half-written run to load.
-        staging = Path(tempfile.mkdtemp(prefix=f".{stored.key}-", dir=self.directory))
+        result = stored.result if stored.result.document is not None else replace(stored.result, document=stored.text)
         try:
-            stored.result.save(staging)
-            if stored.result.document is None:
-                (staging / DOCUMENT_FILE).write_text(stored.text, encoding="utf-8")
-            staging.rename(target)
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-            if not target.exists():
-                raise
+            result.save(target)   # whole or not at all: a crash never leaves a half-written run to load
+        except FileExistsError:
+            return                # another thread saved the same run first
         self._prune()
 
     def _prune(self) -> None:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.models import ModelError, check_device_name
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,11 +57,14 @@ class Settings:
 
 
 def load_settings() -> Settings:
+    """The settings from the environment; ValueError naming the variable whose value is wrong."""
     runs_dir_raw = os.environ.get("SPARSEGDN_RUNS_DIR")
     if runs_dir_raw is None:
         runs_dir = Settings.runs_dir
     else:
         runs_dir = Path(runs_dir_raw).expanduser() if runs_dir_raw.strip() else None
+    if runs_dir is not None and runs_dir.exists() and not runs_dir.is_dir():
+        raise ValueError(f"SPARSEGDN_RUNS_DIR: {runs_dir} is a file, not a folder")
     demo = os.environ.get("SPARSEGDN_DEMO", "").strip() or None
     return Settings(
         max_upload_mb=_env_int("SPARSEGDN_MAX_UPLOAD_MB", Settings.max_upload_mb),
@@ -70,16 +75,13 @@ def load_settings() -> Settings:
         run_cache_size=_env_int("SPARSEGDN_RUN_CACHE", Settings.run_cache_size),
         runs_kept=_env_int("SPARSEGDN_RUNS_KEPT", Settings.runs_kept),
         demo=demo,
-        device=os.environ.get("SPARSEGDN_DEVICE", "auto").strip() or "auto",
+        device=_env_device("SPARSEGDN_DEVICE"),
     )
 
 
-def resolve_device(setting: str) -> str:
-    """'auto' means CUDA where present, else CPU."""
-    if setting != "auto":
-        return setting
+def _env_device(name: str) -> str:
+    raw = os.environ.get(name, "").strip() or "auto"
     try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+        return check_device_name(raw)
+    except ModelError as error:
+        raise ValueError(f"{name}: {error}") from None

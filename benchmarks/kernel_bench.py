@@ -39,7 +39,9 @@ from sparsegdn.triton import forward           # noqa: E402
 B, H, HV, K, V = 1, 16, 32, 128, 128
 CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="triton") for budget, band, selector in
            ((1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"))]
-DESIGNS = {"stored": True, "on_chip": False}    # forward.STORE_INVERSE
+# Designs of the GPU path: (forward.STORE_INVERSE, forward.COMMIT_SEGMENT). "segmented" cuts each head
+# pair's commit chain into runs of 64 commits run side by side (no effect below 64 chunks).
+DESIGNS = {"stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64)}
 
 
 def label(config: SparseConfig) -> str:
@@ -71,14 +73,18 @@ def make_inputs(tokens, seed=0):
     return q, k, v, g.float(), beta
 
 
-def with_design(store, fn):
+def set_design(design):
+    forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design
+
+
+def with_design(design, fn):
     def run():
-        forward.STORE_INVERSE = store
+        set_design(design)
         return fn()
     return run
 
 
-def contenders(inputs, default_store):
+def contenders(inputs, default_design):
     q, k, v, g, beta = inputs
     scale = K ** -0.5
     runs = {}
@@ -95,12 +101,12 @@ def contenders(inputs, default_store):
     except ImportError as error:
         print("FlashQLA not available:", error)
     for config in CONFIGS:
-        for design, store in DESIGNS.items():      # the public call: the figure that counts
+        for design, setting in DESIGNS.items():    # the public call: the figure that counts
             runs[f"api/{design}/{label(config)}"] = with_design(
-                store, lambda config=config: sparsegdn.sparse_gated_delta_rule(
+                setting, lambda config=config: sparsegdn.sparse_gated_delta_rule(
                     q, k, v, g, beta, scale=scale, output_final_state=True, config=config))
         runs[f"entry/{label(config)}"] = with_design(   # the kernels without the call around them
-            default_store, lambda config=config: forward.sparse_gdn_forward(
+            default_design, lambda config=config: forward.sparse_gdn_forward(
                 q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
                 scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True))
     return runs
@@ -118,10 +124,10 @@ def peak_extra_mb(fn):
     return peak / 2**20
 
 
-def stage_times(inputs, config, store, repeats=10):
+def stage_times(inputs, config, design, repeats=10):
     """Median ms of each stage of the public call (sparsegdn.STAGES), CUDA events at its stage hook."""
     q, k, v, g, beta = inputs
-    forward.STORE_INVERSE = store
+    set_design(design)
     samples = {name: [] for name in STAGES}
     for _ in range(repeats):
         marks = [torch.cuda.Event(enable_timing=True)]
@@ -169,8 +175,8 @@ def autotune_choices():
 
 def measure(tokens, args, bandwidth, matrix_rate, device, code):
     inputs = make_inputs(tokens)
-    default_store = forward.STORE_INVERSE
-    runs = contenders(inputs, default_store)
+    default_setting = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT)
+    runs = contenders(inputs, default_setting)
     for name, fn in list(runs.items()):      # compile and autotune before any timing
         try:
             fn()
@@ -183,13 +189,13 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
         for name, fn in runs.items():
             times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}
-    forward.STORE_INVERSE = default_store
+    set_design(default_setting)
     mean = {name: statistics.mean(values) for name, values in times.items()}
     fla_ms, qla_ms = mean.get("fla"), mean.get("flashqla")
-    default_design = next(d for d, s in DESIGNS.items() if s == default_store)
+    default_design = next((d for d, s in DESIGNS.items() if s == default_setting), None)
     rows = []
     for config in CONFIGS:
-        for design, store in DESIGNS.items():
+        for design, setting in DESIGNS.items():
             name = f"api/{design}/{label(config)}"
             if name not in mean:
                 continue
@@ -207,7 +213,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "speedup_vs_flashqla": qla_ms / mean[name] if qla_ms else None,
                 "peak_mem_mb": memory[name], "fla_peak_mem_mb": memory.get("fla"),
                 "flashqla_peak_mem_mb": memory.get("flashqla"),
-                "stage_ms": stage_times(inputs, config, store),
+                "stage_ms": stage_times(inputs, config, setting),
                 "minimum_traffic_ms": 1e3 * minimum_traffic_bytes(tokens) / bandwidth,
                 "copy_bandwidth_tbs": bandwidth / 1e12, "matmul_tflops": matrix_rate / 1e12,
                 "device": device, "date": args.date, "build": code, "output_final_state": True,
@@ -219,7 +225,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                   f"qla {qla_ms or float('nan'):7.3f} x{r['speedup_vs_flashqla'] or float('nan'):.2f}  "
                   f"mem {r['peak_mem_mb']:.0f}/{r['fla_peak_mem_mb'] or float('nan'):.0f} MB  "
                   + " ".join(f"{s}={t:.3f}" for s, t in r["stage_ms"].items()), flush=True)
-    forward.STORE_INVERSE = default_store
+    set_design(default_setting)
     del inputs, runs
     torch.cuda.empty_cache()
     return rows

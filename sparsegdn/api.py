@@ -104,6 +104,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     config = _config_of(config, budget=budget, selector=selector, band=band, backend=backend, seed=seed)
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_scale(scale)
+    validation.check_switches(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
@@ -129,6 +130,7 @@ def _resolve_for_inputs(config, q, key_dim, v) -> SparseConfig:
                          "use backend='torch'")
     return config
 
+
 def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, output_final_state,
                     use_qk_l2norm_in_kernel, stage_hook, checks):
     from . import triton as triton_backend
@@ -143,7 +145,7 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
     if checks is not None:
         checks.add(flags)
     else:
-        validation.check_flags(flags, q, k, v, g, beta, initial_state)
+        validation.check_flags(flags, o, q, k, v, g, beta, initial_state, scale)
     return o, final_state, SelectionInfo(events, scores, per_head)
 
 
@@ -162,7 +164,9 @@ def _torch_forward(q, k, v, g, beta, config, *, events, scale, initial_state, ou
     o, state, _ = event_chunk_forward(qp, kp, vp, gp, bp, events, band=config.band, scale=scale,
                                       initial_state=initial_state, stage_hook=hook)
     final_state = state.float() if output_final_state else None
-    return o.to(v.dtype), final_state, SelectionInfo(events, scores.float(), events.sum(-1))
+    o = o.to(v.dtype)
+    validation.check_result(o, final_state, q, k, v, g, beta, scale)
+    return o, final_state, SelectionInfo(events, scores.float(), events.sum(-1))
 
 
 def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
@@ -170,6 +174,7 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
     """The dense Gated DeltaNet core. Returns (o in v's dtype, final_state float32 or None)."""
     _, num_tokens, _, _, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
     validation.check_scale(scale)
+    validation.check_switches(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     backend = resolve_dense_backend(backend, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)
     if backend == "fla":
@@ -177,8 +182,9 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
         o, final_state = chunk_gated_delta_rule(
             q, k, v, g.float(), beta, scale=scale, initial_state=initial_state,
             output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
-        validation.check_values_after(o, q, k, v, g, beta, initial_state)
-        return o, (final_state.float() if final_state is not None else None)
+        final_state = final_state.float() if final_state is not None else None
+        validation.check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale)
+        return o, final_state
 
     validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
@@ -186,4 +192,6 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
     # Every event with the exact solve: the dense operator, on the same fast path as the sparse core,
     # so that dense against sparse on the CPU compares the skipping and not two implementations.
     o, state, _ = event_chunk_forward(qp, kp, vp, gp, bp, events, band=3, scale=scale, initial_state=initial_state)
-    return o.to(v.dtype), (state.float() if output_final_state else None)
+    o, final_state = o.to(v.dtype), (state.float() if output_final_state else None)
+    validation.check_result(o, final_state, q, k, v, g, beta, scale)
+    return o, final_state

@@ -8,6 +8,7 @@ all read their options from here, so adding a selector touches this file (and it
 from __future__ import annotations
 
 import numbers
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Mapping
 
@@ -99,8 +100,8 @@ class SparseConfig:
         if not _is_integer(self.band) or self.band not in BANDS:
             raise ValueError(f"band: expected an integer in {BANDS[0]}..{BANDS[-1]}, got {self.band!r}")
         check_choice("backend", self.backend, SPARSE_BACKENDS)
-        if not _is_integer(self.seed) or self.seed < 0:
-            raise ValueError(f"seed: expected a non-negative integer, got {self.seed!r}")
+        if not _is_integer(self.seed) or not 0 <= self.seed < 2 ** 64:
+            raise ValueError(f"seed: expected an integer in [0, 2**64), got {self.seed!r}")
         # Plain Python numbers (not numpy scalars), so configs hash, compare and serialise alike.
         object.__setattr__(self, "budget", float(self.budget))
         object.__setattr__(self, "band", int(self.band))
@@ -151,8 +152,10 @@ def resolve_sparse_backend(backend: str, device) -> str:
     check_choice("backend", backend, SPARSE_BACKENDS)
     if backend == "auto":
         return "triton" if _device_type(device) == "cuda" and triton_available() else "torch"
-    if backend == "triton" and not triton_available():
-        raise ValueError("backend: 'triton' needs a CUDA device (or TRITON_INTERPRET=1) and triton installed")
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if backend == "triton" and not (triton_available() and (_device_type(device) == "cuda" or interpreted)):
+        raise ValueError(f"backend: 'triton' needs a CUDA GPU (or TRITON_INTERPRET=1) and triton installed; "
+                         f"the inputs are on {_device_type(device)}")
     return backend
 
 

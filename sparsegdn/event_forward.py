@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import torch
 
-from .config import BLOCK_SIZE as BLOCK, BLOCKS_PER_CHUNK, CHUNK_SIZE as CHUNK, num_chunks
+from .config import BLOCK_SIZE as BLOCK
+from .config import BLOCKS_PER_CHUNK, num_chunks
+from .config import CHUNK_SIZE as CHUNK
 from .reference import band_mask
 
 SLAB_VALUES = 1 << 19    # values in a slab's [rows, 64, K + V] tensors (2 MiB in float32)

@@ -96,6 +96,12 @@ def uniform_events(batch: int, heads: int, n_chunks: int, count: int, device=Non
 
 
 def random_scores(batch: int, heads: int, n_chunks: int, seed: int, device=None) -> torch.Tensor:
-    """Seeded uniform keys; their top-k is a uniformly random set of events."""
+    """Seeded uniform keys; their top-k is a uniformly random set of events.
+
+    The keys depend on the seed and the row's shape (HV, NC) only, so every batch row gets the same
+    ones: a row selects the same events in any batch as alone (drawing [B, HV, NC] from one generator
+    made each row's events depend on the rows before it).
+    """
     generator = torch.Generator().manual_seed(seed)
-    return torch.rand(batch, heads, n_chunks, generator=generator).to(device)
+    keys = torch.rand(heads, n_chunks, generator=generator)
+    return keys.expand(batch, heads, n_chunks).contiguous().to(device)

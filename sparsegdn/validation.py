@@ -1,6 +1,7 @@
 """Tensor checks of the public API (docs/CONTRACT.md section 5): every problem is a ValueError naming the argument.
 
-The options (budget, selector, band, backend, seed) are checked once, where a `SparseConfig` is made.
+The options (budget, selector, band, backend, seed) are checked once, where a `SparseConfig` is made;
+here: the tensors, their values, the scale and the boolean switches.
 """
 from __future__ import annotations
 
@@ -9,16 +10,31 @@ import numbers
 
 import torch
 
-from .config import num_chunks
+from .config import CHUNK_SIZE, num_chunks
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# Below this a chunk's cumulative log decay (64 terms) overflows float32; exp(g) is 0 long before it.
+LOWEST_LOG_DECAY = -torch.finfo(torch.float32).max / CHUNK_SIZE
+LARGEST_SCALE = torch.finfo(torch.float32).max
+
+
+class ResultOverflowError(ValueError):
+    """Every input is finite and in range, yet the result holds NaN or inf (values too large)."""
 
 
 def _tensor(name, x, ndim):
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise ValueError(f"{name}: expected a dense tensor, got layout {x.layout}; call .to_dense() first")
+    if x.is_meta:
+        raise ValueError(f"{name}: on the meta device, which holds no values")
     if x.ndim != ndim:
         raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: expected float16, bfloat16, float32 or float64, got {x.dtype}")
 
 
 def check_inputs(q, k, v, g, beta, initial_state):
@@ -77,40 +93,73 @@ def check_values(q, k, v, g, beta, initial_state):
             raise ValueError(f"{name}: contains NaN or infinite values")
     if extremes[3][1] > 0:
         raise ValueError("g: log decays must be <= 0 (g > 0 would grow the state without bound)")
+    if extremes[3][0] < LOWEST_LOG_DECAY:
+        raise ValueError(f"g: log decays below {LOWEST_LOG_DECAY:.2g} overflow a chunk's cumulative sum in "
+                         f"float32 (got {extremes[3][0]:.3g}); clamp g, exp(g) is already 0 far above that")
+    if extremes[4][0] < 0 or extremes[4][1] > 1:
+        raise ValueError(f"beta: write strengths must be in [0, 1], got values in "
+                         f"[{extremes[4][0]:.3g}, {extremes[4][1]:.3g}]")
 
 
-def check_values_after(o, q, k, v, g, beta, initial_state):
+def _out_of_range(extremes) -> bool:
+    """Any [min, max] pair non-finite, or g ([1]) / beta ([2]) outside their ranges."""
+    non_finite = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
+    (g_low, g_high), (beta_low, beta_high) = extremes[1], extremes[2]
+    return non_finite or g_high > 0 or g_low < LOWEST_LOG_DECAY or beta_low < 0 or beta_high > 1
+
+
+def check_result(o, final_state, q, k, v, g, beta, scale):
+    """Raise ResultOverflowError when o or the final state holds NaN/inf although the inputs passed.
+
+    Finite inputs in range can still overflow inside the computation (o in float16 beyond 65504, huge
+    q, k or v times a large scale); the caller gets an error instead of NaN/inf in the result.
+    """
+    results = [o] + ([final_state] if final_state is not None else [])
+    if all(math.isfinite(low) and math.isfinite(high) for low, high in _extremes(results)):
+        return
+    _raise_overflow(o, q, k, v, g, beta, scale)
+
+
+def _raise_overflow(o, q, k, v, g, beta, scale):
+    largest = {name: max(abs(low), abs(high)) for name, (low, high)
+               in zip("qkv", _extremes([q, k, v]))}
+    raise ResultOverflowError(
+        f"o: the result overflowed to NaN/inf in {o.dtype} although every input is finite (largest |q| "
+        f"{largest['q']:.3g}, |k| {largest['k']:.3g}, |v| {largest['v']:.3g}, scale {scale:.3g}); "
+        "scale the inputs down or pass float32/float64 tensors")
+
+
+def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
     """The same contract as `check_values`, checked after a GPU computation and without reading q, k, v.
 
     A host sync before the kernels are launched would leave the GPU idle while Python launches them
     one by one (measured: the public call 0.46 ms slower than the kernels at 32K tokens). Here the
     sync comes once, at the end. NaN and inf in q, k or v always reach o (NaN and inf survive every
     product, even with zero), so o, g, beta and the initial state are reduced instead of q, k and v;
-    only when something is non-finite are the inputs read one by one to name the argument. An
-    overflow inside the computation with finite inputs is left for the caller to see in o.
+    only when something is non-finite or out of range are the inputs read one by one to name the
+    argument. A non-finite o from inputs that all pass is an overflow (ResultOverflowError).
     """
-    small = [o, g, beta] + ([initial_state] if initial_state is not None else [])
+    small = [o, g, beta] + [x for x in (initial_state, final_state) if x is not None]
     extremes = _extremes(small)
-    bad = any(not (math.isfinite(low) and math.isfinite(high)) for low, high in extremes)
-    if bad or extremes[1][1] > 0:
+    if _out_of_range(extremes):
         check_values(q, k, v, g, beta, initial_state)
+        _raise_overflow(o, q, k, v, g, beta, scale)
 
 
-def check_flags(flags, q, k, v, g, beta, initial_state):
+def check_flags(flags, o, q, k, v, g, beta, initial_state, scale):
     """The contract of `check_values` for the Triton path, from the flags its kernels raised.
 
-    The kernels check what they read anyway (g and beta in the intra-chunk solve, the initial state
-    in the state pass, o as it is written), so no pass over the inputs is added, and reading the
+    The kernels check what they read anyway (g and beta, finite and in range, in the intra-chunk pass;
+    the initial state in the state pass; o as it is written), so no pass over the inputs is added, and reading the
     flags back is the call's one device sync, after every launch. NaN and inf in q, k or v always
     reach o (they survive every product, even with zero), so a clean o clears them. Only when a flag
-    is set are the inputs read one by one, to name the argument; finite inputs whose computation
-    overflowed are reported as such.
+    is set are the inputs read one by one, to name the argument; inputs that all pass with a
+    non-finite o are an overflow (ResultOverflowError).
     """
     if not any(flags.tolist()):
         return
     check_values(q, k, v, g, beta, initial_state)
-    raise ValueError("q, k, v, g, beta: every input is finite, but the computation overflowed "
-                     "(non-finite output); check the scale of g (log decays), beta and scale")
+    _raise_overflow(o, q, k, v, g, beta, scale)
 
 
 class DeferredChecks:
@@ -145,8 +194,15 @@ class DeferredChecks:
 
 def check_scale(scale) -> None:
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                              or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+                              or not math.isfinite(scale) or not 0 < scale <= LARGEST_SCALE):
+        raise ValueError(f"scale: expected a positive number that float32 can hold, got {scale!r}")
+
+
+def check_switches(**switches) -> None:
+    """Boolean switches (output_final_state, use_qk_l2norm_in_kernel): True or False, nothing else."""
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: expected True or False, got {value!r}")
 
 
 def check_events(events, batch, value_heads, num_tokens, device):

@@ -80,6 +80,15 @@ def test_run_writes_the_records_and_prints_a_summary(doc, tmp_path, capsys):
     (["--doc", "{scan}"], "no text layer"),
     (["--doc", "{doc}", "--max-mb", "0.0001"], "over the"),
     (["--doc", "{image}"], "unsupported file type"),
+    # issue 11: these printed tracebacks, two lines, or the wrong limit
+    (["--doc", "{doc}", "--max-mb", "nan"], "--max-mb must be a positive number"),
+    (["--doc", "{doc}", "--max-mb", "inf"], "--max-mb must be a positive number"),
+    (["--doc", "{doc}", "--max-mb", "-1"], "--max-mb must be a positive number"),
+    (["--doc", "{doc}", "--device", "mps"], "Unknown device 'mps'"),
+    (["--doc", "{doc}", "--device", "meta"], "Unknown device 'meta'"),
+    (["--doc", "{doc}", "--device", "nonsense"], "Unknown device 'nonsense'"),
+    (["--doc", "{newline}"], "bad\\nname.txt is empty"),       # the name's newline is escaped
+    (["--doc", "{just_over_20_mb}", "--max-mb", "20"], "over the 20.0 MB limit"),
 ])
 def test_bad_input_exits_non_zero_with_one_line(args, message, doc, tmp_path, capsys):
     (tmp_path / "empty.txt").write_bytes(b"")
@@ -88,25 +97,28 @@ def test_bad_input_exits_non_zero_with_one_line(args, message, doc, tmp_path, ca
     (tmp_path / "latin1.txt").write_bytes("Caf\u00e9 d\u00e9j\u00e0 vu".encode("latin-1"))
     (tmp_path / "scan.pdf").write_bytes(blank_pdf())
     (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (tmp_path / "bad\nname.txt").write_bytes(b"")
+    with (tmp_path / "big.txt").open("wb") as handle:
+        handle.truncate(20 * 1024 * 1024 + 1)
     paths = {"missing": tmp_path / "missing.txt", "empty": tmp_path / "empty.txt",
              "binary": tmp_path / "binary.txt", "doc": doc, "blank": tmp_path / "blank.md",
-             "latin1": tmp_path / "latin1.txt", "scan": tmp_path / "scan.pdf", "image": tmp_path / "image.png"}
+             "latin1": tmp_path / "latin1.txt", "scan": tmp_path / "scan.pdf", "image": tmp_path / "image.png",
+             "newline": tmp_path / "bad\nname.txt",
+             "just_over_20_mb": tmp_path / "big.txt"}
     argv = ["run", "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"]
     argv += [a.format(**{k: str(v) for k, v in paths.items()}) for a in args]
-    with pytest.raises(SystemExit) if "invalid" in message else _nothing():
-        code = cli.main(argv)
-        assert code == cli.EXIT_INPUT
+    assert exit_code(argv) == cli.EXIT_INPUT
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
 
 
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def exit_code(argv) -> int:
+    """cli.main's status, whether it returns it or argparse exits with it."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exit:
+        return exit.code
 
 
 def test_the_module_entry_point_reports_without_traceback(tmp_path):
@@ -116,6 +128,21 @@ def test_the_module_entry_point_reports_without_traceback(tmp_path):
     assert result.returncode == cli.EXIT_INPUT
     assert result.stderr.strip().startswith("error:") and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_pdf_readers_warnings_never_reach_the_terminal(tmp_path):
+    """pypdf logs "incorrect startxref pointer" to stderr while it recovers; the CLI prints its one line.
+
+    In a child process: under pytest, logging output is captured and the warning would not show.
+    """
+    blank = blank_pdf()
+    warned = tmp_path / "warned.pdf"
+    warned.write_bytes(blank[:blank.rfind(b"startxref")] + b"startxref\n9\n%%EOF\n")
+    result = subprocess.run([sys.executable, "-m", "analysis", "run", "--doc", str(warned), "--out",
+                             str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == cli.EXIT_INPUT
+    assert result.stderr.startswith("error: warned.pdf has no text layer") and result.stderr.count("\n") == 1, \
+        result.stderr
 
 
 def test_a_document_longer_than_the_model_maximum_is_refused(tmp_path, capsys):
@@ -130,7 +157,7 @@ def test_a_document_longer_than_the_model_maximum_is_refused(tmp_path, capsys):
     code = cli.main(["run", "--doc", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_INPUT
-    assert f"{n_tokens:,} tokens" in err and f"limited to {limit:,}" in err and err.count("\n") == 1
+    assert f"more than {limit:,} tokens" in err and f"limited to {limit:,}" in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 
@@ -158,4 +185,101 @@ def test_a_run_that_fails_on_the_machine_exits_3_with_one_line(failure, message,
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     if failure == "oom":
         assert "shorter document" in err and "segment_tokens" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path, capsys):
+    """A 2 GB sparse file: refused from its size, without reading it into memory."""
+    import tracemalloc
+
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as handle:
+        handle.truncate(2 << 30)
+    tracemalloc.start()
+    try:
+        code = cli.main(["run", "--doc", str(huge), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == cli.EXIT_INPUT and "over the 20.0 MB limit" in capsys.readouterr().err
+    assert peak < 16 << 20, f"{peak / 2 ** 20:.0f} MB allocated to refuse the file"
+
+
+def test_triton_on_a_machine_that_cannot_run_it_is_refused_before_the_run(doc, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)   # the kernels then need a GPU; the model is on the CPU
+    code = cli.main(["run", "--doc", str(doc), "--out", str(tmp_path / "out"), "--device", "cpu", "--quiet",
+                     "--backend", "triton"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INPUT and "backend: 'triton' needs a CUDA GPU" in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def run_cli(doc, out, *extra) -> int:
+    return exit_code(["run", "--doc", str(doc), "--out", str(out), "--device", "cpu", "--quiet",
+                      "--backend", "torch", *extra])
+
+
+def test_an_existing_run_is_replaced_only_when_asked(doc, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_cli(doc, out, "--budget", "0.5") == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert run_cli(doc, out, "--budget", "0.25") == cli.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "already holds a saved run" in err and "--overwrite" in err and err.count("\n") == 1
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before, "the old run was touched"
+    assert run_cli(doc, out, "--budget", "0.25", "--overwrite") == 0
+    assert json.loads((out / "summary.json").read_text())["budget"] == 0.25
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt", "out"], "a staging folder was left behind"
+
+
+@pytest.mark.parametrize("make_out, message", [
+    (lambda tmp: "", "--out is empty"),
+    (lambda tmp: tmp / "doc.txt", "exists and is not a folder"),
+    (lambda tmp: tmp, "holds other files, not a saved run"),
+])
+def test_an_out_that_is_not_a_folder_for_records_is_refused_even_with_overwrite(make_out, message, doc, tmp_path,
+                                                                               capsys):
+    before = sorted(tmp_path.rglob("*"))
+    assert run_cli(doc, make_out(tmp_path), "--overwrite") == cli.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert sorted(tmp_path.rglob("*")) == before
+    assert doc.read_text(encoding="utf-8").startswith("A short document")
+
+
+def test_a_save_that_fails_leaves_nothing_behind(doc, tmp_path, capsys, monkeypatch):
+    import errno
+
+    real = pl.DataFrame.write_parquet
+    written = []
+
+    def disk_full_on_the_third_table(frame, path, *args, **kwargs):
+        written.append(path)
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(frame, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", disk_full_on_the_third_table)
+    assert run_cli(doc, tmp_path / "out") == cli.EXIT_INPUT
+    assert "No space left on device" in capsys.readouterr().err
+    assert len(written) == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt"]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing weight", "lacks 1 weight(s) the model needs (model.norm.weight)"),
+    ("config of another model", "weights do not match config.json's sizes"),
+])
+def test_a_damaged_checkpoint_exits_2_with_one_line(damage, message, doc, tmp_path, capsys, monkeypatch):
+    from test_analysis_models import drop_weight, write_checkpoint
+
+    directory = write_checkpoint(tmp_path / "models" / "damaged",
+                                 extra_config={"hidden_size": 64} if damage.startswith("config") else None)
+    if damage == "missing weight":
+        drop_weight(directory, "model.norm.weight")
+    monkeypatch.setenv("SPARSEGDN_MODEL_ROOTS", str(tmp_path / "models"))
+    capsys.readouterr()   # writing the checkpoint drew a progress bar
+    code = cli.main(["run", "--model", str(directory), "--doc", str(doc), "--out", str(tmp_path / "out"),
+                     "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INPUT and message in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()

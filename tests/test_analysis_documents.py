@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.documents import DocumentError, list_samples, load_document
-from test_analysis_support import blank_pdf
+from test_analysis_support import blank_pdf, bomb_pdf, pdf_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1 << 20
@@ -91,16 +91,7 @@ def text_pdf(text: str) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_file(objects)
 
 
 def test_pdf_without_text_layer_is_refused():
@@ -157,3 +148,72 @@ def test_prepared_examples_read_their_document_from_the_bundled_sample():
         assert text is not None, f"no bundled sample names the example {directory.name}"
         chunks = RunResult.load(directory).chunks
         assert chunks["char_end"].max() == len(text) and chunks["char_start"].min() == 0
+
+
+# ---- issue 11: bounded extraction, the same rules for pasted text, limits in the units given ----
+
+def test_a_pdf_bomb_is_refused_by_its_work_budget_before_any_text_is_extracted():
+    """7 MB of content operators in a ~3 KB file, drawn by five pages (about a minute of pypdf work)."""
+    bomb = bomb_pdf(200_000, pages=5)
+    assert len(bomb) < 4000
+    with pytest.raises(DocumentError, match=r"^bomb\.pdf asks for too much work to extract"):
+        load_document("bomb.pdf", bomb, max_bytes=LIMIT)
+
+
+def test_pdf_extraction_is_stopped_at_its_time_limit(monkeypatch):
+    """With the work budget lifted, the bomb runs into the time limit and its process is killed.
+
+    Five pages of a million operators take minutes of pypdf work on the team's machine: far beyond
+    the 0.5 s allowed here on any machine, loaded or not.
+    """
+    from analysis import pdf_text
+
+    monkeypatch.setattr(pdf_text, "SECONDS", 0.5)
+    monkeypatch.setattr(pdf_text, "CONTENT_FLOOR_BYTES", 1 << 40)
+    monkeypatch.setattr(pdf_text, "CONTENT_MAX_BYTES", 1 << 40)
+    with pytest.raises(DocumentError, match=r"^slow\.pdf took longer than 0\.5 s to extract"):
+        load_document("slow.pdf", bomb_pdf(1_000_000, pages=5), max_bytes=64 << 20)
+
+
+def test_pdf_text_beyond_the_size_limit_is_refused():
+    """A 3 KB file whose compressed content shows 20,000 characters: under the file limit, over the text's."""
+    text = bomb_pdf(20_000)
+    assert len(text) < 4096
+    with pytest.raises(DocumentError, match="more text than the 4 KB limit"):
+        load_document("long.pdf", text, max_bytes=4096)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a\x00b " * 10, "NUL"),
+    ("\x1b[31m" * 20 + "red text", "binary"),
+    (" \n\t ", "only whitespace"),
+    ("x" * (LIMIT + 1), "is 1.0 MB, over the 1.0 MB limit"),
+    ("\ud800 lone surrogate", "not valid Unicode"),
+], ids=["nul", "escapes", "whitespace", "over-the-limit", "lone-surrogate"])
+def test_pasted_text_follows_the_rules_of_an_uploaded_file(text, problem):
+    from analysis.documents import load_pasted_text
+
+    with pytest.raises(DocumentError, match=rf"^The pasted text .*{problem}"):
+        load_pasted_text(text, max_bytes=LIMIT)
+
+
+def test_pasted_text_is_normalised_like_an_upload():
+    from analysis.documents import load_pasted_text
+
+    assert load_pasted_text("two\r\nlines\rthree", max_bytes=LIMIT) == load_document(
+        "same.txt", b"two\r\nlines\rthree", max_bytes=LIMIT) == "two\nlines\nthree"
+
+
+def test_limits_are_reported_in_the_megabytes_they_were_given_in():
+    megabyte = 1024 * 1024
+    with pytest.raises(DocumentError, match=r"is 20\.0 MB, over the 20\.0 MB limit"):
+        load_document("big.txt", b"a" * (20 * megabyte + 1), max_bytes=20 * megabyte)
+
+
+@pytest.mark.parametrize("name", ["bad\nname.txt", "bell\x07.md", "tab\tand\rreturn.pdf"])
+def test_a_file_name_with_control_characters_stays_on_one_line(name):
+    with pytest.raises(DocumentError) as error:
+        load_document(name, b"", max_bytes=LIMIT)
+    message = str(error.value)
+    assert "\n" not in message and "\r" not in message and "\x07" not in message and "\t" not in message
+    assert repr(name)[1:-1] in message

@@ -27,7 +27,10 @@ def write_checkpoint(directory, *, model_type_override=None, extra_config=None):
     config = json.loads(config_file.read_text())
     if model_type_override:
         config["model_type"] = model_type_override
-    config.update(extra_config or {})
+    for key, value in (extra_config or {}).items():   # None removes the key
+        config[key] = value
+        if value is None:
+            del config[key]
     config_file.write_text(json.dumps(config))
     return directory
 
@@ -125,3 +128,96 @@ def test_4b_shape_preset_config():
     assert kinds.count("linear_attention") == 24 and kinds.count("full_attention") == 8
     assert (config.linear_num_key_heads, config.linear_num_value_heads) == (16, 32)
     assert (config.linear_key_head_dim, config.linear_value_head_dim) == (128, 128)
+
+
+# ---- issue 11, item 3: a long text is measured against the limit without tokenising all of it ----
+
+def spy_on_encode(tokenizer) -> list[int]:
+    """The length of every text the tokenizer encodes from now on."""
+    seen, real = [], tokenizer.encode
+
+    def encode(text):
+        seen.append(len(text))
+        return real(text)
+
+    tokenizer.encode = encode
+    return seen
+
+
+def test_counting_tokens_stops_soon_after_the_limit():
+    from analysis.documents import SAMPLES_DIR
+    from analysis.models import PIECE_CHARS
+
+    tokenizer = load_model("default").tokenizer
+    sample = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8")
+    text = sample * (4_000_000 // len(sample) + 1)           # ~4 M characters, about a million tokens
+    seen = spy_on_encode(tokenizer)
+    assert tokenizer.count_up_to(text, 1000) > 1000
+    assert sum(seen) <= 2 * PIECE_CHARS, f"{sum(seen):,} of {len(text):,} characters tokenised for a limit of 1,000"
+
+
+@pytest.mark.parametrize("copies", [1, 3, 40])
+def test_a_count_under_the_limit_is_exact(copies):
+    from analysis.documents import SAMPLES_DIR
+
+    tokenizer = load_model("default").tokenizer
+    text = (SAMPLES_DIR / "gated-deltanet-notes.md").read_text(encoding="utf-8") * copies
+    exact = len(tokenizer.encode(text))
+    assert tokenizer.count_up_to(text, exact) == exact
+    assert tokenizer.count_up_to(text, exact - 1) > exact - 1
+
+
+# ---- issue 11, item 4: a checkpoint loads only with every weight present and sane sizes ----
+
+def drop_weight(directory, key: str) -> None:
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(directory / "model.safetensors")
+    del weights[key]
+    save_file(weights, directory / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_a_checkpoint_missing_a_weight_is_refused(tmp_path):
+    """It used to run with that weight at its random initialisation, reported as a trained model."""
+    directory = write_checkpoint(tmp_path / "partial")
+    drop_weight(directory, "model.layers.0.linear_attn.A_log")
+    with pytest.raises(ModelError, match=r"lacks 1 weight.*model\.layers\.0\.linear_attn\.A_log.*random values"):
+        load_model(str(directory), roots=[tmp_path])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_hidden_layers": 100000, "layer_types": None}, r"num_hidden_layers is 100000, not a size this app can build"),
+    ({"vocab_size": 1e9}, r"vocab_size is 1000000000\.0, not a size"),
+    ({"hidden_size": -32}, r"hidden_size is -32, not a size"),
+    ({"num_hidden_layers": 600}, r"describes at least [\d,]+ parameters but its weights hold [\d,]+"),
+    ({"hidden_size": 64}, r"weights do not match config\.json's sizes"),
+    ({"vocab_size": 64}, r"tokenizer\.json has 96 tokens but the model's vocabulary holds 64"),
+])
+def test_a_config_that_does_not_fit_its_weights_is_refused_before_the_model_is_built(change, message, tmp_path,
+                                                                                     monkeypatch):
+    import transformers
+
+    directory = write_checkpoint(tmp_path / "odd", extra_config=change)
+    built = []
+    real = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kwargs: built.append(args) or real(*args, **kwargs))
+    with pytest.raises(ModelError, match=message):
+        load_model(str(directory), roots=[tmp_path])
+    if "not a size" in message or "describes at least" in message:
+        assert not built, "the model was built before the sizes were checked"
+
+
+def test_a_model_larger_than_the_free_memory_is_refused(tmp_path, monkeypatch):
+    from analysis import checkpoints
+
+    directory = write_checkpoint(tmp_path / "tiny")
+    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 1000)
+    with pytest.raises(ModelError, match=r"needs at least .* GiB on cpu, which has 0\.0 GiB free"):
+        load_model(str(directory), roots=[tmp_path])
+
+
+@pytest.mark.parametrize("device", ["mps", "meta", "nonsense", "cuda:x", "", None])
+def test_unknown_devices_are_refused_by_name(device):
+    with pytest.raises(ModelError, match=r"Unknown device .*use auto .* cpu, or cuda"):
+        load_model("default", device=device)

@@ -214,3 +214,18 @@ def test_non_finite_core_output_is_an_error(loaded, monkeypatch):
     monkeypatch.setattr(recorder_module.sparsegdn, "sparse_gated_delta_rule", poisoned)
     with pytest.raises(NonFiniteError):
         analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch")))
+
+
+def test_a_document_over_the_token_limit_is_refused_before_it_is_tokenised_whole():
+    from analysis.documents import SAMPLES_DIR
+    from analysis.models import load_model
+    from test_analysis_models import spy_on_encode
+
+    loaded = load_model("default")
+    text = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8") * 200     # ~4.4 M characters
+    seen = spy_on_encode(loaded.tokenizer)
+    whole = []
+    loaded.tokenizer.encode_with_offsets = lambda text: whole.append(len(text))
+    with pytest.raises(DocumentTooLongError, match="more than 1,000 tokens"):
+        analyze(loaded, text, RunConfig(max_tokens=1000))
+    assert not whole and sum(seen) < len(text) / 20

@@ -202,3 +202,46 @@ def test_choices_survive_another_page(fresh):
     run(at, budget=0.34)
     assert at.session_state["current"].document == "harbour.txt"
     assert at.session_state["current"].config.sparse.selector == "random"
+
+
+# ---- issue 11: pasted text under the upload rules; long text counted without tokenising it all ----
+
+def paste(at: AppTest, text: str) -> AppTest:
+    at.radio(key="doc_source").set_value("Paste").run()
+    at.text_area(key="doc_paste").set_value(text).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("Harbour log\x00\x00 with NUL bytes from a binary file. " * 3, "holds NUL characters"),
+    ("\x1b[2J\x1b[31m" * 40 + "escape sequences from a terminal", "looks like a binary file"),
+], ids=["nul", "escapes"])
+def test_pasted_binary_is_refused_like_an_upload(fresh, text, problem):
+    at = paste(run(upload(start(), "good.txt", TEXT.encode())), text)
+    assert any(e.value.startswith("The pasted text") and problem in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert at.button(key="run_button").disabled
+    assert at.session_state["current"].document == "good.txt", "the previous result stays current"
+
+
+def test_pasted_text_over_the_upload_limit_is_refused(fresh, monkeypatch):
+    monkeypatch.setenv("SPARSEGDN_MAX_UPLOAD_MB", "1")
+    at = paste(start(), "A long paste. " * 80_000)          # 1.1 MB
+    assert any("over the 1.0 MB limit" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="run_button").disabled
+
+
+def test_a_long_paste_is_refused_without_tokenising_all_of_it(fresh, monkeypatch):
+    import app.session
+    from analysis.models import PIECE_CHARS
+
+    monkeypatch.setenv("SPARSEGDN_MAX_TOKENS", "1000")
+    tokenizer = app.session.get_model("default", "cpu").tokenizer     # the model every session shares
+    seen, real = [], tokenizer.encode
+    monkeypatch.setattr(tokenizer, "encode", lambda text: seen.append(len(text)) or real(text))
+    text = TEXT * 6000                                                 # ~2 MB, under the upload limit
+    at = paste(start(), text)
+    assert any("more than 1,000 tokens" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="run_button").disabled
+    assert sum(seen) <= 2 * PIECE_CHARS, f"{sum(seen):,} of {len(text):,} characters tokenised"

@@ -22,7 +22,59 @@ def test_the_server_listens_on_localhost_and_caps_uploads():
     config = tomllib.loads((REPO / "app" / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["address"] == "127.0.0.1"
     # The server refuses bigger files before the app sees them: its cap must not undercut the app's.
-    assert config["server"]["maxUploadSize"] >= app_settings.Settings.max_upload_mb
+    assert config["server"]["maxUploadSize"] == app_settings.Settings.max_upload_mb
+    assert config["browser"]["gatherUsageStats"] is False
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the listening sockets from Linux's /proc")
+def test_a_server_started_from_another_folder_listens_on_localhost_only(tmp_path):
+    """`streamlit run <repo>/app/Home.py` from an empty folder, no flags but the port, no STREAMLIT_*
+    variables and a home without a user config: the app's own options still apply."""
+    from streamlit_server import listening_addresses, streamlit_server
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with streamlit_server(elsewhere, tmp_path / "server.log", env={"HOME": str(elsewhere)}) as (url, port):
+        assert listening_addresses(port) == {"127.0.0.1"}, listening_addresses(port)
+
+
+# How `streamlit run FILE` loads its options (streamlit.web.cli._main_run): the main script's path
+# first, then every config source. Run in a fresh process from another folder, it prints what the
+# server started there would use.
+LOAD_OPTIONS_AS_STREAMLIT_RUN = """
+import json, sys
+from streamlit import config
+from streamlit.web import bootstrap
+config._main_script_path = sys.argv[1]
+bootstrap.load_config_options(flag_options={})
+print(json.dumps({name: config.get_option(name) for name in sys.argv[2:]}))
+"""
+
+
+def test_the_upload_cap_and_usage_statistics_do_not_depend_on_the_launch_folder(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from app.serving import PROTECTIONS
+
+    env = {name: value for name, value in os.environ.items() if not name.startswith("STREAMLIT_")}
+    env["HOME"] = str(tmp_path)
+    finished = subprocess.run([sys.executable, "-c", LOAD_OPTIONS_AS_STREAMLIT_RUN, HOME, *PROTECTIONS],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=True)
+    options = json.loads(finished.stdout)
+    assert options == {"server.address": "127.0.0.1", "server.maxUploadSize": app_settings.Settings.max_upload_mb,
+                       "browser.gatherUsageStats": False}
+
+
+def test_the_app_refuses_to_serve_when_its_options_were_not_read():
+    from app.serving import PROTECTIONS, unset_protections
+
+    assert unset_protections(lambda option: "<default>") == list(PROTECTIONS.values())
+    assert unset_protections(lambda option: "app/.streamlit/config.toml") == []
+    only_address = unset_protections(lambda option: "<default>" if option == "server.address" else "flag")
+    assert only_address == ["listens on every network interface"]
 
 
 def test_limits_come_from_the_environment_and_bad_values_are_refused(monkeypatch, tmp_path):
@@ -126,3 +178,27 @@ def test_an_upload_stays_in_memory(monkeypatch, tmp_path):
     assert at.session_state["document"].name == "private.txt"
     assert list(scratch.iterdir()) == []
     assert not any(tmp_path.rglob("private*"))
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("SPARSEGDN_DEVICE", "nonsense", "Unknown device 'nonsense'"),
+    ("SPARSEGDN_DEVICE", "mps", "Unknown device 'mps'"),
+    pytest.param("SPARSEGDN_DEVICE", "cuda", "no CUDA GPU is available",
+                 marks=pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")),
+    ("SPARSEGDN_MAX_TOKENS", "lots", "must be an integer"),
+    ("SPARSEGDN_RUN_CACHE", "0", "must be positive"),
+    ("SPARSEGDN_MAX_UPLOAD_MB", "-3", "must be positive"),
+    ("SPARSEGDN_RUNS_DIR", "{file}", "is a file, not a folder"),
+])
+@pytest.mark.parametrize("page", ["views/run.py", "views/events.py"])
+def test_a_bad_setting_is_one_message_on_every_page(fresh, monkeypatch, variable, value, message, page):
+    (fresh / "a-file").write_text("not a folder")
+    monkeypatch.setenv(variable, value.format(file=fresh / "a-file"))
+    at = AppTest.from_file(HOME, default_timeout=120)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and variable in errors[0] and message in errors[0], errors
+    assert errors[0].startswith("The server's settings are wrong")

@@ -84,32 +84,91 @@ def test_concurrent_sessions_share_the_model_and_keep_their_own_state(fresh, mon
     newcomer = AppTest.from_file(HOME, default_timeout=60)
     newcomer.run()
     assert newcomer.session_state["current"] is None and newcomer.session_state["history"] == []
-    # The same document and configuration from another session is served from the shared store.
+    # The same pasted document and configuration from another session is computed again (issue 11):
+    # nothing tells that session someone else analysed this text.
     again = session_run(texts["alpha"], "alpha")
-    assert any(s.value.startswith("Cached result") for s in again.success)
+    assert any(s.value.startswith("Run finished") for s in again.success)
+    assert again.query_params["run"] != sessions["alpha"].query_params["run"]
 
 
-def test_twenty_runs_in_one_process_do_not_grow_memory(fresh, monkeypatch):
+def test_a_session_never_learns_that_another_analysed_the_same_text(fresh):
+    """Issue 11: the "ran before" notice, the instant answer and the run key used to cross sessions."""
+    text = "A private memo about the harbour accounts, pasted by one person only. " * 3
+    first = session_run(text, "first")
+    assert any(s.value.startswith("Run finished") for s in first.success)
+    first.button(key="run_button").click().run()        # the same session again: its own cache, and it says so
+    assert any(s.value.startswith("Cached result") for s in first.success)
+    second = session_run(text, "second")
+    assert any(s.value.startswith("Run finished") for s in second.success), [s.value for s in second.success]
+    assert not any("ran before" in s.value for s in second.success)
+    assert second.session_state["current"].source == "computed"
+    key = first.query_params["run"]
+    assert second.query_params["run"] != key
+    # A link the first session shares still opens its run anywhere.
+    linked = AppTest.from_file(HOME, default_timeout=60)
+    linked.query_params["run"] = key
+    linked.run()
+    assert linked.session_state["current"].key == key and linked.session_state["current"].source == "saved"
+
+
+def test_runs_of_a_bundled_sample_are_shared(fresh):
+    """A bundled sample's text is public: one session's run of it serves the next."""
+    def sample_run() -> AppTest:
+        at = AppTest.from_file(HOME, default_timeout=180)
+        at.run()
+        at.radio(key="doc_source").set_value("Bundled sample").run()   # the default sample
+        at.slider(key="budget").set_value(0.5)
+        at.button(key="run_button").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    first, second = sample_run(), sample_run()
+    assert any(s.value.startswith("Run finished") for s in first.success)
+    assert any(s.value.startswith("Cached result") for s in second.success)
+    assert first.query_params["run"] == second.query_params["run"]
+
+
+def test_twenty_runs_of_a_real_document_keep_memory_flat(fresh, monkeypatch):
+    """20 analyses of the 5.6K-token passkey-haystack sample (distinct budgets, so each computes), a
+    run cache of 2: the least the process holds over runs 16-20 is within 40 MB of the least over runs 5-9.
+
+    "Holds" is the resident set after gc and after the allocator has handed its free heap back
+    (the app does so after each analysis; measured here again, since the page draws after that). The
+    resident set without that last step is printed too: it moves by tens of MB with the allocator's
+    reuse of freed memory (issue 11 saw 568 -> 703 MB over runs 5-20), not with anything kept.
+    """
+    import app.session
+    from analysis.documents import SAMPLES_DIR
+
     monkeypatch.setenv("SPARSEGDN_RUN_CACHE", "2")
-    at = AppTest.from_file(HOME, default_timeout=180)
+    text = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8")
+    at = AppTest.from_file(HOME, default_timeout=300)
     at.run()
     at.radio(key="doc_source").set_value("Paste").run()
-    at.text_area(key="doc_paste").set_value("Soak test document, short on purpose. " * 3).run()
+    at.text_area(key="doc_paste").set_value(text).run()
     budgets = [round(0.05 * (i + 1), 2) for i in range(20)]  # distinct, so every run computes
     gc.collect()
-    measured = {"before": rss_mb()}  # model loaded and tokens counted, no run yet
-    for i, budget in enumerate(budgets):
+    before = rss_mb()  # model loaded and tokens counted, no run yet
+    resident, held = [], []
+    for budget in budgets:
         at.slider(key="budget").set_value(budget)
         at.button(key="run_button").click().run()
         assert not at.exception, [e.value for e in at.exception]
         assert any(s.value.startswith("Run finished") for s in at.success), (budget, [e.value for e in at.error])
-        if i in (4, 19):  # after warm-up (model, allocator, caches full), and at the end
-            gc.collect()
-            measured[i] = rss_mb()
-    growth = measured[19] - measured[4]
-    print(f"RSS before run 1: {measured['before']:.1f} MB, after run 5: {measured[4]:.1f} MB, "
-          f"after run 20: {measured[19]:.1f} MB, growth {growth:+.1f} MB")
-    assert growth < 40, f"RSS grew {growth:.1f} MB over 15 runs with a run cache of 2"
-    import app.session
-
+        gc.collect()
+        resident.append(rss_mb())
+        app.session.return_freed_memory()
+        held.append(rss_mb())
     assert len(app.session.run_store()) == 2
+    n_tokens = app.session.run_store().get(at.session_state["current"].key).result.summary["n_tokens"]
+
+    def series(values):
+        return (f"run 5 {values[4]:.1f}, run 20 {values[19]:.1f} ({values[19] - values[4]:+.1f}), runs 5-20 within "
+                f"{min(values[4:]):.1f}-{max(values[4:]):.1f} MB")
+    print(f"{n_tokens:,} tokens, RSS before run 1: {before:.1f} MB; held after each run: {series(held)}, floor "
+          f"{min(held[4:9]):.1f} (runs 5-9) -> {min(held[15:]):.1f} MB (runs 16-20); resident before the heap is "
+          f"handed back: {series(resident)}")
+    # A leak raises the floor; a transient allocation only lifts single runs. Floor of runs 16-20
+    # against the floor of runs 5-9, the caches full in both.
+    growth = min(held[15:]) - min(held[4:9])
+    assert growth < 40, f"the least the process held rose {growth:.1f} MB from runs 5-9 to runs 16-20: {held}"

@@ -46,22 +46,59 @@ def test_card_names_the_evaluated_checkpoint_and_refuses_another(card):
         model_card.render()
 
 
+def staged_log() -> dict:
+    """A training log as today's train.py writes it: a two-job run of the tiny recipe."""
+    args = train.parse_args(["--tiny", "--steps", "6"])
+    core = train.core_name("fla", train.TORCH_CORE_CHUNK)
+    check = {"niah_single": {"1024": 0.5, "4096": 0.25}, "niah_multikey": {"1024": 0.0, "4096": 0.0}}
+    stages = [{"stage": 1, "command": "python training/train.py --tiny --steps 6 --out runs/stage1 --budget-s 500",
+               "date": "2026-12-01 10:00 UTC", "device": "NVIDIA H200", "gdn_core": core, "first_step": 0,
+               "last_step": 3, "seconds": 500.0, "train_seconds": 450.0, "tokens_per_second": 500000,
+               "heldout_accuracy": check},
+              {"stage": 2, "command": "python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 500",
+               "date": "2026-12-01 10:12 UTC", "device": "NVIDIA H200", "gdn_core": core, "first_step": 3,
+               "last_step": 6, "seconds": 480.0, "train_seconds": 430.0, "tokens_per_second": 510000,
+               "heldout_accuracy": check}]
+    log = [{"step": step, "seconds": step, "length": 256, "batch": 8, "lr": 1e-3, "lm_loss": 9.0 - step,
+            "answer_loss": 9.0, "answer_token_accuracy": 0.1, "grad_norm": 1.0,
+            "task_accuracy": {"repeat": 0.1 * step, "niah_single": 0.0}} for step in range(1, 7)]
+    return {"recipe": json.loads(json.dumps(train.recipe(args))), "recipe_flags": train.recipe_flags(args),
+            "parameters": 741000, "next_step": 6, "stages": stages, "log": log, "done": True}
+
+
 def test_the_card_command_is_pasteable_and_trains_the_logged_recipe():
-    log = json.loads((MODEL_DIR / "train_log.json").read_text())
-    command = model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
+    log = staged_log()
+    command = model_card.reproduce_command(log, {})
     words = shlex.split(command)
     assert words[:4] == ["python", "training/train.py", "--out", "runs/default"]
-    args = train.parse_args(words[2:])
-    assert (args.budget_s, args.tokens_per_step, args.lr, args.answer_weight) == \
-        (log["budget_s"], log["tokens_per_step"], log["peak_lr"], log["answer_weight"])
-    assert [list(phase) for phase in args.curriculum] == log["curriculum"]
+    assert json.loads(json.dumps(train.recipe(train.parse_args(words[2:])))) == log["recipe"]
+
+
+def test_the_card_of_an_earlier_script_checks_out_the_commit_that_trained_it():
+    log = json.loads((MODEL_DIR / "train_log.json").read_text())
+    command = model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
+    commit = log["script_commit"]
+    assert command.startswith(f"git worktree add /tmp/default-{commit} {commit} && cd /tmp/default-{commit} && ")
+    assert "python training/train.py --out runs/default" in command
+    with pytest.raises(SystemExit, match="script_commit"):
+        model_card.reproduce_command({k: v for k, v in log.items() if k != "script_commit"}, {})
 
 
 def test_the_card_refuses_a_command_that_no_longer_trains_the_logged_recipe(monkeypatch):
-    log = json.loads((MODEL_DIR / "train_log.json").read_text())
+    log = staged_log()
     monkeypatch.setattr(train, "MIXTURE", train.MIXTURE[1:])
     with pytest.raises(SystemExit, match="mixture"):
-        model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
+        model_card.reproduce_command(log, {})
+
+
+def test_the_card_renders_every_job_of_a_run(card):
+    model_dir, _ = card
+    (model_dir / "train_log.json").write_text(json.dumps(staged_log()))
+    text = model_card.render()
+    for stage in staged_log()["stages"]:
+        assert f"`{stage['command']}`" in text and stage["date"] in text
+    assert "| 2 | 6 | 0.50 | 0.25 | 0.00 | 0.00 |" in text          # the held-out check after job 2
+    assert "repeat |" in text and "| 0.60 |" in text                   # per-task accuracy in the loss table
 
 
 def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsys):
@@ -69,15 +106,49 @@ def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsy
     before = results.read_bytes()
     run = tmp_path / "run"
     (run / "default-model").mkdir(parents=True)
+    (run / "checkpoint").mkdir()
     for name in ("config.json", "generation_config.json"):
         shutil.copyfile(model_dir / name, run / "default-model" / name)
     (run / "default-model" / "model.safetensors").write_bytes(b"new weights")
-    (run / "train_log.json").write_text((model_dir / "train_log.json").read_text())
+    (run / "checkpoint" / "train_log.json").write_text(json.dumps({**staged_log(), "state_index": {"weights": {}}}))
     model_card.import_run(run)
     assert (model_dir / "model.safetensors").read_bytes() == b"new weights"
+    assert "state_index" not in json.loads((model_dir / "train_log.json").read_text())
     assert results.read_bytes() == before  # the old evaluation is not replaced ...
     assert "evaluate this checkpoint" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="evaluated another checkpoint"):   # ... nor paired with the new weights
         model_card.render()
     with pytest.raises(SystemExit, match="neither"):
         model_card.import_run(tmp_path / "empty")
+
+
+def test_the_passkey_example_is_picked_by_the_rule_from_the_evaluation():
+    """Samples that dense and score retrieve and uniform loses, in seed order, and every case counted."""
+    from training import passkey_example
+
+    names = {n: s.name for n, s in passkey_example.settings().items()}
+    scores = {"dense": [1, 1, 1, 0, 1, 1], "score": [1, 0, 1, 0, 1, 1], "uniform": [0, 1, 1, 0, 0, 0.0]}
+    records = [{"kind": "ruler", "task": "niah_single", "length": 4096, "config": names[n], "sample_scores": v}
+               for n, v in scores.items()]
+    records.append({"kind": "ruler", "task": "niah_single", "length": 8192, "config": names["dense"],
+                    "sample_scores": [1]})
+    seeds, counts = passkey_example.outcomes({"records": records, "seed": 0}, 4096)
+    assert seeds == [0, 4, 5]
+    assert counts == {"samples": 6, "dense retrieved": 5, "score and uniform kept": 1, "score kept, uniform lost": 3,
+                      "uniform kept, score lost": 1, "both lost": 0}
+    with pytest.raises(SystemExit, match="uniform"):
+        passkey_example.outcomes({"records": records[:1]}, 4096)
+
+
+def test_one_command_imports_a_training_run_and_its_evaluation(card, tmp_path):
+    """--import-run takes the last job's folder and the evaluation's together, then renders the card."""
+    model_dir, results = card
+    run, evaluated = tmp_path / "stage2", tmp_path / "eval"
+    (run / "checkpoint").mkdir(parents=True)
+    shutil.copytree(model_dir, run / "default-model")
+    (run / "checkpoint" / "train_log.json").write_text(json.dumps(staged_log()))
+    evaluated.mkdir()
+    shutil.copyfile(RESULTS, evaluated / "ruler.json")
+    model_card.main(["--import-run", str(run), str(evaluated)])
+    card_text = (model_dir / "README.md").read_text()
+    assert "| 2 | 2026-12-01 10:12 UTC |" in card_text and "(this one)" in card_text

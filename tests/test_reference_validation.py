@@ -226,15 +226,18 @@ def test_fuzz_one_bad_tensor_is_named(case, sparse):
 
 
 BAD_OPTION = {
-    "budget": st.one_of(st.floats(allow_nan=True).filter(lambda x: not 0 < x <= 1), st.booleans(),
+    "budget": st.one_of(st.none(), st.floats(allow_nan=True).filter(lambda x: not 0 < x <= 1), st.booleans(),
                         st.text(max_size=5), st.just([0.5])),
-    "band": st.one_of(st.integers().filter(lambda x: not 0 <= x <= 3), st.floats(), st.booleans(),
+    "band": st.one_of(st.none(), st.integers().filter(lambda x: not 0 <= x <= 3), st.floats(), st.booleans(),
                       st.text(max_size=3)),
-    "selector": st.text(max_size=12).filter(lambda s: s not in SELECTORS),
+    "selector": st.one_of(st.none(), st.text(max_size=12).filter(lambda s: s not in SELECTORS)),
     "scale": st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")), st.booleans(),
                        st.text(max_size=3)),
-    "backend": st.text(max_size=10).filter(lambda s: s not in SPARSE_BACKENDS),
-    "seed": st.one_of(st.integers(max_value=-1), st.floats(), st.booleans(), st.text(max_size=3)),
+    "backend": st.one_of(st.none(), st.text(max_size=10).filter(lambda s: s not in SPARSE_BACKENDS)),
+    "seed": st.one_of(st.none(), st.integers().filter(lambda x: not 0 <= x < 2 ** 64), st.floats(), st.booleans(),
+                      st.text(max_size=3)),
+    "output_final_state": st.one_of(st.none(), st.integers(), st.text(max_size=3)),
+    "use_qk_l2norm_in_kernel": st.one_of(st.none(), st.integers(), st.text(max_size=3)),
 }
 
 
@@ -245,3 +248,93 @@ def test_fuzz_one_bad_option_is_named(data, name):
     options = {"backend": "torch", name: value}
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call_sparse(**good(), **options)
+
+
+# ---- issue 11, item 7: arguments that slipped through, or failed with TypeError / NotImplementedError ----
+
+OPTIONS_ONCE_ACCEPTED = [
+    ("budget", dict(budget=None)), ("band", dict(band=None)), ("selector", dict(selector=None)),
+    ("backend", dict(backend=None)), ("seed", dict(seed="abc")), ("seed", dict(seed=1.5)),
+    ("seed", dict(seed=2 ** 70)), ("seed", dict(seed=-1)), ("seed", dict(seed=True)),
+    ("use_qk_l2norm_in_kernel", dict(use_qk_l2norm_in_kernel="no")),
+    ("output_final_state", dict(output_final_state="no")), ("scale", dict(scale=1e300)),
+]
+
+
+@pytest.mark.parametrize("name,options", OPTIONS_ONCE_ACCEPTED)
+def test_options_once_accepted_are_refused_by_name(name, options):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call_sparse(**good(), **{"backend": "torch", **options})
+    if name in ("backend", "use_qk_l2norm_in_kernel", "output_final_state", "scale"):
+        with pytest.raises(ValueError, match=rf"^{name}\b"):
+            call_dense(**good(), **{"backend": "torch", **options})
+
+
+def test_the_largest_seed_and_the_smallest_are_accepted():
+    for seed in (0, 2 ** 64 - 1):
+        _, _, info = call_sparse(**good(), selector="random", seed=seed)
+        assert int(info.events.sum()) == sparsegdn.event_count(0.29, 4, 2)
+
+
+TENSOR_KINDS = {
+    "float8": lambda x: x.to(torch.float8_e4m3fn),
+    "sparse": lambda x: x.to_sparse(),
+    "meta": lambda x: x.to("meta"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TENSOR_KINDS))
+@pytest.mark.parametrize("name", ["q", "k", "v", "g", "beta"])
+@pytest.mark.parametrize("call", [call_sparse, call_dense])
+def test_tensors_the_computation_cannot_take_are_named(kind, name, call):
+    args = good()
+    args[name] = TENSOR_KINDS[kind](args[name])
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call(**args)
+
+
+def _chunk_of_huge_decays():
+    g = BASE["g"].clone()
+    g[0, :64, 1] = -1e38
+    return g
+
+
+# Finite inputs whose computation overflowed to NaN/inf and was returned without a word.
+FINITE_BUT_OVERFLOWING = [
+    ("g", lambda: dict(g=_chunk_of_huge_decays())),
+    ("beta", lambda: dict(beta=BASE["beta"] * 1e30)),
+    ("beta", lambda: dict(beta=-BASE["beta"])),
+]
+
+
+@pytest.mark.parametrize("name,make", FINITE_BUT_OVERFLOWING)
+@pytest.mark.parametrize("call", [call_sparse, call_dense])
+def test_finite_inputs_outside_the_range_that_overflows_are_named(name, make, call):
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        call(**good(**make()))
+
+
+def _half_inputs_whose_output_leaves_float16():
+    """Each token writes v = 60000 under its own key (q = k): o = scale * v = 120000 > float16's 65504."""
+    key = torch.zeros(1, 70, 2, 16, dtype=torch.float16)
+    key[..., 0] = 1
+    return dict(q=key, k=key, v=torch.full((1, 70, 4, 16), 6e4, dtype=torch.float16),
+                g=torch.zeros(1, 70, 4), beta=torch.ones(1, 70, 4, dtype=torch.float16))
+
+
+BACKENDS_ON_THIS_MACHINE = ["torch"] + (["triton"] if sparsegdn.config.triton_available() else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS_ON_THIS_MACHINE)
+@pytest.mark.parametrize("sparse", [True, False])
+def test_an_overflow_with_finite_inputs_is_an_error_not_inf(backend, sparse):
+    from sparsegdn.validation import ResultOverflowError
+
+    if backend == "triton" and not sparse:
+        pytest.skip("the dense path has no Triton backend")
+    call = call_sparse if sparse else call_dense
+    with pytest.raises(ResultOverflowError, match=r"^o: the result overflowed.*float16"):
+        call(**_half_inputs_whose_output_leaves_float16(), scale=2.0, backend=backend)
+    # the same inputs at a scale whose output fits float16 pass
+    o = call(**_half_inputs_whose_output_leaves_float16(), scale=1.0, backend=backend)[0]
+    assert torch.isfinite(o).all() and o.dtype == torch.float16

@@ -7,8 +7,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDE = re.compile(r"\.\./shared|shared/SPEC|\bSPEC\b")
-# The Triton kernels are being rewritten on another branch, which cites docs/CONTRACT.md; until it
-# lands their two comments that name the old contract file are the only exception.
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 

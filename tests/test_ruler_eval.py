@@ -110,3 +110,19 @@ def test_the_command_line_renders_a_report(tmp_path):
     copy.write_text((ROOT / "analysis" / "results" / "ruler.json").read_text())
     ruler_eval.main(["--report", str(copy)])
     assert copy.with_suffix(".md").read_text() == ruler_report.markdown(json.loads(copy.read_text()))
+
+
+def test_every_accuracy_comes_with_its_sample_count_and_a_wilson_interval(setup, tmp_path):
+    """Records carry a 95% Wilson interval that contains the accuracy and narrows with more samples; the
+    report lists the counts and intervals of dense and the headline selectors, also for older records."""
+    assert evaluation.wilson_interval(0.0, 16) == (0.0, pytest.approx(0.194, abs=1e-3))
+    low, high = evaluation.wilson_interval(0.9, 16)
+    assert low < 0.9 < high and high - low > evaluation.wilson_interval(0.9, 64)[1] - evaluation.wilson_interval(0.9, 64)[0]
+    model, generator, heldout = setup
+    plan = Plan(settings=[], tasks=("niah_single",), lengths=(512,), samples=3, ppl_length=256, ppl_windows=1,
+                time_budget_s=600)
+    record = next(r for r in evaluation.evaluate(model, generator, heldout, plan, device="cpu") if r["kind"] == "ruler")
+    assert record["samples"] == 3 and record["ci_low"] <= record["accuracy"] <= record["ci_high"]
+    committed = json.loads((ROOT / "analysis" / "results" / "ruler.json").read_text())
+    table = ruler_report.markdown(committed)
+    assert "| dense | 4096 | niah_single | 0.000 | 16 | 0.00-0.19 |" in table

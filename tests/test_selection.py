@@ -105,3 +105,23 @@ def test_score_beats_uniform_and_random_on_structured_inputs(family_seed):
                                                     seed=family_seed, backend="torch")
         errors[selector] = rel_err(o, o_dense)
     assert errors["score"] < errors["uniform"] and errors["score"] < errors["random"], errors
+
+
+BACKENDS = ["torch", pytest.param("triton", marks=pytest.mark.skipif(
+    not sparsegdn.config.triton_available(), reason="needs CUDA or TRITON_INTERPRET=1"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_events_of_a_batch_row_equal_that_row_run_alone(backend):
+    """`random` draws its keys from the seed and the row's shape only: no row depends on the others."""
+    q, k, v, g, beta, _ = random_inputs(3, 200, 1, 2, dtype=torch.float32, seed=5)
+    o, _, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, selector="random", seed=7, budget=0.4,
+                                                   backend=backend)
+    for row in range(3):
+        alone = slice(row, row + 1)
+        o_row, _, info_row = sparsegdn.sparse_gated_delta_rule(
+            q[alone], k[alone], v[alone], g[alone], beta[alone], selector="random", seed=7, budget=0.4,
+            backend=backend)
+        assert torch.equal(info.events[alone], info_row.events), f"row {row}: other rows changed its events"
+        assert torch.equal(info.scores[alone], info_row.scores)
+        assert rel_err(o[alone], o_row) <= 1e-6, f"row {row}: rel err {rel_err(o[alone], o_row):.2e}"

@@ -170,3 +170,28 @@ def test_gpu_shape_limits_name_what_is_refused():
     assert "K and V >= 64" in gpu_shape_problem(32, 128, torch.bfloat16)
     assert "K and V >= 64" in gpu_shape_problem(128, 32, torch.float16)
     assert "<= 128" in gpu_shape_problem(256, 64, torch.float32)
+
+
+@small_shapes
+@pytest.mark.parametrize("dtype,segment", [(torch.float32, 1), (torch.float32, 3), (torch.bfloat16, 2)])
+def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, monkeypatch):
+    """Cutting each head pair's commit chain into segments (maps of each segment, a short pass joining them,
+    then every segment replayed from its start) computes what the whole chain computes, with or without an
+    initial state, for head pairs with many, few and no commits."""
+    from sparsegdn.triton import forward
+    q, k, v, g, beta, s0 = random_inputs(2, 330, 2, 4, 32, 16, dtype=dtype, initial_state=True, device=DEVICE)
+    events = random_events(2, 4, sparsegdn.num_chunks(330), seed=11, p=0.6).to(DEVICE)
+    events[0, 1] = True                    # every chunk
+    events[1, 2] = False                   # none
+    out = {}
+    for seg in (0, segment):
+        monkeypatch.setattr(forward, "COMMIT_SEGMENT", seg)
+        for initial in (None, s0):
+            out[seg, initial is None] = sparsegdn.sparse_gated_delta_rule(
+                q, k, v, g, beta, events=events, band=1, initial_state=initial, output_final_state=True,
+                backend="triton")
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    for no_initial in (True, False):
+        whole, cut = out[0, no_initial], out[segment, no_initial]
+        assert rel_err(cut[0], whole[0]) <= tolerance, rel_err(cut[0], whole[0])
+        assert rel_err(cut[1], whole[1]) <= tolerance, rel_err(cut[1], whole[1])

@@ -85,8 +85,10 @@ def install() -> bool:
     return True
 
 
-def gradient_error(device: str = "cuda", seed: int = 0) -> float:
-    """Largest relative error of FLA's (patched) gradients against transformers' torch reference core.
+def gradient_error(device: str = "cuda", key_heads: int = 2, value_heads: int = 4, key_dim: int = 128,
+                   value_dim: int = 128, seed: int = 0) -> float:
+    """Largest relative error of FLA's (patched) gradients against transformers' torch reference core,
+    at the model's head counts and sizes.
 
     Run on the training device before training: a wrong backward would train a wrong model silently.
     """
@@ -97,12 +99,14 @@ def gradient_error(device: str = "cuda", seed: int = 0) -> float:
 
     reference = inspect.unwrap(modeling_qwen3_5.torch_chunk_gated_delta_rule)
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    B, T, H, HV, K, V = 2, 256, 2, 4, 32, 32
+    B, T, H, HV, K, V = 2, 256, key_heads, value_heads, key_dim, value_dim
 
     def draw(*shape):
         return torch.randn(*shape, generator=generator).to(device)
 
-    q, k, v = draw(B, T, HV, K), draw(B, T, HV, K), draw(B, T, HV, V)
+    # q and k with H heads, repeated to HV as transformers' Qwen3.5 layer hands them to the core
+    q, k = (draw(B, T, H, K).repeat_interleave(HV // H, dim=2) for _ in range(2))
+    v = draw(B, T, HV, V)
     g = -torch.nn.functional.softplus(draw(B, T, HV))
     beta = torch.sigmoid(draw(B, T, HV))
     weight = draw(B, T, HV, V)

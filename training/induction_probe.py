@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.patching import swap_gdn_core, torch_reference_core  # noqa: E402
 from training import train  # noqa: E402
+from training.compact_adamw import CompactAdamW  # noqa: E402
 
 FIRST_WORD = 256  # above the special and single-byte tokens of the 8192-token BPE
 
@@ -71,7 +72,10 @@ def run(args) -> list[dict]:
     torch.manual_seed(args.seed)
     config = probe_config(args)
     model = Qwen3_5ForCausalLM(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95))
+    if args.optimizer == "compact":   # train.py's optimizer; decay on matrices only, at AdamW's default 0.01
+        optimizer = CompactAdamW(model, betas=(0.9, 0.95), weight_decay=0.01)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95))
     print(f"layers {''.join('A' if t == 'full_attention' else 'G' for t in config.layer_types)}, attention head dim "
           f"{config.head_dim}, rotary {config.rope_parameters['partial_rotary_factor']:g} at base "
           f"{config.rope_parameters['rope_theta']:g}; {sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters",
@@ -83,10 +87,16 @@ def run(args) -> list[dict]:
             ids, mask = repeat_batch(args.batch, args.span, args.gap, args.draw, generator)
             lm, answer, accuracy = train.loss_terms(model, ids, mask)
             loss = lm + args.lm_answer_weight * answer if args.lm_answer_weight else answer
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            if args.optimizer == "compact":
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.clip_grad_norm(1.0)
+                optimizer.step(args.lr)
+            else:
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
             if step % args.log_every == 0:
                 entry = {"step": step, "seconds": round(time.perf_counter() - start, 1),
                          "answer_loss": round(answer.item(), 4), "accuracy": round(accuracy.item(), 4)}
@@ -113,6 +123,8 @@ def main(argv=None) -> None:
                         help="random tokens between the copies, the first copy placed anywhere in them: 0 keeps the "
                              "distance fixed (a positional look-up can solve it), > 0 needs a content look-up")
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--optimizer", choices=("adamw", "compact"), default="adamw",
+                        help="torch's AdamW (the runs in the notes) or train.py's CompactAdamW (moments in bf16)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--stop-at", type=float, default=0.0, help="stop once accuracy reaches this")

@@ -92,23 +92,25 @@ with document_column:
     else:
         pasted = st.text_area("Paste text", value=chosen.pasted, height=180, key="doc_paste",
                               on_change=choices.remember, args=("doc_paste",))
-        if pasted.strip():
-            doc = session.Document("pasted text", pasted, origin="paste")
-        elif pasted:
-            st.error("The pasted text is only whitespace. Paste some text to analyse.")
+        if pasted:
+            try:
+                doc = session.read_paste(pasted)   # the upload's rules and size limit
+            except session.DocumentError as error:
+                st.error(str(error))
     choices.keep(source=source, **({"sample": name} if source == "Bundled sample" and samples else {}),
                  **({"pasted": pasted} if source == "Paste" else {}))
 
     too_long = False
     if doc is not None:
-        n_tokens = session.token_count(spec, device, doc.text)
         limit = min(loaded.max_tokens, config.max_tokens)
-        st.metric("Tokens / chunks", f"{n_tokens:,} / {num_chunks(n_tokens):,}",
+        n_tokens = session.token_count(spec, device, doc.text, limit)
+        too_long = n_tokens > limit
+        st.metric("Tokens / chunks", f"more than {limit:,}" if too_long else
+                  f"{n_tokens:,} / {num_chunks(n_tokens):,}",
                   help=f"Chunks of {CHUNK_SIZE} tokens; at most {limit:,} tokens on this server.")
-        if n_tokens > limit:
-            too_long = True
+        if too_long:
             st.error(
-                f"{doc.name} has {n_tokens:,} tokens; this model and server take at most {limit:,}. "
+                f"{doc.name} has more than {limit:,} tokens; this model and server take at most {limit:,}. "
                 "Cut the document, or set SPARSEGDN_MAX_TOKENS / pick a model with a longer context."
             )
         with st.expander("Preview"):

@@ -21,10 +21,12 @@ INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 # Autotuning compiles every config for every new shape: on by default, off for quick GPU test runs.
 AUTOTUNE = os.environ.get("SPARSEGDN_AUTOTUNE", "1") == "1" and not INTERPRET
 INF = tl.constexpr(float("inf"))
+# The contract's ranges (sparsegdn.validation): g in [LOWEST_LOG_DECAY, 0], beta in [0, 1].
+LOWEST_LOG_DECAY = tl.constexpr(-torch.finfo(torch.float32).max / CHUNK_SIZE)
 
 # Slots of the flags buffer the kernels raise instead of separate passes over the inputs.
-FLAG_OUTPUT = tl.constexpr(0)        # o has a NaN or inf (NaN and inf in q, k or v always reach o)
-FLAG_GATES = tl.constexpr(1)         # g or beta not finite, or g > 0
+FLAG_OUTPUT = tl.constexpr(0)        # o (as stored) or the final state has a NaN or inf (NaN and inf in q, k or v always reach o)
+FLAG_GATES = tl.constexpr(1)         # g or beta not finite or out of range
 FLAG_INITIAL_STATE = tl.constexpr(2)  # the initial state not finite
 NUM_FLAGS = 3
 

@@ -92,9 +92,10 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
         o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
-        tl.store(o_ptr + b * o_sb + hv * o_sh + (t0 + rows)[:, None].to(tl.int64) * o_st + cv[None, :],
-                 round_to(o, o_ptr.dtype.element_ty), mask=mask)
-        bad = tl.maximum(bad, any_2d(not_finite(o) & mask))
+        stored = round_to(o, o_ptr.dtype.element_ty)      # checked as stored: float16 can overflow here
+        tl.store(o_ptr + b * o_sb + hv * o_sh + (t0 + rows)[:, None].to(tl.int64) * o_st + cv[None, :], stored,
+                 mask=mask)
+        bad = tl.maximum(bad, any_2d(not_finite(stored.to(tl.float32)) & mask))
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 

@@ -12,6 +12,11 @@ solved on chip where it is used (the selected chunks in pass 3, every chunk in p
 store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
 STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both).
 
+COMMIT_SEGMENT > 0 cuts each head pair's commit chain into segments of that many commits run side by
+side (segment_maps.py, segment_scan.py, then state_pass.py per segment): the sequential pass is as
+long as its longest head pair, and the shared budget can give one head pair nearly every chunk.
+0 (the default until it is measured on a GPU) walks each chain whole; SPARSEGDN_COMMIT_SEGMENT sets it.
+
 Inputs are read in place through their strides (no copies of model views); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
 caller decides when to read them back (one sync for the public call, none inside a model).
@@ -34,6 +39,7 @@ from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
+COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -76,7 +82,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
     hook(STAGES[2])
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
-                                        store_final=output_final_state)
+                                        store_final=output_final_state, segment=COMMIT_SEGMENT)
     del w, u, k_commit     # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,

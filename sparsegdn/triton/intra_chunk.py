@@ -8,14 +8,15 @@ head read its tile from L2 side by side). For chunk c of head pair h, with gamma
 
 With STORE_INVERSE off the later passes recompute Tinv on chip where they need it (the selected
 chunks in event_prepare, every chunk in chunk_output), and this pass only reads k, v, g and beta
-once. A g or beta that is not finite, or g > 0, raises FLAG_GATES: the kernel reads them anyway.
+once. A g or beta that is not finite or out of the contract's range raises FLAG_GATES: the kernel
+reads them anyway.
 """
 import torch
 import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
-from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, inverse_norm, load_gates, load_rows, load_tile, not_finite,
+from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
 
 CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
@@ -54,7 +55,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(log_decay_ptr + stat, gamma_last)
     tl.store(write_ptr + stat, tl.sum(beta * tl.exp(gamma_last - gamma) * magnitude, axis=0))
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
-    bad = not_finite(g) | not_finite(beta) | (g > 0)
+    bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
 
     if STORE_INVERSE:

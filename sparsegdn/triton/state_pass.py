@@ -1,12 +1,17 @@
 """Pass 4, sequential: the sparse recurrence, commits only, one snapshot per commit.
 
-Grid: one program per (value block, batch row, head pair); each walks only its head pair's events
-(its slots of the event list), so the sequential work scales with the budget. Between commits the
-state only decays, folded into one factor (Schedule.log_decay_since):
+Grid: one program per (value block, batch row, head pair, segment); each walks only its head pair's
+events (its slots of the event list), so the sequential work scales with the budget. Between commits
+the state only decays, folded into one factor (Schedule.log_decay_since):
 
     S <- exp(decay since last commit) S
     v_new = u - w S                                  (w, u, k_commit of the event from pass 3)
     S <- exp(gamma_L) S + k_commit^T v_new,  stored as the next snapshot
+
+Without segments (SEGMENT >= the number of chunks) one program per value block walks the whole
+chain from the initial state. With segments, the events of a head pair are cut into runs of SEGMENT
+and each run starts from its state computed by segment_scan.py (the commit chain's context
+parallelism): the chain a program walks is SEGMENT commits long, not the head pair's whole count.
 
 Snapshots are stored in the input dtype (pass 5 reads them as a dot operand); the running state and
 the final state stay float32.
@@ -15,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, any_2d, mma, not_finite, padded, raise_flag, round_to
+from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, mma, not_finite, padded, raise_flag, round_to
 
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
 # BV = 16 two per SM, whose sequential chains then overlap.
@@ -32,7 +37,7 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def _load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
+def load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
                 chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows):
     """The tiles of this head pair's i-th event (clamped to its last, so a prefetch past it is harmless)."""
     slot = b * E + tl.minimum(first + tl.minimum(i, tl.maximum(count - 1, 0)), E - 1)
@@ -46,11 +51,20 @@ def _load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_c
 
 
 @triton.jit
-def _commit(state, decay, chunk_decay, w, u, k_commit):
+def commit(state, decay, chunk_decay, w, u, k_commit):
     """One commit: decay since the last one, v_new = u - w S, then the chunk's decayed writes."""
     state = state * decay
     v_new = u.to(tl.float32) - mma(w, round_to(state, w.dtype))
     return state * chunk_decay + mma(tl.trans(k_commit), round_to(v_new, w.dtype))
+
+
+@triton.jit
+def segment_bounds(count, segment, SEGMENT):
+    """(first event, end, number of segments) of this head pair's `segment`; a head pair with no events
+    has one empty segment."""
+    n_segments = tl.maximum(tl.cdiv(count, SEGMENT), 1)
+    start = segment * SEGMENT
+    return start, tl.minimum(count, start + SEGMENT), n_segments
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V"],
@@ -58,39 +72,48 @@ def _commit(state, decay, chunk_decay, w, u, k_commit):
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                      final_state_ptr, flags_ptr, NC, E, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-                      HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr):
+                      final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+                      BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
+                      HAS_STARTS: tl.constexpr):
     i_v = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)        # b * HV + hv
+    segment = tl.program_id(2)
     b = row // HV
     hv = row % HV
+    count = tl.load(per_head_ptr + row).to(tl.int64)
+    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    if segment >= n_segments:
+        return
     ck = tl.arange(0, BK)
     cv = i_v * BV + tl.arange(0, BV)
     rows = tl.arange(0, CHUNK)
     state_mask = (ck < K)[:, None] & (cv < V)[None, :]
     state_offsets = ck[:, None] * V + cv[None, :]
 
-    if HAS_INITIAL:
+    if HAS_STARTS:      # this segment's entering state, from segment_scan.py (it checked the initial state)
+        n_slots = tl.cdiv(NC, SEGMENT)
+        state = tl.load(starts_ptr + (row * n_slots + segment) * K * V + state_offsets, mask=state_mask, other=0.0)
+    elif HAS_INITIAL:
         state = tl.load(initial_state_ptr + row * K * V + state_offsets, mask=state_mask, other=0.0).to(tl.float32)
         raise_flag(flags_ptr, FLAG_INITIAL_STATE, any_2d(not_finite(state)))
     else:
         state = tl.zeros([BK, BV], dtype=tl.float32)
     first = tl.load(first_event_ptr + row).to(tl.int64)
-    count = tl.load(per_head_ptr + row).to(tl.int64)
-    snapshot = snapshot_ptr + (b * (E + HV) + first + hv) * K * V
-    tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+    snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
+    if segment == 0:
+        tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
 
     # Software prefetch: the next event's tiles are requested before this commit's products, so
     # their latency hides behind the arithmetic of the sequential chain.
-    decay, chunk_decay, w, u, k = _load_event(0, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                                              event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V,
-                                              ck, cv, rows)
-    i = 0
-    while i < count:    # a while loop: the interpreter cannot run a for loop over a loaded bound
-        next_decay, next_chunk_decay, next_w, next_u, next_k = _load_event(
+    decay, chunk_decay, w, u, k = load_event(begin, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                                             event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V,
+                                             ck, cv, rows)
+    i = begin
+    while i < end:      # a while loop: the interpreter cannot run a for loop over a loaded bound
+        next_decay, next_chunk_decay, next_w, next_u, next_k = load_event(
             i + 1, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
             chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
-        state = _commit(state, decay, chunk_decay, w, u, k)
+        state = commit(state, decay, chunk_decay, w, u, k)
         snapshot += K * V
         tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
         decay = next_decay
@@ -100,23 +123,35 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
         k = next_k
         i += 1
 
-    if STORE_FINAL:
+    if STORE_FINAL and segment == n_segments - 1:
         state = state * tl.exp(tl.load(final_log_decay_ptr + row))
         tl.store(final_state_ptr + row * K * V + state_offsets, state, mask=state_mask)
+        raise_flag(flags_ptr, FLAG_OUTPUT, any_2d(not_finite(state) & state_mask))
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final):
-    """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None."""
+def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):
+    """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None.
+
+    segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
+    come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole.
+    """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     n_events = schedule.max_events
     snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
     final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
-    grid = lambda meta: (triton.cdiv(value_dim, meta["BV"]), batch * heads)  # noqa: E731
+    starts = None
+    if 0 < segment < n_chunks:
+        from .segment_scan import segment_starts
+        starts = segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, segment=segment)
+    else:
+        segment = max(n_chunks, 1)
+    grid = lambda meta: (triton.cdiv(value_dim, meta["BV"]), batch * heads, triton.cdiv(n_chunks, segment))  # noqa: E731
     state_pass_kernel[grid](
         w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head, schedule.log_decay_since,
         chunk_log_decay, schedule.final_log_decay, initial_state if initial_state is not None else snapshots,
-        snapshots, final_state, flags, n_chunks, n_events, heads, key_dim, value_dim,
-        BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final)
+        snapshots, final_state, flags, starts if starts is not None else snapshots, n_chunks, n_events, segment,
+        heads, key_dim, value_dim, BK=padded(key_dim), HAS_INITIAL=initial_state is not None,
+        STORE_FINAL=store_final, HAS_STARTS=starts is not None)
     return snapshots, (final_state if store_final else None)

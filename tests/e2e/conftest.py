@@ -6,13 +6,7 @@ exactly (their spreads overlap, or do not), so what the Timings page shows is de
 Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
 that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
 """
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,12 +20,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "e2e" in item.nodeid:
                 item.add_marker(skip)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def made_examples(directory: Path) -> None:
@@ -51,38 +39,17 @@ def server_log(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory, server_log):
-    """`streamlit run <repo>/app/Home.py` started from an empty folder, on a free localhost port."""
-    port = free_port()
+    """`streamlit run <repo>/app/Home.py` started from an empty folder with no flag but the port: the
+    app's own options (localhost, upload cap, no file watcher) apply; runs kept in a temp dir."""
+    from streamlit_server import streamlit_server
+
     examples = tmp_path_factory.mktemp("examples")
     made_examples(examples)
-    env = {**os.environ, "SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu",
-           "SPARSEGDN_EXAMPLES_DIR": str(examples)}
-    env.pop("SPARSEGDN_DEMO", None)
-    log = open(server_log, "w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"), "--server.port", str(port)],
-        cwd=tmp_path_factory.mktemp("elsewhere"), env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            log.seek(0)
-            pytest.fail(f"streamlit did not start on 127.0.0.1 (its settings are app/.streamlit/config.toml):\n"
-                        f"{log.read()[-3000:]}")
-        time.sleep(0.3)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {"SPARSEGDN_RUNS_DIR": str(tmp_path_factory.mktemp("runs")), "SPARSEGDN_DEVICE": "cpu",
+           "SPARSEGDN_EXAMPLES_DIR": str(examples), "SPARSEGDN_DEMO": None, "HOME": str(elsewhere)}
+    with streamlit_server(elsewhere, server_log, env=env) as (url, _port):
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ def open_and_upload(page, server, document) -> None:
     page.goto(server)
     page.get_by_role("heading", name="SparseGDN Explorer").wait_for()
     page.get_by_text("Upload", exact=True).click()
+    page.get_by_text("20MB per file").wait_for()   # the app's upload cap, not Streamlit's 200 MB
     page.locator("input[type=file]").set_input_files(str(document))
     page.get_by_text("Tokens / chunks").wait_for()
 

@@ -1,0 +1,72 @@
+"""The commit chain cut into segments, part 1: what each segment does to the state it is handed.
+
+Grid: one program per (block of BC columns, batch row, head pair, segment). A commit maps the state
+affinely, S -> M_i S + N_i with M_i = d_i (c_i I - k_commit_i^T w_i) and N_i = k_commit_i^T u_i (d_i
+the decay since the last commit, c_i the chunk's own decay), so a run of commits does too: with
+HOMOGENEOUS the program pushes identity columns through the run without the u terms and writes
+M_seg = prod M_i ([K, K]); without, it pushes zero columns through the whole commits and writes
+N_seg ([K, V]), the run's end state from a zero start. Every segment of every head pair runs at once;
+segment_scan.py then joins them in a short sequential pass, and state_pass.py replays each segment
+from its true start. The last segment of a head pair needs no map (nothing follows it).
+"""
+import torch
+import triton
+import triton.language as tl
+
+from .chunk_loads import CHUNK, padded
+from .state_pass import commit, load_event, segment_bounds
+
+COLUMNS = 32       # BC: columns of the map per program (the state pass's value block)
+NUM_WARPS = 4
+
+
+@triton.jit
+def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
+                        log_decay_since_ptr, chunk_log_decay_ptr, out_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+                        COLS, BK: tl.constexpr, BC: tl.constexpr, HOMOGENEOUS: tl.constexpr):
+    i_c = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)        # b * HV + hv
+    segment = tl.program_id(2)
+    b = row // HV
+    hv = row % HV
+    count = tl.load(per_head_ptr + row).to(tl.int64)
+    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    if segment >= n_segments - 1:
+        return
+    ck = tl.arange(0, BK)
+    cc = i_c * BC + tl.arange(0, BC)
+    rows = tl.arange(0, CHUNK)
+    if HOMOGENEOUS:
+        x = tl.where(ck[:, None] == cc[None, :], 1.0, 0.0)          # identity columns
+        u_width = 0                                                 # u is never read: its terms are dropped
+    else:
+        x = tl.zeros([BK, BC], dtype=tl.float32)
+        u_width = V
+    first = tl.load(first_event_ptr + row).to(tl.int64)
+    i = begin
+    while i < end:
+        decay, chunk_decay, w, u, k = load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                                                 event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
+                                                 K, u_width, ck, cc, rows)
+        x = commit(x, decay, chunk_decay, w, u, k)
+        i += 1
+    n_slots = tl.cdiv(NC, SEGMENT)
+    offsets = ck[:, None] * COLS + cc[None, :]
+    tl.store(out_ptr + (row * n_slots + segment) * K * COLS + offsets, x, mask=(ck < K)[:, None] & (cc < COLS)[None, :])
+
+
+def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
+    """M [B*HV, S, K, K] and N [B*HV, S, K, V] float32 of every segment of SEGMENT commits (S = ceil(NC/SEGMENT)
+    slots; the last segment of each head pair is left unwritten)."""
+    batch, heads, n_chunks = schedule.events.shape
+    key_dim, value_dim = w.shape[-1], u.shape[-1]
+    n_slots = triton.cdiv(n_chunks, segment)
+    maps = {}
+    for name, columns, homogeneous in (("M", key_dim, True), ("N", value_dim, False)):
+        out = torch.empty(batch * heads, n_slots, key_dim, columns, device=w.device, dtype=torch.float32)
+        segment_maps_kernel[(triton.cdiv(columns, COLUMNS), batch * heads, n_slots)](
+            w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head, schedule.log_decay_since,
+            chunk_log_decay, out, n_chunks, schedule.max_events, segment, heads, key_dim, value_dim, columns,
+            BK=padded(key_dim), BC=COLUMNS, HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS)
+        maps[name] = out
+    return maps["M"], maps["N"]
