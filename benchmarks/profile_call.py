@@ -1,0 +1,87 @@
+"""Where the public call's time goes on the GPU: every kernel and host-side op, per call (a profile, not a test).
+
+    python benchmarks/profile_call.py --tokens 4096 32768 --out runs/profile
+
+For each length, the public sparse_gated_delta_rule call and the Triton backend entry alone (the
+kernel benchmark's shape and inputs, budget 0.29, band 1, `score`) run 20 times each under
+torch.profiler after a warm-up. Printed and written (profile_call.json): per call, the device time of
+every kernel (name, launches, ms) and the host's wall time, so launch gaps show as host time above the
+summed device time. Uses benchmarks/kernel_bench.py's inputs and its current design.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import kernel_bench                                # noqa: E402
+import sparsegdn                                   # noqa: E402
+from sparsegdn import SparseConfig                 # noqa: E402
+from sparsegdn.triton import forward               # noqa: E402
+
+CALLS = 20
+
+
+def calls(inputs, config):
+    q, k, v, g, beta = inputs
+    scale = kernel_bench.K ** -0.5
+    return {
+        "public": lambda: sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=scale, output_final_state=True,
+                                                            config=config),
+        "entry": lambda: forward.sparse_gdn_forward(
+            q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
+            scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True),
+    }
+
+
+def profile_one(fn):
+    """(host wall ms per call, [(kernel, launches per call, device ms per call)] longest first)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) * 1e3 / CALLS
+    kernels = [(e.key, e.count / CALLS, e.device_time_total / 1e3 / CALLS)
+               for e in prof.key_averages() if e.device_time_total > 0 and e.device_type == torch.autograd.DeviceType.CUDA]
+    if not kernels:     # older profilers attribute device time to the host op that launched it
+        kernels = [(e.key, e.count / CALLS, e.device_time_total / 1e3 / CALLS)
+                   for e in prof.key_averages() if e.device_time_total > 0 and not e.key.startswith("aten::")]
+    return wall, sorted(kernels, key=lambda row: -row[2])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 32768])
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "profile")
+    args = parser.parse_args()
+    config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
+    results = []
+    for tokens in args.tokens:
+        inputs = kernel_bench.make_inputs(tokens)
+        for name, fn in calls(inputs, config).items():
+            wall, kernels = profile_one(fn)
+            device_ms = sum(ms for _, _, ms in kernels)
+            launches = sum(n for _, n, _ in kernels)
+            results.append({"T": tokens, "call": name, "host_wall_ms": wall, "device_ms": device_ms,
+                            "launches": launches, "kernels": kernels,
+                            "design": {"store_inverse": forward.STORE_INVERSE, "commit_segment": forward.COMMIT_SEGMENT}})
+            print(f"T={tokens} {name}: wall {wall:.3f} ms/call, device {device_ms:.3f} ms in {launches:.0f} launches")
+            for kernel, count, ms in kernels:
+                print(f"    {ms:8.4f} ms  x{count:4.1f}  {kernel[:90]}")
+        del inputs
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "profile_call.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
