@@ -7,8 +7,13 @@ kernel benchmark's shape and inputs, budget 0.29, band 1, `score`) run 20 times 
 torch.profiler after a warm-up. Printed and written (profile_call.json): per call, the device time of
 every kernel (name, launches, ms) and the host's wall time, so launch gaps show as host time above the
 summed device time. Uses benchmarks/kernel_bench.py's inputs and its current design.
+`--host N` adds a cProfile of N backend-entry calls at the first length (host_profile.txt): which
+Python functions the host spends its time in, when the call is bound by the host.
 """
 import argparse
+import cProfile
+import io
+import pstats
 import json
 import sys
 import time
@@ -59,11 +64,32 @@ def profile_one(fn):
     return wall, sorted(kernels, key=lambda row: -row[2])
 
 
+def host_profile(fn, n, path):
+    """cProfile of n calls (the device queue runs behind them): the host functions by own and total time."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        fn()
+    profiler.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+    path.write_text(f"{n} calls of the backend entry\n" + text.getvalue())
+    print(text.getvalue()[:6000])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 32768])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "profile")
+    parser.add_argument("--host", type=int, default=0, help="cProfile this many entry calls (0: none)")
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     results = []
     for tokens in args.tokens:
@@ -78,8 +104,9 @@ def main():
             print(f"T={tokens} {name}: wall {wall:.3f} ms/call, device {device_ms:.3f} ms in {launches:.0f} launches")
             for kernel, count, ms in kernels:
                 print(f"    {ms:8.4f} ms  x{count:4.1f}  {kernel[:90]}")
+        if args.host and tokens == args.tokens[0]:
+            host_profile(calls(inputs, config)["entry"], args.host, args.out / "host_profile.txt")
         del inputs
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile_call.json").write_text(json.dumps(results, indent=1))
 
 
