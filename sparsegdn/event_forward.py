@@ -202,7 +202,8 @@ def _commit_terms(kc, gamma, wu, entering, events, state):
     # A stable sort of "not selected" lists each head pair's committed chunks first, in chunk order.
     chunks = torch.sort((~events).to(torch.uint8), dim=-1, stable=True).indices[..., :rank_count]
     chunks = chunks.flatten(0, 1)[order].T                                 # [R, B*HV] in slot order
-    committed = torch.arange(pairs, device=order.device) < torch.tensor(active, dtype=torch.long)[:, None]
+    active_at_rank = torch.tensor(active, dtype=torch.long, device=order.device)[:, None]   # on the inputs' device
+    committed = torch.arange(pairs, device=order.device) < active_at_rank
     rows = (chunks * pairs + order)[committed]                             # every commit, rank by rank
     factor = _chunk_major(entering[..., :-1])[rows][:, None, None]
     commit_gamma = gamma.index_select(0, rows)                             # [commits, 64]
