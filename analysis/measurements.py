@@ -243,7 +243,27 @@ def perplexity_table(meta: dict, ruler_frame: pl.DataFrame, name: str, config: S
               f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
     lines += ["", "Dense mean RULER accuracy (five tasks): "
               + ", ".join(f"{_tokens(row['length'])} {row['accuracy']:.2f}" for row in accuracy.iter_rows(named=True))
-              + "."]
+              + ".", "", selector_accuracy_table(ruler_frame, band=config.band)]
+    return "\n".join(lines)
+
+
+def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
+    """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
+    five tasks, and `niah_single` with its sample count in brackets."""
+    acc = (ruler_frame.filter(pl.col("kind") == "ruler")
+           .with_columns(pl.col("budget").fill_null(1.0), pl.col("selector").fill_null("dense"), pl.col("band").fill_null(band)))
+    acc = acc.filter((pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets))))
+    lengths = sorted(acc["length"].unique().to_list())
+    lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single` (samples per task in brackets):", "",
+             "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    for config in acc.sort("budget", "selector", descending=[True, False])["config"].unique(maintain_order=True):
+        cells = []
+        for length in lengths:
+            cell = acc.filter((pl.col("config") == config) & (pl.col("length") == length))
+            single = cell.filter(pl.col("task") == "niah_single")
+            cells.append("–" if cell.is_empty() else
+                         f"{cell['accuracy'].mean():.2f} / {single['accuracy'][0]:.2f} ({single['samples'][0]})")
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

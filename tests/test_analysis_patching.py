@@ -179,3 +179,24 @@ def test_moe_text_stack_is_patched_too():
         exact = logits(model, ids)
     assert (exact - reference).abs().max().item() <= 1e-4
     assert torch.equal(logits(model, ids), reference)
+
+
+def test_the_ablation_core_removes_every_gdn_layer_output(loaded):
+    """analysis/layer_ablation.py's zero core: the model runs, the GDN output is gone (the logits move as far
+    as every GDN layer's removal moves them), and a final state is returned when the layer asks for one."""
+    from analysis.layer_ablation import zero_core
+
+    ids = random_ids(200, seed=3)
+    reference = logits(loaded.model, ids)
+    outputs = []
+
+    def spy(call):
+        o, state = zero_core(call)
+        outputs.append((o, state, call))
+        return o, state
+
+    with swap_gdn_core(loaded.model, spy):
+        ablated = logits(loaded.model, ids)
+    assert outputs and all(o.abs().max() == 0 and o.shape == call.v.shape for o, _, call in outputs)
+    assert all((state is not None) == call.output_final_state for _, state, call in outputs)
+    assert (ablated - reference).abs().max().item() > 1e-3

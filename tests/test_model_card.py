@@ -75,9 +75,12 @@ def test_the_card_command_is_pasteable_and_trains_the_logged_recipe():
 
 
 def test_the_card_of_an_earlier_script_checks_out_the_commit_that_trained_it():
-    log = json.loads((MODEL_DIR / "train_log.json").read_text())
-    command = model_card.reproduce_command(log, json.loads(RESULTS.read_text()))
+    # the shape of a log written by train.py before its jobs were staged (one command, the script's commit)
+    log = {"script_commit": "e2b1c0ffee12", "command": "python training/train.py --out /root/out --budget-s 275",
+           "gdn_core": "transformers.models.qwen3_5.modeling_qwen3_5.torch_chunk_gated_delta_rule (torch, fp32)"}
+    command = model_card.reproduce_command(log, {})
     commit = log["script_commit"]
+    assert command.endswith("--budget-s 275 --gdn-core torch")
     assert command.startswith(f"git worktree add /tmp/default-{commit} {commit} && cd /tmp/default-{commit} && ")
     assert "python training/train.py --out runs/default" in command
     with pytest.raises(SystemExit, match="script_commit"):

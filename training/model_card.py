@@ -29,6 +29,7 @@ from training import build_corpus, train  # noqa: E402
 MODEL_DIR = ROOT / "data" / "default-model"
 MANIFEST = build_corpus.MANIFEST
 RESULTS = ROOT / "analysis" / "results" / "ruler.json"
+ABLATION = ROOT / "analysis" / "results" / "layer_ablation.md"
 NEEDLE_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery")
 
 
@@ -325,17 +326,33 @@ def render() -> str:
     lines += targets(results)
     lines += ["", "Headline rows (mean over the five tasks; perplexity per held-out source):", ""]
     lines += ruler_report.markdown(results, only=headline).split("\n")[6:]
+    lines += layer_ablation()
     lines += [
         "## Limits", "",
         "- A few minutes of training on ~5 M tokens: the model writes plausible-looking English and Python-doc",
         "  text but knows little; held-out perplexity is high (Milton's spelling is far from the training text).",
-        "- Retrieval is learned only as far as the targets table above shows; when the needle accuracy is zero the",
-        "  RULER accuracies cannot separate the selectors, and the perplexity rows are the informative measurement.",
+        "- Retrieval is learned only as far as the targets table above shows; where the selectors tie on the RULER",
+        "  tasks (see which layers retrieve, above) the perplexity rows are what separates them.",
         "- Trained up to the longest curriculum length; longer evaluations test length extrapolation.",
         "- Accuracy is teacher-forced per answer span (greedy-equivalent for a single answer); multi-value answers",
         "  are scored in order of appearance.", "",
     ]
     return "\n".join(lines)
+
+
+def layer_ablation() -> list[str]:
+    """The card's section on which layers retrieve: analysis/results/layer_ablation.md's table when it
+    measured this checkpoint (its digest line), else a line saying it is missing or stale."""
+    if not ABLATION.exists():
+        return []
+    text = ABLATION.read_text()
+    current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")[:16]
+    lines = ["## Which layers retrieve", ""]
+    if f"`{current}`" not in text:
+        return lines + [f"`{ABLATION.relative_to(ROOT)}` measured other weights: run "
+                        "`python -m analysis.layer_ablation`.", ""]
+    body = text.split("\n", 2)[2]          # without its title
+    return lines + body.rstrip().split("\n") + [""]
 
 
 def main(argv=None) -> None:
