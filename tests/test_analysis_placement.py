@@ -196,3 +196,34 @@ def test_runs_saved_before_the_layer_device_column_still_load(tmp_path):
               for table, schema in SCHEMAS.items()}
     old = RunResult(summary={"model": "m"}, **{t: frames[t] for t in ("events", "heads", "layers", "chunks")})
     assert old.layers.columns[1] == "device" and old.layers.schema["device"] == pl.String
+
+
+# ---------------------------------------------------------------------------------- app
+
+def test_app_placement_table_has_one_row_per_gpu():
+    from app.tables import placement_table
+
+    rows = [{"device": "cuda:0", "name": "NVIDIA H200", "layers": list(range(24)), "gdn_layers": [0, 1, 2],
+             "weights_gib": 113.7, "total_gib": 140.4, "peak_gib": 120.0},
+            {"device": "cuda:1", "name": "NVIDIA H200", "layers": list(range(24, 48)), "gdn_layers": [24],
+             "weights_gib": 113.7, "total_gib": 140.4}]
+    table = placement_table(rows)
+    assert table["layers"].to_list() == ["0-23", "24-47"]
+    assert table["GDN layers"].to_list() == [3, 1]
+    assert table["peak (GiB)"].to_list() == [120.0, None]
+
+
+@pytest.mark.parametrize("raw, expected", [("", "none"), ("balanced", "balanced"), ("auto", "auto")])
+def test_app_device_map_setting(raw, expected, monkeypatch):
+    from app.settings import load_settings
+
+    monkeypatch.setenv("SPARSEGDN_DEVICE_MAP", raw)
+    assert load_settings().device_map == expected
+
+
+def test_app_device_map_setting_refuses_unknown_values(monkeypatch):
+    from app.settings import load_settings
+
+    monkeypatch.setenv("SPARSEGDN_DEVICE_MAP", "sequential")
+    with pytest.raises(ValueError, match="SPARSEGDN_DEVICE_MAP must be one of none, auto, balanced"):
+        load_settings()
