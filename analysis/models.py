@@ -198,6 +198,18 @@ def qwen35_122b_a10b_shape_config(num_hidden_layers: int = 48):
     )
 
 
+# The random-weight presets of a real shape, for timing: spec -> (config, description).
+SHAPE_PRESETS = {
+    "qwen3.5-4b-shape": (
+        qwen35_4b_shape_config,
+        "Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing."),
+    "qwen3.5-122b-a10b-shape": (
+        qwen35_122b_a10b_shape_config,
+        "Qwen3.5-122B-A10B shape (36 GDN + 12 attention layers, 256 experts; 122.1B parameters, 227 GiB in "
+        "bf16: more than one H200) with RANDOM weights, for runs over several GPUs."),
+}
+
+
 # ---------------------------------------------------------------------------------- loading
 
 def model_roots(roots: list[Path | str] | None = None) -> list[Path]:
@@ -460,25 +472,15 @@ def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None, device
                          "mean nothing."),
             random_weights=True, **where,
         )
-    if spec == "qwen3.5-4b-shape":
-        model = random(qwen35_4b_shape_config(), seed=0, name="qwen3.5-4b-shape")
-        return wrap_model(
-            model, ByteTokenizer(), name="qwen3.5-4b-shape (random weights)",
-            description="Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing.",
-            random_weights=True, **where,
-        )
-    if spec == "qwen3.5-122b-a10b-shape":
-        if not spread:   # built whole on one device it would exhaust it (or the host) before failing
+    if spec in SHAPE_PRESETS:
+        make_config, description = SHAPE_PRESETS[spec]
+        if spec == "qwen3.5-122b-a10b-shape" and not spread:
+            # Built whole on one device it would exhaust it (or the host) before failing.
             raise ModelError("qwen3.5-122b-a10b-shape holds 227 GiB of weights in bf16, more than one device; "
                              "load it with --device-map auto or balanced over two or more large GPUs.")
-        model = random(qwen35_122b_a10b_shape_config(), seed=0, name="qwen3.5-122b-a10b-shape")
-        return wrap_model(
-            model, ByteTokenizer(), name="qwen3.5-122b-a10b-shape (random weights)",
-            description=("Qwen3.5-122B-A10B shape (36 GDN + 12 attention layers, 256 experts; 122.1B "
-                         "parameters, 227 GiB in bf16: more than one H200) with RANDOM weights, for runs "
-                         "over several GPUs."),
-            random_weights=True, **where,
-        )
+        model = random(make_config(), seed=0, name=spec)
+        return wrap_model(model, ByteTokenizer(), name=f"{spec} (random weights)", description=description,
+                          random_weights=True, **where)
     if not spec:
         raise ModelError(f"No model given; {SUPPORTED_TEXT}.")
     checkpoint = {"device": device, "dtype": torch_dtype, "device_map": device_map, "gpus": spread}
