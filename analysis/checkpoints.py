@@ -98,15 +98,16 @@ def free_memory_bytes(device: str) -> int | None:
 
 
 def check_before_building(config: dict, directory: Path, *, name: str, bytes_per_parameter: int,
-                          device: str) -> None:
-    """Sizes sane, covered by the weights on disk, and within the device's free memory."""
+                          device: str | None) -> None:
+    """Sizes sane, covered by the weights on disk, and within the device's free memory (device None:
+    a model spread over GPUs, whose share on each is checked by analysis/placement.py)."""
     check_sizes(config, name)
     needed = parameter_lower_bound(config)
     stored = stored_parameters(directory)
     if needed > PARAMETER_SLACK * stored:
         raise ModelError(f"{name}: config.json describes at least {needed:,} parameters but its weights hold "
                          f"{stored:,}; the config does not belong to these weights.")
-    free = free_memory_bytes(device)
+    free = None if device is None else free_memory_bytes(device)
     if free is not None and needed * bytes_per_parameter > free:
         raise ModelError(f"{name} needs at least {needed * bytes_per_parameter / 2 ** 30:.1f} GiB on {device}, "
                          f"which has {free / 2 ** 30:.1f} GiB free; use a smaller model or another device.")

@@ -49,13 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="prefill a document dense and with SparseGDN, write the records")
     run.add_argument("--model", default="default",
-                     help="'default', 'qwen3.5-4b-shape', a checkpoint directory or a cached HF id")
+                     help="'default', 'qwen3.5-4b-shape', 'qwen3.5-122b-a10b-shape' (needs --device-map), "
+                          "a checkpoint directory or a cached HF id")
     run.add_argument("--doc", required=True, type=Path, help=".txt, .md or .pdf file")
     add_sparse_options(run)
     run.add_argument("--out", required=True, type=_folder,
                      help="new (or empty) folder for the parquet/json records, written whole at the end")
     run.add_argument("--overwrite", action="store_true", help="replace the run already saved in --out")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    run.add_argument("--device-map", default="none",
+                     help="none (the whole model on --device) | auto (accelerate's map over the GPUs) | balanced "
+                          "(the layers cut into equal runs, one per GPU): spread a model larger than one GPU")
+    run.add_argument("--gpus", type=int, default=None,
+                     help="how many GPUs --device-map spreads over (default: every visible one)")
     run.add_argument("--dtype", default=None, help="bf16 | fp32 (default: bf16 on GPU, fp32 on CPU)")
     run.add_argument("--segment-tokens", type=int, default=8192, help=f"prefill segment length (multiple of {CHUNK_SIZE})")
     run.add_argument("--max-tokens", type=int, default=None, help="refuse documents longer than this")
@@ -142,6 +148,18 @@ def _ratio(timing: dict, scope: str) -> str:
     return f"; dense/sparse {dense.median / sparse.median:.2f}x ({verdict})"
 
 
+def _placement_lines(summary: dict) -> list[str]:
+    """One line per GPU of a model spread by --device-map: its layers, weights and peak memory."""
+    from .placement import layer_ranges
+
+    where = summary.get("placement") or {}
+    if where.get("device_map", "none") == "none":
+        return []
+    return [f"placement   {row['device']} ({row['name']}): layers {layer_ranges(row['layers'])}, "
+            f"{row['weights_gib']:,.1f} GiB of weights, peak {row.get('peak_gib', 0):,.1f} of "
+            f"{row.get('total_gib') or 0:,.1f} GiB" for row in where.get("devices", [])]
+
+
 def print_summary(summary: dict, out: Path, stream=None) -> None:
     stream = stream or sys.stdout
     s = summary
@@ -153,6 +171,7 @@ def print_summary(summary: dict, out: Path, stream=None) -> None:
         f"{s.get('n_segments', 1)} segment(s)",
         f"sparse      budget {s['budget']}, selector {s['selector']}, band {s['band']}, backend {s['backend']}"
         f" on {s['device']}; {s.get('events_selected', '?'):,} of {s.get('events_total', '?'):,} events",
+        *_placement_lines(s),
         f"prefill     dense {_format_spread(timing.get('prefill_dense'), s['prefill_ms_dense'])} "
         f"({s.get('dense_backend', '?')} core), "
         f"sparse {_format_spread(timing.get('prefill_sparse'), s['prefill_ms_sparse'])}" + _ratio(timing, "prefill"),
@@ -200,7 +219,7 @@ def run(args) -> int:
     from .pipeline import analyze
 
     use_threads()   # once per process, before any timed work (analysis/timing.py says how many and why)
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, device_map=args.device_map, gpus=args.gpus)
     bar = None if args.quiet else ProgressBar()
     try:
         result = analyze(loaded, text, config, progress=bar, document_name=args.doc.name)

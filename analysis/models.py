@@ -5,6 +5,9 @@ Specs accepted by `load_model`:
   tokenizer.json); until then a small seeded random-weight Qwen3.5, labelled "random weights".
 - "qwen3.5-4b-shape": random weights in the Qwen3.5-4B shape (24 GDN + 8 attention layers), for
   timing on a GPU; its outputs mean nothing.
+- "qwen3.5-122b-a10b-shape": random weights in the shape of Qwen3.5-122B-A10B's text stack (48 layers,
+  256 experts): 122.1B parameters, 227 GiB in bf16, more than one H200 holds; for runs spread over
+  several GPUs (`device_map`); its outputs mean nothing.
 - a checkpoint directory under a configured root, or a Hugging Face cache id ("Qwen/Qwen3.5-4B")
   already in the local cache. Nothing is downloaded and `trust_remote_code` is never enabled.
 
@@ -28,9 +31,9 @@ ROOTS_ENV = "SPARSEGDN_MODEL_ROOTS"
 # The text stacks we know how to patch: the dense Qwen3.5 models and the MoE ones (VLM checkpoints
 # load as their text-only causal LM, which transformers maps for qwen3_5 / qwen3_5_moe).
 SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
-PRESETS = ("default", "qwen3.5-4b-shape")
+PRESETS = ("default", "qwen3.5-4b-shape", "qwen3.5-122b-a10b-shape")
 SUPPORTED_TEXT = (
-    "supported: 'default', 'qwen3.5-4b-shape', a Qwen3.5 checkpoint directory "
+    "supported: 'default', 'qwen3.5-4b-shape', 'qwen3.5-122b-a10b-shape', a Qwen3.5 checkpoint directory "
     f"(model_type {', '.join(SUPPORTED_MODEL_TYPES)}) under the model roots, "
     "or the id of a Qwen3.5 model already in the local Hugging Face cache"
 )
@@ -133,9 +136,11 @@ class LoadedModel:
     gdn_layers: list[int]
     head_pairs: int
     max_tokens: int
-    device: str
+    device: str                 # where inputs go: the only device, or the first GPU of a device map
     dtype: str = "float32"
     extra: dict = field(default_factory=dict)
+    device_map: str = "none"    # "none" (one device), "auto" or "balanced" (analysis/placement.py)
+    placement: list = field(default_factory=list)   # placement.describe rows: layers and weights per device
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,36 @@ def qwen35_4b_shape_config():
         rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
                          "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
     )
+
+
+def qwen35_122b_a10b_shape_config(num_hidden_layers: int = 48):
+    """Qwen3.5-122B-A10B's text stack: 48 layers (every 4th full attention), hidden 3072, 256 experts
+    of 1024 (8 routed + 1 shared per token), GDN H=16, HV=64, K=V=128; attention 32 query heads, 2 KV
+    heads of 256. The sizes of Qwen/Qwen3.5-122B-A10B's published config.json (as read from public
+    configs that reproduce it; no checkpoint was opened). Fewer layers keep every layer's real shape."""
+    from transformers import Qwen3_5MoeTextConfig
+
+    return Qwen3_5MoeTextConfig(
+        vocab_size=248320, hidden_size=3072, num_hidden_layers=num_hidden_layers, num_attention_heads=32,
+        num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=64,
+        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=256,
+        num_experts_per_tok=8, moe_intermediate_size=1024, shared_expert_intermediate_size=1024,
+        max_position_embeddings=262144, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
+    )
+
+
+# The random-weight presets of a real shape, for timing: spec -> (config, description).
+SHAPE_PRESETS = {
+    "qwen3.5-4b-shape": (
+        qwen35_4b_shape_config,
+        "Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing."),
+    "qwen3.5-122b-a10b-shape": (
+        qwen35_122b_a10b_shape_config,
+        "Qwen3.5-122B-A10B shape (36 GDN + 12 attention layers, 256 experts; 122.1B parameters, 227 GiB in "
+        "bf16: more than one H200) with RANDOM weights, for runs over several GPUs."),
+}
 
 
 # ---------------------------------------------------------------------------------- loading
@@ -233,7 +268,10 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def wrap_model(model, tokenizer, *, name, description, random_weights, device, dtype) -> LoadedModel:
+def wrap_model(model, tokenizer, *, name, description, random_weights, device, dtype,
+               device_map: str = "none") -> LoadedModel:
+    from . import placement
+
     config = model.config
     layer_types = list(config.layer_types)
     gdn_layers = [i for i, kind in enumerate(layer_types) if kind == "linear_attention"]
@@ -244,7 +282,8 @@ def wrap_model(model, tokenizer, *, name, description, random_weights, device, d
         model=model, tokenizer=tokenizer, name=name, description=description,
         random_weights=random_weights, n_layers=len(layer_types), gdn_layers=gdn_layers,
         head_pairs=int(config.linear_num_value_heads), max_tokens=int(config.max_position_embeddings),
-        device=str(device), dtype=str(dtype).removeprefix("torch."),
+        device=str(device), dtype=str(dtype).removeprefix("torch."), device_map=device_map,
+        placement=placement.describe(model, gdn_layers),
     )
 
 
@@ -266,6 +305,18 @@ def random_model(config, *, seed: int, device: str, dtype):
         finally:
             torch.set_default_dtype(previous)
     return model.to(device=device, dtype=dtype)
+
+
+def placed_random_model(config, *, seed: int, dtype, device_map: str, gpus: list[int], name: str):
+    """A random-weight model built on the meta device and materialised on `gpus` by the checked
+    `device_map` (analysis/placement.py); nothing of its size is allocated on the host."""
+    from transformers import AutoModelForCausalLM
+
+    from . import placement
+
+    model = placement.meta_model(lambda: AutoModelForCausalLM.from_config(config), dtype)
+    chosen = placement.plan(model, device_map, gpus, dtype, name=name)
+    return placement.materialise_random(model, chosen, seed=seed)
 
 
 def slow_gdn_decay(model, low: float = 0.002, high: float = 0.05) -> None:
@@ -312,7 +363,8 @@ def _load_tokenizer(directory: Path):
     raise ModelError(f"{directory} has no tokenizer.json; a Qwen3.5 checkpoint directory needs one.")
 
 
-def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> LoadedModel:
+def _load_checkpoint(directory: Path, *, name: str, device: str, dtype, device_map: str = "none",
+                     gpus: list[int] | None = None) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -325,27 +377,38 @@ def _load_checkpoint(directory: Path, *, name: str, device: str, dtype) -> Loade
     model_type = str(config.get("model_type", ""))
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(f"{name} is a {model_type or 'unknown'!r} model, not Qwen3.5; {SUPPORTED_TEXT}.")
-    checkpoints.check_before_building(config, directory, name=name, device=device,
+    # Spread over GPUs, each GPU's share is checked against its free memory by placement.plan instead.
+    checkpoints.check_before_building(config, directory, name=name, device=None if gpus else device,
                                       bytes_per_parameter=torch.empty((), dtype=dtype).element_size())
     tokenizer = _load_tokenizer(directory)
     vocabulary = checkpoints.text_config(config).get("vocab_size")
     if vocabulary is not None and tokenizer.vocab_size > vocabulary:
         raise ModelError(f"{name}: tokenizer.json has {tokenizer.vocab_size:,} tokens but the model's vocabulary "
                          f"holds {vocabulary:,}; the tokenizer does not belong to this model.")
+    placed = {}
+    if gpus:
+        from transformers import AutoConfig
+
+        from . import placement
+
+        built = AutoConfig.from_pretrained(str(directory), trust_remote_code=False, local_files_only=True)
+        skeleton = placement.meta_model(lambda: AutoModelForCausalLM.from_config(built), dtype)
+        placed = {"device_map": placement.plan(skeleton, device_map, gpus, dtype, name=name)}
     try:
         model, report = AutoModelForCausalLM.from_pretrained(
             str(directory), dtype=dtype, trust_remote_code=False, local_files_only=True,
-            output_loading_info=True)
+            output_loading_info=True, **placed)
     except RuntimeError as error:      # transformers: a weight's shape differs from the config's
         raise ModelError(f"Could not load {name}: its weights do not match config.json's sizes "
                          f"({str(error).splitlines()[0]})") from None
     except (OSError, ValueError, KeyError) as error:
         raise ModelError(f"Could not load {name}: {error}") from None
     checkpoints.check_loading_report(report, name)
-    model = model.to(device)
+    if not gpus:
+        model = model.to(device)
     description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
     return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
-                   device=device, dtype=dtype)
+                      device=device, dtype=dtype, device_map=device_map)
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
@@ -366,34 +429,61 @@ def _cached_snapshot(repo_id: str, roots: list[Path]) -> Path | None:
     return None
 
 
-def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> LoadedModel:
-    """Load a Qwen3.5 model by spec (see the module docstring); raises `ModelError`."""
+def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None, device_map: str = "none",
+               gpus: int | None = None) -> LoadedModel:
+    """Load a Qwen3.5 model by spec (see the module docstring); raises `ModelError`.
+
+    `device_map` "auto" or "balanced" spreads the model's layers over `gpus` GPUs (default: every
+    visible one) through transformers/accelerate (analysis/placement.py); `device` must then be
+    auto or cuda. "none" puts the whole model on `device`.
+    """
+    from . import placement
+
+    spread = placement.check_device_map(device_map, gpus)
+    if spread:
+        check_device_name(device)
+        if device not in ("auto", "cuda"):
+            raise ModelError(f"--device {device} and --device-map {device_map} disagree: a device map places "
+                             "the model on the GPUs itself; leave --device at auto.")
+        device = f"cuda:{spread[0]}"
     device = resolve_device(device)
     torch_dtype = _resolve_dtype(dtype, device)
     spec = (spec or "").strip()
+    where = {"device": device, "dtype": torch_dtype, "device_map": device_map}
+
+    def random(config, *, seed: int, name: str):
+        if spread:
+            return placed_random_model(config, seed=seed, dtype=torch_dtype, device_map=device_map,
+                                       gpus=spread, name=name)
+        return random_model(config, seed=seed, device=device, dtype=torch_dtype)
+
     if spec == "default":
         if _has_checkpoint(DEFAULT_MODEL_DIR):
-            loaded = _load_checkpoint(DEFAULT_MODEL_DIR, name="default", device=device, dtype=torch_dtype)
+            loaded = _load_checkpoint(DEFAULT_MODEL_DIR, name="default", device=device, dtype=torch_dtype,
+                                      device_map=device_map, gpus=spread)
             loaded.description = "Embedded default: " + loaded.description
             return loaded
-        model = random_model(default_random_config(), seed=0, device=device, dtype=torch_dtype)
+        model = random(default_random_config(), seed=0, name="default (random weights)")
         slow_gdn_decay(model)
         return wrap_model(
             model, ByteTokenizer(), name="default (random weights)",
             description=("Small Qwen3.5 (3 GDN + 1 attention layer) with seeded RANDOM weights and slow "
                          "GDN decays: a stand-in until the trained default lands; its text predictions "
                          "mean nothing."),
-            random_weights=True, device=device, dtype=torch_dtype,
+            random_weights=True, **where,
         )
-    if spec == "qwen3.5-4b-shape":
-        model = random_model(qwen35_4b_shape_config(), seed=0, device=device, dtype=torch_dtype)
-        return wrap_model(
-            model, ByteTokenizer(), name="qwen3.5-4b-shape (random weights)",
-            description="Qwen3.5-4B shape (24 GDN + 8 attention layers) with RANDOM weights, for timing.",
-            random_weights=True, device=device, dtype=torch_dtype,
-        )
+    if spec in SHAPE_PRESETS:
+        make_config, description = SHAPE_PRESETS[spec]
+        if spec == "qwen3.5-122b-a10b-shape" and not spread:
+            # Built whole on one device it would exhaust it (or the host) before failing.
+            raise ModelError("qwen3.5-122b-a10b-shape holds 227 GiB of weights in bf16, more than one device; "
+                             "load it with --device-map auto or balanced over two or more large GPUs.")
+        model = random(make_config(), seed=0, name=spec)
+        return wrap_model(model, ByteTokenizer(), name=f"{spec} (random weights)", description=description,
+                          random_weights=True, **where)
     if not spec:
         raise ModelError(f"No model given; {SUPPORTED_TEXT}.")
+    checkpoint = {"device": device, "dtype": torch_dtype, "device_map": device_map, "gpus": spread}
     allowed = model_roots(roots)
     path = Path(spec).expanduser()
     if path.exists():
@@ -405,11 +495,11 @@ def load_model(spec: str, *, device: str = "cpu", dtype=None, roots=None) -> Loa
             )
         if not resolved.is_dir() or not _has_checkpoint(resolved):
             raise ModelError(f"{spec} is not a checkpoint directory (config.json + *.safetensors); {SUPPORTED_TEXT}.")
-        return _load_checkpoint(resolved, name=spec, device=device, dtype=torch_dtype)
+        return _load_checkpoint(resolved, name=spec, **checkpoint)
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         snapshot = _cached_snapshot(spec, allowed)
         if snapshot is not None:
-            return _load_checkpoint(snapshot, name=spec, device=device, dtype=torch_dtype)
+            return _load_checkpoint(snapshot, name=spec, **checkpoint)
         raise ModelError(f"{spec} is not in a Hugging Face cache under the model roots (nothing is "
                          f"downloaded); {SUPPORTED_TEXT}.")
     raise ModelError(f"Unknown model {spec!r}; {SUPPORTED_TEXT}.")

@@ -35,6 +35,7 @@ from sparsegdn.validation import DeferredChecks, ResultOverflowError
 
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
+from . import placement
 from .models import LoadedModel
 from .patching import dense_core, swap_gdn_core
 from .recorder import Recorder, event_columns
@@ -152,6 +153,7 @@ class _Metrics:
     def update(self, lm_head, hidden_dense, hidden_sparse, targets: torch.Tensor):
         """hidden [1, L, D]; targets [L'] with L' = L or L - 1 (the document's last token has none)."""
         length = hidden_sparse.shape[1]
+        targets = targets.to(self.kl.device)   # the lm_head's GPU, when the model is spread over several
         for start in range(0, length, LOGIT_SLICE):
             end = min(start + LOGIT_SLICE, length)
             log_sparse = torch.log_softmax(lm_head(hidden_sparse[0, start:end]).float(), -1)
@@ -227,6 +229,7 @@ class _Prefill:
     sparse: SparseConfig             # config.sparse with its backend resolved for the device
     dense_backend: str
     device: torch.device
+    devices: list                    # every device holding part of the model (one, or the GPUs of a map)
     segments: list                   # [(token_start, token_end)] of each segment
     recorder: Recorder
     metrics: "_Metrics"
@@ -271,14 +274,17 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     from transformers import DynamicCache
 
     model = loaded.model
-    device = next(model.parameters()).device
+    device = next(model.parameters()).device       # the inputs' device: the first GPU of a device map
+    devices = list(dict.fromkeys(parameter.device for parameter in model.parameters()))
     sparse, dense_backend = _resolve(config, device)
-    timer = Timer(device)
+    timer = Timer(devices)
+    for gpu in timer.devices:
+        torch.cuda.reset_peak_memory_stats(gpu)    # the summary's peak memory per GPU is this run's
     run = _Prefill(loaded=loaded, text=text, offsets=offsets, config=config, sparse=sparse,
-                   dense_backend=dense_backend, device=device,
+                   dense_backend=dense_backend, device=device, devices=devices,
                    segments=_segments(len(ids), config.segment_tokens),
                    recorder=Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend),
-                   metrics=_Metrics(device), document_name=document_name)
+                   metrics=_Metrics(model.lm_head.weight.device), document_name=document_name)
     segments, paths, recorder = run.segments, _paths(config), run.recorder
     # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
     # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
@@ -295,7 +301,8 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
                                 f"{run.n_tokens:,} tokens, {run.n_chunks:,} chunks, {len(segments)} segment(s)"))
     tracker = _LayerProgress(model, progress, total, len(segments))
     try:
-        run.warm_up = _warm_up(model, input_ids[:, :warm_up_end], recorder, dense_core(dense_backend), paths, tracker)
+        run.warm_up = _warm_up(model, input_ids[:, :warm_up_end], recorder, dense_core(dense_backend), paths, tracker,
+                               timer)
         cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
         cache_sparse = DynamicCache(config=model.config)
         with torch.inference_mode():
@@ -351,11 +358,11 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
     plain = dense_core(run.dense_backend)
 
     def core(call):
-        with timer.interval() as interval:
+        with timer.interval(call.v.device) as interval:    # on the layer's own GPU
             if path == "dense":
                 result = plain(call)
             else:
-                timed.stages.start()
+                timed.stages.start(call.v.device)
                 o, state, _ = sparsegdn.sparse_gated_delta_rule(
                     call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
                     output_final_state=call.output_final_state, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel,
@@ -377,7 +384,7 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
     return timed
 
 
-def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker) -> dict:
+def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker, timer: Timer) -> dict:
     """Compile/autotune the kernels once (Triton, FLA) and touch everything once, so that no timed call
     is a first call. Returns the tokens and the wall time of each path's warm-up prefill (ms)."""
     from transformers import DynamicCache
@@ -390,8 +397,7 @@ def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker) -> dict:
             started = time.perf_counter()
             with swap_gdn_core(model, plain_dense if path == "dense" else recorder.core):
                 model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True)
-            if input_ids.device.type == "cuda":
-                torch.cuda.synchronize()
+            timer.resolve()     # every GPU of the model
             times[f"{path}_ms"] = (time.perf_counter() - started) * 1e3
     recorder.reset()
     return times
@@ -465,8 +471,11 @@ def _spread(timings: pl.DataFrame, path: str, scope: str) -> Optional[Spread]:
 def _layers(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame) -> pl.DataFrame:
     medians = (timings.filter(pl.col("scope") == "core").group_by("layer", "path").agg(pl.col("ms").median())
                .pivot(on="path", index="layer", values="ms"))
-    layers = pl.DataFrame({"layer": run.loaded.gdn_layers}, schema={"layer": pl.Int32}).join(
-        medians, on="layer", how="left")
+    # Each GDN layer's device, as its core calls saw it (a model spread over GPUs names the GPU).
+    devices = {record["layer"]: record.get("device") for record in run.recorder.rows}
+    layers = pl.DataFrame({"layer": run.loaded.gdn_layers,
+                           "device": [devices.get(layer) for layer in run.loaded.gdn_layers]},
+                          schema={"layer": pl.Int32, "device": pl.String}).join(medians, on="layer", how="left")
     for path in ("dense", "sparse"):
         column = layers[path].cast(pl.Float64) if path in layers.columns else pl.lit(None, pl.Float64)
         layers = layers.with_columns(column.alias(f"core_ms_{path}"))
@@ -527,7 +536,7 @@ def _summary(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame, nonfini
         "band": run.sparse.band,
         "backend": run.sparse.backend,
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+        "device_name": _device_name(run.devices),
         "prefill_ms_dense": median("prefill_dense"),
         "prefill_ms_sparse": median("prefill_sparse"),
         **{k: _finite_or_none(v) for k, v in model_metrics.items()},
@@ -551,7 +560,18 @@ def _summary(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame, nonfini
         # The sparse core's stages (sparsegdn.STAGES, the same names on every backend), summed over
         # layers, segments and slabs; the median over repeats.
         "stages": _stage_medians(timings),
+        # Which layers sat on which device, the weights each held and (GPU) its peak memory in this run.
+        "placement": {"device_map": run.loaded.device_map, "devices": placement.peak_memory(run.loaded.placement)},
     }
+
+
+def _device_name(devices: list) -> str:
+    """"NVIDIA H200", "2 x NVIDIA H200" for a model spread over two, or "CPU"."""
+    gpus = [device for device in devices if device.type == "cuda"]
+    if not gpus:
+        return "CPU"
+    names = list(dict.fromkeys(torch.cuda.get_device_name(gpu) for gpu in gpus))
+    return names[0] if len(gpus) == 1 else f"{len(gpus)} x {' + '.join(names)}"
 
 
 def _records(run: _Prefill) -> RunResult:

@@ -41,11 +41,13 @@ class Recorder:
         self.segment_start = 0          # token offset of the segment being prefilled
         self.pending: list[dict] = []   # this segment's calls, tensors still on the device
         self.rows: list[dict] = []      # flushed records (numpy)
-        self.nonfinite = None           # device bool: any non-finite core output so far
+        self.nonfinite = {}             # {device: bool tensor}: any non-finite core output so far there
 
     def _flag(self, *tensors):
+        # Kept per device: the layers of a model spread over GPUs flag on their own GPU, read once at the end.
         bad = torch.stack([~torch.isfinite(t).all() for t in tensors]).any()
-        self.nonfinite = bad if self.nonfinite is None else (self.nonfinite | bad)
+        before = self.nonfinite.get(bad.device)
+        self.nonfinite[bad.device] = bad if before is None else (before | bad)
 
     def core(self, call: CoreCall):
         try:
@@ -62,7 +64,8 @@ class Recorder:
                 raise NonFiniteError(f"NaN/inf reached the GDN core of layer {call.layer}; "
                                      "try float32 or another model.") from None
             raise
-        record = {"layer": call.layer, "start": self.segment_start, "tokens": call.v.shape[1],
+        record = {"layer": call.layer, "device": str(call.v.device), "start": self.segment_start,
+                  "tokens": call.v.shape[1],
                   "events": info.events[0], "scores": info.scores[0] if info.scores is not None else None}
         if self.compare_dense:
             # Same layer inputs, same carried state: the error of this layer's core alone.
@@ -89,7 +92,7 @@ class Recorder:
         self.pending = []
 
     def any_nonfinite(self) -> bool:
-        return bool(self.nonfinite.item()) if self.nonfinite is not None else False
+        return any(bool(flag.item()) for flag in self.nonfinite.values())
 
 
 def event_columns(rows: list[dict], n_tokens: int) -> dict[str, np.ndarray]:

@@ -4,7 +4,8 @@ One table per kind of fact (column names from docs/CONTRACT.md):
 - events: one row per recurrent event (layer, head_pair, chunk) with its score and whether it was
   selected, and the chunk's output error for that head pair versus dense (null without dense);
 - heads:  one row per (layer, head_pair): events selected, output and state error versus dense;
-- layers: one row per GDN layer: core time dense / sparse (ms, summed over segments) and error;
+- layers: one row per GDN layer: the device it ran on ("cuda:1"; null in runs saved before it was
+  recorded), core time dense / sparse (ms, summed over segments) and error;
 - chunks: one row per chunk: its token span and the character span of the document it covers;
 - timings: one row per timed repeat and path ("dense", "sparse") of the whole prefill (scope
   "prefill"), of each layer's GDN core (scope "core", with its layer) and of each stage of the sparse
@@ -29,7 +30,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
                "token_end": pl.Int64, "score": pl.Float32, "selected": pl.Boolean, "rel_err_o": pl.Float64},
     "heads": {"layer": pl.Int32, "head_pair": pl.Int32, "events_selected": pl.Int64,
               "rel_err_o": pl.Float64, "rel_err_state": pl.Float64},
-    "layers": {"layer": pl.Int32, "core_ms_dense": pl.Float64, "core_ms_sparse": pl.Float64,
+    "layers": {"layer": pl.Int32, "device": pl.String, "core_ms_dense": pl.Float64, "core_ms_sparse": pl.Float64,
                "rel_err_o": pl.Float64},
     "chunks": {"chunk": pl.Int32, "token_start": pl.Int64, "token_end": pl.Int64,
                "char_start": pl.Int64, "char_end": pl.Int64},
@@ -38,6 +39,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 TABLES = tuple(SCHEMAS)
 OPTIONAL_TABLES = ("timings",)   # absent from runs saved before they existed: loaded as empty
+OPTIONAL_COLUMNS = {"layers": ("device",)}   # absent from runs saved before they existed: loaded as null
 
 SUMMARY_KEYS = (
     "model", "n_tokens", "n_chunks", "budget", "selector", "band", "backend", "device",
@@ -93,6 +95,8 @@ def empty(table: str) -> pl.DataFrame:
 def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with exactly the documented columns, in order, cast to the documented types."""
     schema = SCHEMAS[table]
+    frame = frame.with_columns(pl.lit(None, schema[name]).alias(name) for name in OPTIONAL_COLUMNS.get(table, ())
+                               if name not in frame.columns)
     missing = [name for name in schema if name not in frame.columns]
     if missing:
         raise ValueError(f"{table}: missing columns {missing}")

@@ -1,6 +1,12 @@
 """Timing that a person can trust: intervals that do not stall the GPU (CUDA events there, read once
 at the end; perf_counter on the CPU), per-stage clocks, the spread of repeated measurements and when
 two of them differ, and the number of CPU threads a process computes with.
+
+A model spread over several GPUs is timed on each GPU's own stream: a layer's core on its GPU's, a
+whole prefill on every GPU's, taking the longest span. The GPUs of a layer placement run one after
+the other (each waits, through the copy of the hidden state, for the one before), so the span of the
+GPU that finishes last covers the whole prefill; a CUDA event can only be compared with one of its
+own device.
 """
 from __future__ import annotations
 
@@ -17,26 +23,32 @@ from sparsegdn import STAGES
 THREADS_VARIABLE = "SPARSEGDN_THREADS"
 
 
-class Interval:
-    """One timed span; `ms` is valid after `Timer.resolve()` (which synchronises once)."""
+def _event(device: torch.device) -> torch.cuda.Event:
+    """A timing event recorded now on `device`'s current stream (not the current device's)."""
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(torch.cuda.current_stream(device))
+    return event
 
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
-        if cuda:
-            self._start = torch.cuda.Event(enable_timing=True)
-            self._end = torch.cuda.Event(enable_timing=True)
+
+class Interval:
+    """One timed span; `ms` is valid after `Timer.resolve()` (which synchronises once). On CUDA
+    devices, the longest of the span's events pairs, one pair per device (see the module docstring)."""
+
+    def __init__(self, devices: list[torch.device]):
+        self.devices = devices
+        self.cuda = bool(devices)
         self._ms: float | None = None
 
     def __enter__(self):
         if self.cuda:
-            self._start.record()
+            self._starts = [_event(device) for device in self.devices]
         else:
             self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         if self.cuda:
-            self._end.record()
+            self._ends = [_event(device) for device in self.devices]
         else:
             self._ms = (time.perf_counter() - self._t0) * 1e3
         return False
@@ -44,20 +56,27 @@ class Interval:
     @property
     def ms(self) -> float:
         if self._ms is None:
-            self._ms = float(self._start.elapsed_time(self._end))
+            self._ms = max(float(start.elapsed_time(end)) for start, end in zip(self._starts, self._ends))
         return self._ms
 
 
 class Timer:
-    def __init__(self, device):
-        self.cuda = torch.device(device).type == "cuda"
+    """Intervals on `device`, or on every device of a list (a model spread over GPUs)."""
 
-    def interval(self) -> Interval:
-        return Interval(self.cuda)
+    def __init__(self, device):
+        devices = [torch.device(d) for d in (device if isinstance(device, (list, tuple)) else [device])]
+        self.devices = [d for d in devices if d.type == "cuda"]
+        self.cuda = bool(self.devices)
+
+    def interval(self, device=None) -> Interval:
+        """A span on every device of the timer, or on `device` alone (one layer's core)."""
+        if not self.cuda:
+            return Interval([])
+        return Interval(self.devices if device is None else [torch.device(device)])
 
     def resolve(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
+        for device in self.devices:
+            torch.cuda.synchronize(device)
 
 
 class StageClock:
@@ -72,15 +91,17 @@ class StageClock:
         self.cuda = cuda
         self.spans: dict[str, list] = {}
         self._last = None
+        self._device = None
 
     def _mark(self):
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
+            return _event(self._device if self._device is not None else torch.device("cuda",
+                                                                                     torch.cuda.current_device()))
         return time.perf_counter()
 
-    def start(self) -> None:
+    def start(self, device=None) -> None:
+        """A call begins; its stages are marked on `device`'s stream (the call's tensors' GPU)."""
+        self._device = torch.device(device) if device is not None and self.cuda else None
         self._last = self._mark()
 
     def hook(self, name: str) -> None:

@@ -71,7 +71,9 @@ def _roots_key() -> tuple[str, ...] | None:
 
 @st.cache_resource(show_spinner="Loading the model (once per server process)…", max_entries=2)
 def _model(spec: str, device_name: str, roots: tuple[str, ...] | None):
-    return load_model(spec, device=device_name, roots=None if roots is None else list(roots))
+    # The device map is a setting of the server process (SPARSEGDN_DEVICE_MAP), fixed for its life.
+    return load_model(spec, device=device_name, roots=None if roots is None else list(roots),
+                      device_map=settings().device_map)
 
 
 def get_model(spec: str, device_name: str):

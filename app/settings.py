@@ -50,6 +50,9 @@ class Settings:
     # Name of a prepared example in examples_dir to open on (teaching/demo mode), or None.
     demo: str | None = None
     device: str = "auto"
+    # "none" (the whole model on `device`), "auto" or "balanced": spread over the visible GPUs
+    # (analysis/placement.py), for a model larger than one GPU.
+    device_map: str = "none"
 
     @property
     def max_upload_bytes(self) -> int:
@@ -76,7 +79,17 @@ def load_settings() -> Settings:
         runs_kept=_env_int("SPARSEGDN_RUNS_KEPT", Settings.runs_kept),
         demo=demo,
         device=_env_device("SPARSEGDN_DEVICE"),
+        device_map=_env_device_map("SPARSEGDN_DEVICE_MAP"),
     )
+
+
+def _env_device_map(name: str) -> str:
+    from analysis.placement import DEVICE_MAPS
+
+    raw = os.environ.get(name, "").strip() or "none"
+    if raw not in DEVICE_MAPS:
+        raise ValueError(f"{name} must be one of {', '.join(DEVICE_MAPS)}, got {raw!r}")
+    return raw
 
 
 def _env_device(name: str) -> str:

@@ -235,6 +235,18 @@ def core_ranges(timings: pl.DataFrame) -> pl.DataFrame:
             .sort("layer", "path"))
 
 
+def placement_table(rows: list[dict]) -> pl.DataFrame:
+    """One row per GPU of a model spread over several (analysis.placement rows): its layers, the
+    weights it holds and its peak allocated memory, out of its total."""
+    from analysis.placement import layer_ranges
+
+    return pl.DataFrame([{"device": row["device"], "card": row["name"], "layers": layer_ranges(row["layers"]),
+                          "GDN layers": len(row["gdn_layers"]), "weights (GiB)": row["weights_gib"],
+                          "peak (GiB)": row.get("peak_gib"), "memory (GiB)": row.get("total_gib")} for row in rows],
+                        schema={"device": pl.String, "card": pl.String, "layers": pl.String, "GDN layers": pl.Int64,
+                                "weights (GiB)": pl.Float64, "peak (GiB)": pl.Float64, "memory (GiB)": pl.Float64})
+
+
 def attention_layers(gdn_layers: list[int], n_layers: int | None = None) -> list[int]:
     """The layers between (and, given n_layers, after) the GDN layers: attention layers, which have no
     GDN core and so no events, errors or core times."""

@@ -183,7 +183,14 @@ class DeferredChecks:
     def check(self) -> None:
         if not self._flags:
             return
-        rows = torch.stack(self._flags).tolist()
+        # One read-back per device (a model spread over GPUs hands in flags from each of them).
+        by_device: dict[torch.device, list[int]] = {}
+        for index, flags in enumerate(self._flags):
+            by_device.setdefault(flags.device, []).append(index)
+        rows: list = [None] * len(self._flags)
+        for indices in by_device.values():
+            for index, row in zip(indices, torch.stack([self._flags[i] for i in indices]).tolist()):
+                rows[index] = row
         labels = self._labels
         self._labels, self._flags = [], []
         for label, row in zip(labels, rows):

@@ -2,8 +2,9 @@
 (app/choices.py), so leaving the page and coming back finds them as they were."""
 import streamlit as st
 
+from analysis import placement
 from analysis.pipeline import MAX_REPEATS
-from app import choices, session
+from app import choices, session, tables
 from app.views import common
 from sparsegdn import CHUNK_SIZE, num_chunks
 
@@ -51,6 +52,10 @@ with model_column:
         f"{loaded.n_layers} layers, {len(loaded.gdn_layers)} GDN layers × {loaded.head_pairs} head pairs, "
         f"up to {loaded.max_tokens:,} tokens, on {loaded.device}{weights}."
     )
+    if len(loaded.placement) > 1:   # spread over GPUs by SPARSEGDN_DEVICE_MAP: which layers sit where
+        st.caption(f"Placed over {len(loaded.placement)} GPUs by the `{loaded.device_map}` device map "
+                   "(transformers/accelerate); each GDN layer runs its core on its own GPU.")
+        st.dataframe(tables.placement_table(placement.peak_memory(loaded.placement)), hide_index=True)
 
 # ---- document ---------------------------------------------------------------------------------
 with document_column:
