@@ -41,9 +41,9 @@ import sparsegdn  # noqa: E402
 from analysis import measurements  # noqa: E402
 from sparsegdn import api, event_forward, reference, validation  # noqa: E402
 
-SHAPES = {  # name: (H, HV, K, V)
-    "default model (K=V=32)": None,     # read from data/default-model/config.json
-    "K=V=128": (2, 4, 128, 128),
+SHAPES = {  # name: (H, HV, K, V); None: the default model's, read from data/default-model/config.json
+    "default model": None,
+    "H=4, HV=8, K=V=128": (4, 8, 128, 128),   # twice its heads: a quarter of a Qwen3.5-4B GDN layer
 }
 BUDGET, BAND = 0.29, 1
 
@@ -52,6 +52,17 @@ def default_model_shape(config_path="data/default-model/config.json"):
     config = json.loads(pathlib.Path(config_path).read_text())
     return (config["linear_num_key_heads"], config["linear_num_value_heads"],
             config["linear_key_head_dim"], config["linear_value_head_dim"])
+
+
+def shapes_to_measure():
+    """SHAPES with the default model's read from its config and named by its sizes."""
+    shapes = {}
+    for name, shape in SHAPES.items():
+        if shape is None:
+            shape = default_model_shape()
+            name = f"{name} (H={shape[0]}, HV={shape[1]}, K={shape[2]}, V={shape[3]})"
+        shapes[name] = shape
+    return shapes
 
 
 def gdn_inputs(tokens, key_heads, value_heads, key_dim, value_dim, seed=0):
@@ -135,7 +146,7 @@ def main():
     parser.add_argument("--out", required=True, help="path of the JSON to write")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    shapes = {name: shape or default_model_shape() for name, shape in SHAPES.items()}
+    shapes = shapes_to_measure()
 
     load_before = os.getloadavg()[0]
     rows = []
