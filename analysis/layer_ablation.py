@@ -4,11 +4,12 @@
 
 Settings, on the evaluation's own samples (analysis/evaluation.py, same seeds): the model as trained
 (dense, through sparsegdn's dense torch core: every event, exact solve; faster on the CPU than
-transformers' own); SparseGDN with the fewest events the budget allows (`uniform` at budget 0.01: each head pair
-keeps about one commit in a hundred, so the GDN state is nearly empty); and every GDN layer's core
+transformers' own); SparseGDN with almost no events (`uniform` at budget 0.01: each head pair keeps
+about one commit in a hundred, so little crosses from one chunk to the next); and every GDN layer's core
 output replaced by zeros (the attention layers, the MLPs and the GDN layers' gates and convolutions
-stay). If accuracy survives the last, the attention layers find the needle and dropping GDN events
-cannot lose it: the selectors then cannot be told apart on these tasks (the model card says so).
+stay). If accuracy survives the second, the look-up does not pass through the GDN state carried
+across chunks, so dropping events cannot lose it and the selectors cannot be told apart on these
+tasks (the model card says so); the third shows whether the GDN layers are needed at all.
 Runs on the CPU in a few minutes.
 """
 from __future__ import annotations
