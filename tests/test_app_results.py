@@ -76,6 +76,29 @@ def test_perplexity_change_and_accuracy_against_dense(results_dir):
     assert list(fig.data[0].y) == pytest.approx([1.0])
 
 
+def test_the_selector_table_shows_every_selector_with_its_samples(results_dir):
+    records = [
+        {"kind": "ruler", "config": "dense", "length": 4096, "task": "niah_single", "samples": 16, "accuracy": 1.0},
+        {"kind": "ruler", "config": "dense", "length": 4096, "task": "niah_multikey", "samples": 16, "accuracy": 0.5},
+        {"kind": "ruler", "config": "sparse b=0.15 uniform band=1", "budget": 0.15, "selector": "uniform", "band": 1,
+         "length": 4096, "task": "niah_single", "samples": 16, "accuracy": 0.25},
+        {"kind": "ruler", "config": "sparse b=0.15 uniform band=3", "budget": 0.15, "selector": "uniform", "band": 3,
+         "length": 4096, "task": "niah_single", "samples": 16, "accuracy": 0.75},
+        {"kind": "ruler", "config": "sparse b=0.5 score band=1", "budget": 0.5, "selector": "score", "band": 1,
+         "length": 8192, "task": "niah_single", "samples": 8, "accuracy": 1.0},
+        {"kind": "ruler", "config": "dense", "length": 8192, "task": "niah_single", "samples": 8, "accuracy": 0.5},
+    ]
+    (results_dir / "ruler.json").write_text(json.dumps({"records": records, **RUN, "model": "m"}))
+    _, evaluation = measurements.ruler(results_dir / "ruler.json")
+    table = measurements.selector_accuracy_table(evaluation, band=1)
+    assert "| dense | 0.75 / 1.00 (16) | 0.50 / 0.50 (8) |" in table     # mean of the tasks / niah_single (samples)
+    assert "| sparse b=0.15 uniform band=1 | 0.25 / 0.25 (16) | – |" in table   # not evaluated at 8K
+    assert "band=3" not in table and "b=0.5" not in table       # other bands and budgets are left out
+    no_single = measurements.selector_accuracy_table(
+        evaluation.filter(pl.col("task") != "niah_single"), band=1)      # an evaluation without that task
+    assert "| dense | 0.50 |" in no_single.splitlines()
+
+
 def test_a_readme_block_is_replaced_by_the_rendering_of_its_file(results_dir):
     text = ("before\n<!-- generated from analysis/results/kernel_bench.json -->\nstale 9.99x faster\n"
             "<!-- end generated -->\nafter\n")
