@@ -87,7 +87,7 @@ def test_upload_run_and_read_the_views(server, fresh_page, tmp_path):
         page.get_by_role("button", name=re.compile(r"^layers \(\d+ rows\)$")).click()
     assert download.value.suggested_filename.endswith("-layers.csv")
     header = Path(download.value.path()).read_text().splitlines()[0]
-    assert header == "layer,core_ms_dense,core_ms_sparse,rel_err_o", header   # record columns keep their names
+    assert header == "layer,device,core_ms_dense,core_ms_sparse,rel_err_o", header   # record columns keep their names
     shot(page, "5d-export")
 
     open_page(page, "Prefill timings")

@@ -42,7 +42,7 @@ def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
     page, _ = fresh_page()
     visit(page, f"{server}/timings?example=harbour-log", "Prefill timings")
     shot(page, "attention-layers")
-    page.get_by_text(re.compile(r"^Layer 3: attention, not Gated DeltaNet")).wait_for()
+    page.get_by_text(re.compile(r"^Layers 3, 7: attention, not Gated DeltaNet")).wait_for()   # 8 layers, GGGA GGGA
     chart = page.locator(".js-plotly-plot").filter(has_text="GDN-core time per layer")
     chart.scroll_into_view_if_needed()
     chart.locator(".annotation-text").first.wait_for()
