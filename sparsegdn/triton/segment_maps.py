@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .chunk_loads import CHUNK, padded
-from .state_pass import commit, load_event, segment_bounds
+from .state_pass import commit, load_event, segment_program
 
 COLUMNS = 32       # BC: columns of the map per program (the state pass's value block)
 NUM_WARPS = 4
@@ -25,12 +25,7 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
                         log_decay_since_ptr, chunk_log_decay_ptr, out_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                         COLS, BK: tl.constexpr, BC: tl.constexpr, HOMOGENEOUS: tl.constexpr):
     i_c = tl.program_id(0)
-    row = tl.program_id(1).to(tl.int64)        # b * HV + hv
-    segment = tl.program_id(2)
-    b = row // HV
-    hv = row % HV
-    count = tl.load(per_head_ptr + row).to(tl.int64)
-    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
     if segment >= n_segments - 1:
         return
     ck = tl.arange(0, BK)

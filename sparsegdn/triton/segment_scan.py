@@ -12,9 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import FLAG_INITIAL_STATE, any_2d, mma, not_finite, padded, raise_flag
+from .chunk_loads import mma, padded
 from .segment_maps import segment_maps
-from .state_pass import segment_bounds
+from .state_pass import load_initial_state, segment_bounds
 
 VALUE_BLOCK = 32
 NUM_WARPS = 4
@@ -29,11 +29,7 @@ def segment_starts_kernel(maps_ptr, ends_ptr, per_head_ptr, initial_state_ptr, s
     cv = i_v * BV + tl.arange(0, BV)
     mask = (ck < K)[:, None] & (cv < V)[None, :]
     state_offsets = ck[:, None] * V + cv[None, :]
-    if HAS_INITIAL:
-        state = tl.load(initial_state_ptr + row * K * V + state_offsets, mask=mask, other=0.0).to(tl.float32)
-        raise_flag(flags_ptr, FLAG_INITIAL_STATE, any_2d(not_finite(state)))
-    else:
-        state = tl.zeros([BK, BV], dtype=tl.float32)
+    state = load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, mask, K, V, BK, BV, HAS_INITIAL)
     count = tl.load(per_head_ptr + row).to(tl.int64)
     _, _, n_segments = segment_bounds(count, 0, SEGMENT)
     n_slots = tl.cdiv(NC, SEGMENT)

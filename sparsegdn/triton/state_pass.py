@@ -67,6 +67,30 @@ def segment_bounds(count, segment, SEGMENT):
     return start, tl.minimum(count, start + SEGMENT), n_segments
 
 
+@triton.jit
+def segment_program(per_head_ptr, SEGMENT, HV: tl.constexpr):
+    """This program's place on a (columns, batch row x head pair, segment) grid: row = b * HV + hv, the
+    segment, b, hv, the head pair's event count and its segment's bounds (see segment_bounds)."""
+    row = tl.program_id(1).to(tl.int64)
+    segment = tl.program_id(2)
+    count = tl.load(per_head_ptr + row).to(tl.int64)
+    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    return row, segment, row // HV, row % HV, count, begin, end, n_segments
+
+
+@triton.jit
+def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_mask, K, V, BK: tl.constexpr,
+                       BV: tl.constexpr, HAS_INITIAL: tl.constexpr):
+    """float32 [BK, BV]: this program's block of the head pair's initial state (zeros without one), with
+    FLAG_INITIAL_STATE raised when it is not finite."""
+    if HAS_INITIAL:
+        state = tl.load(initial_state_ptr + row * K * V + state_offsets, mask=state_mask, other=0.0).to(tl.float32)
+        raise_flag(flags_ptr, FLAG_INITIAL_STATE, any_2d(not_finite(state)))
+    else:
+        state = tl.zeros([BK, BV], dtype=tl.float32)
+    return state
+
+
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
@@ -76,12 +100,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
                       HAS_STARTS: tl.constexpr):
     i_v = tl.program_id(0)
-    row = tl.program_id(1).to(tl.int64)        # b * HV + hv
-    segment = tl.program_id(2)
-    b = row // HV
-    hv = row % HV
-    count = tl.load(per_head_ptr + row).to(tl.int64)
-    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
     if segment >= n_segments:
         return
     ck = tl.arange(0, BK)
@@ -93,11 +112,9 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
     if HAS_STARTS:      # this segment's entering state, from segment_scan.py (it checked the initial state)
         n_slots = tl.cdiv(NC, SEGMENT)
         state = tl.load(starts_ptr + (row * n_slots + segment) * K * V + state_offsets, mask=state_mask, other=0.0)
-    elif HAS_INITIAL:
-        state = tl.load(initial_state_ptr + row * K * V + state_offsets, mask=state_mask, other=0.0).to(tl.float32)
-        raise_flag(flags_ptr, FLAG_INITIAL_STATE, any_2d(not_finite(state)))
     else:
-        state = tl.zeros([BK, BV], dtype=tl.float32)
+        state = load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_mask, K, V, BK, BV,
+                                   HAS_INITIAL)
     first = tl.load(first_event_ptr + row).to(tl.int64)
     snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
     if segment == 0:
