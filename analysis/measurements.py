@@ -250,9 +250,7 @@ def perplexity_table(meta: dict, ruler_frame: pl.DataFrame, name: str, config: S
 def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
     """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
     five tasks, and `niah_single` with its sample count in brackets."""
-    acc = (ruler_frame.filter(pl.col("kind") == "ruler")
-           .with_columns(pl.col("budget").fill_null(1.0), pl.col("selector").fill_null("dense"), pl.col("band").fill_null(band)))
-    acc = acc.filter((pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets))))
+    acc = ruler_rows(ruler_frame).filter((pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets))))
     lengths = sorted(acc["length"].unique().to_list())
     lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single` (samples per task in brackets):", "",
              "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
@@ -291,11 +289,16 @@ def perplexity_change(ruler_frame: pl.DataFrame) -> pl.DataFrame:
             .sort("band", "selector", "budget", "source"))
 
 
+def ruler_rows(ruler_frame: pl.DataFrame) -> pl.DataFrame:
+    """The accuracy records, dense's given budget 1, selector 'dense' and band 3 (the exact operator)."""
+    return (ruler_frame.filter(pl.col("kind") == "ruler")
+            .with_columns(pl.col("budget").fill_null(1.0), pl.col("selector").fill_null("dense"),
+                          pl.col("band").fill_null(3)))
+
+
 def ruler_accuracy(ruler_frame: pl.DataFrame) -> pl.DataFrame:
     """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense')."""
-    acc = ruler_frame.filter(pl.col("kind") == "ruler")
-    return (acc.with_columns(pl.col("budget").fill_null(1.0), pl.col("selector").fill_null("dense"),
-                             pl.col("band").fill_null(3))
+    return (ruler_rows(ruler_frame)
             .group_by("config", "budget", "selector", "band", "length")
             .agg(pl.col("accuracy").mean().alias("accuracy"), pl.col("samples").sum().alias("samples"))
             .sort("length", "band", "selector", "budget"))

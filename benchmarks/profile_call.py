@@ -45,11 +45,16 @@ def calls(inputs, config):
     }
 
 
-def profile_one(fn):
-    """(host wall ms per call, [(kernel, launches per call, device ms per call)] longest first)."""
+def warm_up(fn):
+    """Three calls, then wait for the device: compiled, autotuned and allocated before anything is timed."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+
+
+def profile_one(fn):
+    """(host wall ms per call, [(kernel, launches per call, device ms per call)] longest first)."""
+    warm_up(fn)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
         for _ in range(CALLS):
@@ -66,9 +71,7 @@ def profile_one(fn):
 
 def host_profile(fn, n, path):
     """cProfile of n calls (the device queue runs behind them): the host functions by own and total time."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
+    warm_up(fn)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(n):

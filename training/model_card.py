@@ -58,10 +58,10 @@ def import_run(run: Path) -> None:
         print("no ruler.json in the run: evaluate this checkpoint (python -m analysis.ruler_eval) and import that")
 
 
-def evaluated_checkpoint(results: dict) -> str:
-    """The card's line on which weights the evaluation measured; refuses numbers of other weights."""
+def evaluated_checkpoint(results: dict, current: str) -> str:
+    """The card's line on which weights the evaluation measured (`current`: the checkpoint's sha256);
+    refuses numbers of other weights."""
     recorded = results.get("checkpoint_sha256")
-    current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
     if recorded is None:
         return "The evaluation predates checkpoint digests: it is the committed run's, not re-checked."
     if recorded != current:
@@ -260,6 +260,7 @@ def render() -> str:
     train_log = json.loads((MODEL_DIR / "train_log.json").read_text())
     manifest = json.loads(MANIFEST.read_text())
     results = json.loads(RESULTS.read_text())
+    digest = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
     docs = manifest["documents"]
     by_source: dict[str, list[int]] = {}
     for d in docs:
@@ -321,12 +322,12 @@ def render() -> str:
         "dense versus SparseGDN through `analysis/patching.py` (`analysis/evaluation.py`). Full grid:",
         "`analysis/results/ruler.md` (with sample counts and 95% intervals), figure `analysis/results/ruler.html`.",
         "Targets (accuracy is the mean over the five tasks unless a task is named):", "",
-        evaluated_checkpoint(results), "",
+        evaluated_checkpoint(results, digest), "",
     ]
     lines += targets(results)
     lines += ["", "Headline rows (mean over the five tasks; perplexity per held-out source):", ""]
     lines += ruler_report.markdown(results, only=headline).split("\n")[6:]
-    lines += layer_ablation()
+    lines += layer_ablation(digest)
     lines += [
         "## Limits", "",
         "- A few minutes of training on ~5 M tokens: the model writes plausible-looking English and Python-doc",
@@ -340,15 +341,14 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def layer_ablation() -> list[str]:
+def layer_ablation(digest: str) -> list[str]:
     """The card's section on which layers retrieve: analysis/results/layer_ablation.md's table when it
-    measured this checkpoint (its digest line), else a line saying it is missing or stale."""
+    measured this checkpoint (`digest`, its sha256, on its digest line), else a line saying it is stale."""
     if not ABLATION.exists():
         return []
     text = ABLATION.read_text()
-    current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")[:16]
     lines = ["## Which layers retrieve", ""]
-    if f"`{current}`" not in text:
+    if f"`{digest[:16]}`" not in text:
         return lines + [f"`{ABLATION.relative_to(ROOT)}` measured other weights: run "
                         "`python -m analysis.layer_ablation`.", ""]
     body = text.split("\n", 2)[2]          # without its title
