@@ -6,7 +6,9 @@ For each length, the public sparse_gated_delta_rule call and the Triton backend 
 kernel benchmark's shape and inputs, budget 0.29, band 1, `score`) run 20 times each under
 torch.profiler after a warm-up. Printed and written (profile_call.json): per call, the device time of
 every kernel (name, launches, ms) and the host's wall time, so launch gaps show as host time above the
-summed device time. Uses benchmarks/kernel_bench.py's inputs and its current design.
+summed device time, and the wall time per call of 5 x 50 calls with no profiler attached
+(plain_wall_ms). Uses benchmarks/kernel_bench.py's inputs and its current design;
+SPARSEGDN_FAST_LAUNCH=0 sends every launch through Triton's own path (to measure launch.py).
 `--host N` adds a cProfile of N backend-entry calls at the first length (host_profile.txt): which
 Python functions the host spends its time in, when the call is bound by the host.
 """
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
 import sparsegdn                                   # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
-from sparsegdn.triton import forward               # noqa: E402
+from sparsegdn.triton import forward, launch       # noqa: E402
 
 CALLS = 20
 
@@ -69,6 +71,20 @@ def profile_one(fn):
     return wall, sorted(kernels, key=lambda row: -row[2])
 
 
+def plain_wall(fn, loops=5, n=50):
+    """ms per call of `loops` runs of n back-to-back calls with no profiler attached (the device queue
+    overlaps the host's next launches unless the call itself syncs): each loop's figure, in order."""
+    warm_up(fn)
+    walls = []
+    for _ in range(loops):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - start) * 1e3 / n)
+    return walls
+
+
 def host_profile(fn, n, path):
     """cProfile of n calls (the device queue runs behind them): the host functions by own and total time."""
     warm_up(fn)
@@ -99,12 +115,15 @@ def main():
         inputs = kernel_bench.make_inputs(tokens)
         for name, fn in calls(inputs, config).items():
             wall, kernels = profile_one(fn)
+            plain = plain_wall(fn)
             device_ms = sum(ms for _, _, ms in kernels)
             launches = sum(n for _, n, _ in kernels)
-            results.append({"T": tokens, "call": name, "host_wall_ms": wall, "device_ms": device_ms,
-                            "launches": launches, "kernels": kernels,
-                            "design": {"store_inverse": forward.STORE_INVERSE, "commit_segment": forward.COMMIT_SEGMENT}})
-            print(f"T={tokens} {name}: wall {wall:.3f} ms/call, device {device_ms:.3f} ms in {launches:.0f} launches")
+            results.append({"T": tokens, "call": name, "host_wall_ms": wall, "plain_wall_ms": plain,
+                            "device_ms": device_ms, "launches": launches, "kernels": kernels,
+                            "design": {"store_inverse": forward.STORE_INVERSE, "commit_segment": forward.COMMIT_SEGMENT,
+                                       "fast_launch": launch.FAST_LAUNCH}})
+            print(f"T={tokens} {name}: wall {wall:.3f} ms/call under the profiler, "
+                  f"{min(plain):.3f}-{max(plain):.3f} without; device {device_ms:.3f} ms in {launches:.0f} launches")
             for kernel, count, ms in kernels:
                 print(f"    {ms:8.4f} ms  x{count:4.1f}  {kernel[:90]}")
         if args.host and tokens == args.tokens[0]:

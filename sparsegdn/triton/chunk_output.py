@@ -23,6 +23,7 @@ import triton.language as tl
 from .band_solve import band_inverse
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, inverse_norm, load_gates, load_rows, load_tile, mma,
                           not_finite, padded, raise_flag, round_to, solve_precision)
+from .launch import Launcher
 
 # Only configs that computed correctly on the H200 when forced one at a time (2026-11-30,
 # benchmarks/config_probe.py, head size 128); an autotuning run over more of them ended in an illegal address.
@@ -99,6 +100,9 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
+launch_chunk_output = Launcher(chunk_output_kernel)
+
+
 def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band):
     """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
     t_inv: the stored inverses of pass 1, or None to solve them here."""
@@ -108,9 +112,10 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
     grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
                          * triton.cdiv(value_dim, meta["BV"]),)
-    chunk_output_kernel[grid](
-        q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale,
-        tokens, n_chunks, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(),
-        *o.stride()[:3], key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype))
+    launch_chunk_output(
+        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk,
+        schedule.log_decay_since, o, flags, scale, tokens, n_chunks, *q.stride()[:3], *k.stride()[:3],
+        *v.stride()[:3], *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
+        BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
+        PRECISION=solve_precision(k.dtype))
     return o

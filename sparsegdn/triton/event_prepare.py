@@ -15,6 +15,7 @@ import triton.language as tl
 
 from .band_solve import band_inverse
 from .chunk_loads import CHUNK, inverse_norm, load_gates, load_rows, load_tile, mma, padded, round_to, solve_precision
+from .launch import Launcher
 
 NUM_WARPS = 4
 
@@ -59,6 +60,9 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         tl.store(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], round_to(u, dot_dtype), mask=(cv < V)[None, :])
 
 
+launch_event_prepare = Launcher(event_prepare_kernel)
+
+
 def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band):
     """Returns w, k_commit [B,E,64,K] and u [B,E,64,V] in k.dtype for the events in event_chunks [B,E].
     t_inv: the stored inverses of pass 1, or None to solve them here."""
@@ -69,9 +73,9 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     w = torch.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
     u = torch.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
     k_commit = torch.empty_like(w)
-    event_prepare_kernel[(n_events, batch)](
-        k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens, num_chunks, n_events,
-        *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
-        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None,
-        BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS)
+    launch_event_prepare(
+        (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
+        num_chunks, n_events, *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads,
+        num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS)
     return w, u, k_commit

@@ -18,6 +18,7 @@ import triton.language as tl
 from .band_solve import band_inverse
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
+from .launch import Launcher
 
 CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
 
@@ -65,6 +66,9 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
         tl.store(t_inv_ptr + offsets, round_to(t_inv, t_inv_ptr.dtype.element_ty))
 
 
+launch_intra_chunk = Launcher(intra_chunk_kernel)
+
+
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse):
     """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous.
 
@@ -76,9 +80,9 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     stats = torch.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
     t_inv = (torch.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device, dtype=k.dtype)
              if store_inverse else stats)
-    intra_chunk_kernel[(batch * num_chunks * num_value_heads,)](
-        k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens, num_chunks,
-        *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
+    launch_intra_chunk(
+        (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens,
+        num_chunks, *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
         key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
         PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse)
     return (t_inv if store_inverse else None), stats[0], stats[1], stats[2]

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from .. import selection
+from .launch import Launcher
 
 NUM_WARPS = 4
 
@@ -89,6 +90,9 @@ def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_
     tl.store(first_event_ptr + row, first)
 
 
+launch_schedule = Launcher(schedule_kernel)
+
+
 def build_schedule(events, chunk_log_decay, max_events=None):
     """events bool [B,HV,NC], chunk_log_decay float32 [B,HV,NC] (gamma_L of every chunk)."""
     batch, heads, n_chunks = events.shape
@@ -102,9 +106,9 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     snapshot_of_chunk = torch.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
     log_decay_since = torch.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
     final_log_decay = torch.empty(batch, heads, dtype=torch.float32, device=device)
-    schedule_kernel[(batch * heads,)](
-        events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event, snapshot_of_chunk,
-        log_decay_since, final_log_decay, n_chunks, max_events, heads,
+    launch_schedule(
+        (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
+        snapshot_of_chunk, log_decay_since, final_log_decay, n_chunks, max_events, heads,
         BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
     return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
                     final_log_decay, max_events)

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ..selection import FINAL_STATE_WEIGHT
+from .launch import Launcher
 
 NUM_WARPS = 4
 
@@ -41,10 +42,14 @@ def score_scan_kernel(log_decay_ptr, write_ptr, read_ptr, score_ptr, NC, FINAL_W
     tl.store(score_ptr + base + chunk, write * (life + FINAL_WEIGHT * persist), mask=valid)
 
 
+launch_score_scan = Launcher(score_scan_kernel)
+
+
 def score_scan(log_decay, write, read):
     """float32 [B,HV,NC] statistics -> float32 [B,HV,NC] scores."""
     scores = torch.empty_like(write)
     batch, heads, n_chunks = write.shape
-    score_scan_kernel[(batch * heads,)](log_decay, write, read, scores, n_chunks, FINAL_WEIGHT=FINAL_STATE_WEIGHT,
-                                       BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
+    launch_score_scan(
+        (batch * heads,), log_decay, write, read, scores, n_chunks, FINAL_WEIGHT=FINAL_STATE_WEIGHT,
+        BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
     return scores

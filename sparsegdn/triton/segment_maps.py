@@ -15,6 +15,7 @@ import triton.language as tl
 
 from .chunk_loads import CHUNK, padded
 from .state_pass import commit, load_event, segment_program
+from .launch import Launcher
 
 COLUMNS = 32       # BC: columns of the map per program (the state pass's value block)
 NUM_WARPS = 4
@@ -50,6 +51,9 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
     tl.store(out_ptr + (row * n_slots + segment) * K * COLS + offsets, x, mask=(ck < K)[:, None] & (cc < COLS)[None, :])
 
 
+launch_segment_maps = Launcher(segment_maps_kernel)
+
+
 def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
     """M [B*HV, S, K, K] and N [B*HV, S, K, V] float32 of every segment of SEGMENT commits (S = ceil(NC/SEGMENT)
     slots; the last segment of each head pair is left unwritten)."""
@@ -59,9 +63,10 @@ def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
     maps = {}
     for name, columns, homogeneous in (("M", key_dim, True), ("N", value_dim, False)):
         out = torch.empty(batch * heads, n_slots, key_dim, columns, device=w.device, dtype=torch.float32)
-        segment_maps_kernel[(triton.cdiv(columns, COLUMNS), batch * heads, n_slots)](
-            w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head, schedule.log_decay_since,
-            chunk_log_decay, out, n_chunks, schedule.max_events, segment, heads, key_dim, value_dim, columns,
-            BK=padded(key_dim), BC=COLUMNS, HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS)
+        launch_segment_maps(
+            (triton.cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
+            schedule.first_event, schedule.per_head, schedule.log_decay_since, chunk_log_decay, out, n_chunks,
+            schedule.max_events, segment, heads, key_dim, value_dim, columns, BK=padded(key_dim), BC=COLUMNS,
+            HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS)
         maps[name] = out
     return maps["M"], maps["N"]

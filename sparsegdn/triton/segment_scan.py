@@ -15,6 +15,7 @@ import triton.language as tl
 from .chunk_loads import mma, padded
 from .segment_maps import segment_maps
 from .state_pass import load_initial_state, segment_bounds
+from .launch import Launcher
 
 VALUE_BLOCK = 32
 NUM_WARPS = 4
@@ -45,6 +46,9 @@ def segment_starts_kernel(maps_ptr, ends_ptr, per_head_ptr, initial_state_ptr, s
         s += 1
 
 
+launch_segment_starts = Launcher(segment_starts_kernel)
+
+
 def segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, segment):
     """float32 [B*HV, ceil(NC/segment), K, V]: the state entering each segment of `segment` commits."""
     batch, heads, n_chunks = schedule.events.shape
@@ -52,8 +56,8 @@ def segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, fla
     maps, ends = segment_maps(w, u, k_commit, schedule, chunk_log_decay, segment=segment)
     starts = torch.empty(batch * heads, triton.cdiv(n_chunks, segment), key_dim, value_dim, device=w.device,
                          dtype=torch.float32)
-    segment_starts_kernel[(triton.cdiv(value_dim, VALUE_BLOCK), batch * heads)](
-        maps, ends, schedule.per_head, initial_state if initial_state is not None else starts, starts, flags,
-        n_chunks, segment, key_dim, value_dim, BK=padded(key_dim), BV=VALUE_BLOCK,
-        HAS_INITIAL=initial_state is not None, num_warps=NUM_WARPS)
+    launch_segment_starts(
+        (triton.cdiv(value_dim, VALUE_BLOCK), batch * heads), maps, ends, schedule.per_head,
+        initial_state if initial_state is not None else starts, starts, flags, n_chunks, segment, key_dim, value_dim,
+        BK=padded(key_dim), BV=VALUE_BLOCK, HAS_INITIAL=initial_state is not None, num_warps=NUM_WARPS)
     return starts

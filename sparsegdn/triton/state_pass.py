@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, mma, not_finite, padded, raise_flag, round_to
+from .launch import Launcher
 
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
 # BV = 16 two per SM, whose sequential chains then overlap.
@@ -146,6 +147,9 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
         raise_flag(flags_ptr, FLAG_OUTPUT, any_2d(not_finite(state) & state_mask))
 
 
+launch_state_pass = Launcher(state_pass_kernel)
+
+
 def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):
     """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None.
 
@@ -165,10 +169,11 @@ def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, 
     else:
         segment = max(n_chunks, 1)
     grid = lambda meta: (triton.cdiv(value_dim, meta["BV"]), batch * heads, triton.cdiv(n_chunks, segment))  # noqa: E731
-    state_pass_kernel[grid](
-        w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head, schedule.log_decay_since,
-        chunk_log_decay, schedule.final_log_decay, initial_state if initial_state is not None else snapshots,
-        snapshots, final_state, flags, starts if starts is not None else snapshots, n_chunks, n_events, segment,
-        heads, key_dim, value_dim, BK=padded(key_dim), HAS_INITIAL=initial_state is not None,
-        STORE_FINAL=store_final, HAS_STARTS=starts is not None)
+    launch_state_pass(
+        grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
+        schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
+        initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
+        starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
+        BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
+        HAS_STARTS=starts is not None)
     return snapshots, (final_state if store_final else None)

@@ -1,0 +1,104 @@
+"""Kernel launches that skip Triton's per-call argument binding once a kernel is compiled for its inputs.
+
+Triton's own launch path binds and specialises every argument, rebuilds the compile cache key and,
+for an autotuned kernel, the tuning key, on every call. At 4K tokens that host work, six launches of
+it, took longer than the kernels themselves (analysis/results/host_profile.txt). A `Launcher` sends
+the first call of each *plan key* through Triton (compiling and autotuning as usual), keeps the
+compiled kernel, the tuned config and the argument order it used, and launches the later calls of
+that key straight through the compiled kernel's launcher.
+
+The plan key holds what Triton specialises on, only finer: every int argument by value (Triton: ==1,
+divisible by 16, fits in 32 bits), every tensor by dtype and 16-byte alignment of its address, every
+constexpr and launch option by value, and the device. Equal keys therefore always select the kernel
+Triton itself would run. Under the interpreter, with a launch hook set (profilers), or with
+SPARSEGDN_FAST_LAUNCH=0, every call goes through Triton.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+
+import torch
+import triton
+from triton import knobs
+from triton.runtime.driver import driver
+
+from .chunk_loads import INTERPRET
+
+FAST_LAUNCH = os.environ.get("SPARSEGDN_FAST_LAUNCH", "1") == "1" and not INTERPRET.value
+
+
+def argument_key(value):
+    """What a launch argument contributes to the plan key (see the module docstring)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.data_ptr() % 16 == 0
+    if isinstance(value, float):
+        return float               # a float is passed as float32 whatever its value
+    return value                   # ints, bools, None, strings: by value
+
+
+def ordered_arguments(arg_names, args, constants, config_kwargs, defaults):
+    """Every kernel parameter's value in signature order: `args` fill the first parameters, then
+    each later one comes from `constants`, the tuned config or its default. Raises on a missing one."""
+    values = list(args)
+    for name in arg_names[len(args):]:
+        if name in constants:
+            values.append(constants[name])
+        elif name in config_kwargs:
+            values.append(config_kwargs[name])
+        elif name in defaults:
+            values.append(defaults[name])
+        else:
+            raise TypeError(f"kernel argument {name!r} not given")
+    return values
+
+
+def launch_hooks_set() -> bool:
+    """A launch hook is installed (a profiler such as proton): Triton's own path feeds it its metadata.
+    Triton 3.6 keeps the hooks in a chain object that is empty when none is installed."""
+    hook = knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _grid_dims(grid):
+    dims = tuple(grid) + (1, 1)
+    return dims[0], dims[1], dims[2]
+
+
+class Launcher:
+    """`Launcher(kernel)(grid, *args, **constants)` launches `kernel` (a triton.jit function, or one
+    wrapped by triton.autotune) like `kernel[grid](*args, **constants)`. `grid` is a tuple, or a
+    function of the launch's meta-parameters (the tuned config's values and the constants)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.autotuned = isinstance(kernel, triton.runtime.Autotuner)
+        self.jit = kernel.fn if self.autotuned else kernel
+        self.arg_names = list(self.jit.arg_names)
+        self.defaults = {name: param.default for name, param in inspect.signature(self.jit.fn).parameters.items()
+                         if param.default is not inspect.Parameter.empty}
+        self.plans = {}
+
+    def __call__(self, grid, *args, **constants):
+        if not FAST_LAUNCH or launch_hooks_set():
+            return self.kernel[grid](*args, **constants)
+        device = driver.active.get_current_device()
+        key = (device, tuple(argument_key(arg) for arg in args), tuple(constants.items()))
+        plan = self.plans.get(key)
+        if plan is None:
+            self.plans[key] = self._plan(grid, args, constants)
+            return None
+        compiled, meta, tail = plan
+        dims = _grid_dims(grid(meta) if callable(grid) else grid)
+        compiled.run(*dims, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
+                     None, None, None, *args, *tail)
+        return None
+
+    def _plan(self, grid, args, constants):
+        """The first call of a key, through Triton: (compiled kernel, meta-parameters, the arguments after
+        the positional ones)."""
+        compiled = self.kernel[grid](*args, **constants)
+        config_kwargs = self.kernel.best_config.all_kwargs() if self.autotuned else {}
+        meta = {**constants, **config_kwargs}
+        values = ordered_arguments(self.arg_names, args, constants, config_kwargs, self.defaults)
+        return compiled, meta, tuple(values[len(args):])

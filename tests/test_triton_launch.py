@@ -1,0 +1,132 @@
+"""The fast launch path (sparsegdn/triton/launch.py): plan keys, argument order, and when Triton is asked.
+
+The real launcher needs a GPU; here a stand-in kernel records what Triton and the compiled kernel would
+have been called with, and a stand-in driver names the device and stream.
+"""
+import pytest
+import torch
+from triton.runtime import Autotuner
+
+from sparsegdn.triton import launch
+
+
+def kernel_source(x_ptr, n, scale, BLOCK: "tl.constexpr", FLAG: "tl.constexpr" = 7, GROUP: "tl.constexpr" = 1):
+    """The stand-in kernel's signature (never run)."""
+
+
+class FakeCompiled:
+    function, packed_metadata = "function", "metadata"
+
+    def __init__(self):
+        self.launches = []
+
+    def run(self, *launch_args):
+        self.launches.append(launch_args)
+
+
+class FakeKernel:
+    """Like a triton.jit function: kernel[grid](*args, **constants) launches and returns the compiled kernel."""
+
+    fn = staticmethod(kernel_source)
+    arg_names = ["x_ptr", "n", "scale", "BLOCK", "FLAG", "GROUP"]
+
+    def __init__(self):
+        self.compiled = FakeCompiled()
+        self.triton_calls = []
+
+    def __getitem__(self, grid):
+        def call(*args, **constants):
+            self.triton_calls.append((grid, args, constants))
+            return self.compiled
+        return call
+
+
+class FakeTuned(Autotuner):
+    """Like a triton.autotune wrapper around FakeKernel, whose tuning picked GROUP = 4."""
+
+    def __init__(self):      # noqa: the stand-in needs none of Autotuner's set-up
+        self.fn = FakeKernel()
+        self.best_config = type("Config", (), {"all_kwargs": lambda self: {"GROUP": 4, "num_warps": 8}})()
+
+    def __getitem__(self, grid):
+        return self.fn[grid]
+
+
+class FakeDriver:
+    class active:
+        get_current_device = staticmethod(lambda: 0)
+        get_current_stream = staticmethod(lambda device: 1234)
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    monkeypatch.setattr(launch, "FAST_LAUNCH", True)
+    monkeypatch.setattr(launch, "driver", FakeDriver)
+
+
+def test_argument_key_separates_what_triton_specialises_on():
+    x = torch.zeros(64, dtype=torch.bfloat16)
+    assert launch.argument_key(x) == (torch.bfloat16, True)
+    assert launch.argument_key(x[1:]) == (torch.bfloat16, False)     # 2 bytes off: not 16-byte aligned
+    assert launch.argument_key(x.float()) == (torch.float32, True)
+    assert launch.argument_key(4096) != launch.argument_key(4097)
+    assert launch.argument_key(0.5) == launch.argument_key(2.0)     # passed as float32 whatever the value
+
+
+def test_ordered_arguments_follow_the_signature():
+    names = FakeKernel.arg_names
+    values = launch.ordered_arguments(names, ("x", 10, 0.5), {"BLOCK": 64}, {"GROUP": 4, "num_warps": 8},
+                                      {"FLAG": 7, "GROUP": 1})
+    assert values == ["x", 10, 0.5, 64, 7, 4]          # the tuned GROUP wins over its default
+    with pytest.raises(TypeError, match="BLOCK"):
+        launch.ordered_arguments(names, ("x", 10, 0.5), {}, {}, {"FLAG": 7, "GROUP": 1})
+
+
+def test_first_call_of_a_key_goes_through_triton_then_straight_to_the_compiled_kernel(fast):
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    launcher((3,), x, 10, 0.5, BLOCK=64)
+    assert len(kernel.triton_calls) == 1 and not kernel.compiled.launches
+    launcher((5, 2), x, 10, 0.25, BLOCK=64)             # same key: another float, same ints and tensor
+    assert len(kernel.triton_calls) == 1
+    (launched,) = kernel.compiled.launches
+    assert launched[:6] == (5, 2, 1, 1234, "function", "metadata")
+    assert launched[9:] == (x, 10, 0.25, 64, 7, 1)      # every parameter, in signature order
+
+
+def test_a_new_key_asks_triton_again(fast):
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    launcher((3,), x, 10, 0.5, BLOCK=64)
+    launcher((3,), x[1:], 10, 0.5, BLOCK=64)            # misaligned address
+    launcher((3,), x, 11, 0.5, BLOCK=64)                # another int
+    launcher((3,), x, 10, 0.5, BLOCK=32)                # another constexpr
+    launcher((3,), x.double(), 10, 0.5, BLOCK=64)       # another dtype
+    assert len(kernel.triton_calls) == 5 and not kernel.compiled.launches
+
+
+def test_autotuned_kernel_launches_with_its_tuned_config_and_grid(fast):
+    tuned = FakeTuned()
+    launcher = launch.Launcher(tuned)
+    x = torch.zeros(64)
+    grid = lambda meta: (100 // meta["GROUP"], meta["BLOCK"])      # noqa: E731
+    launcher(grid, x, 10, 0.5, BLOCK=64)
+    launcher(grid, x, 10, 0.5, BLOCK=64)
+    (launched,) = tuned.fn.compiled.launches
+    assert launched[:3] == (25, 64, 1)
+    assert launched[9:] == (x, 10, 0.5, 64, 7, 4)       # GROUP from the tuned config; num_warps is an option
+
+
+def test_launch_hooks_and_the_switch_send_every_call_through_triton(fast, monkeypatch):
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", lambda metadata: None)
+    for _ in range(2):
+        launcher((3,), x, 10, 0.5, BLOCK=64)
+    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(launch, "FAST_LAUNCH", False)
+    launcher((3,), x, 10, 0.5, BLOCK=64)
+    assert len(kernel.triton_calls) == 3 and not kernel.compiled.launches
