@@ -19,6 +19,9 @@ from .launch import Launcher
 
 COLUMNS = 32       # BC: columns of the map per program (the state pass's value block)
 NUM_WARPS = 4
+# One stage: with the default pipelining (3) compute-sanitizer found an out-of-bounds shared-memory read
+# in this kernel's product (H200, 2026-11-30, the matrix's segmented cases: wrong maps, then faults).
+NUM_STAGES = 1
 
 
 @triton.jit
@@ -67,6 +70,7 @@ def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
             (triton.cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
             schedule.first_event, schedule.per_head, schedule.log_decay_since, chunk_log_decay, out, n_chunks,
             schedule.max_events, segment, heads, key_dim, value_dim, columns, BK=padded(key_dim), BC=COLUMNS,
-            HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS)
+            HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS,
+            num_stages=NUM_STAGES)
         maps[name] = out
     return maps["M"], maps["N"]

@@ -1,0 +1,98 @@
+"""Where the public call's time goes beyond its kernels' launches: the flag read-back (a probe, not a test).
+
+    python benchmarks/public_call_probe.py --tokens 4096 32768 --out runs/probe
+
+profile_call.py showed the public call at 4K taking 0.6 ms more than the backend entry alone once the
+launches were fast (0.99-1.10 against 0.40-0.42 ms), with no extra kernel. This times, per call and
+with no profiler, the same entry followed by each way of waiting for its flags: none, a device
+synchronize, the public call's `flags.tolist()`, a copy into pinned memory with an event, and the
+public call itself; for each, the host's launch time (until the entry returns), its wait, and the
+wall time per call (medians of `--calls` calls after a warm-up). Uses benchmarks/kernel_bench.py's
+inputs (budget 0.29, band 1, `score`).
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import kernel_bench                                # noqa: E402
+import sparsegdn                                   # noqa: E402
+from sparsegdn import SparseConfig                 # noqa: E402
+from sparsegdn.triton import forward, launch       # noqa: E402
+
+
+def waits(flags_pinned):
+    """Ways to wait for one entry call's flags: name -> function of the flags tensor."""
+    def pinned(flags):
+        flags_pinned.copy_(flags, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+        return flags_pinned.tolist()
+    return {"none": lambda flags: None, "synchronize": lambda flags: torch.cuda.synchronize(),
+            "tolist": lambda flags: flags.tolist(), "pinned_event": pinned}
+
+
+def time_calls(call, wait, calls):
+    """Medians (launch ms, wait ms, wall ms per call) over `calls` calls, after 5 untimed ones."""
+    launch_ms, wait_ms = [], []
+    for i in range(calls + 5):
+        start = time.perf_counter()
+        flags = call()
+        launched = time.perf_counter()
+        wait(flags)
+        end = time.perf_counter()
+        if i >= 5:
+            launch_ms.append((launched - start) * 1e3)
+            wait_ms.append((end - launched) * 1e3)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        wait(call())
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) * 1e3 / calls
+    return statistics.median(launch_ms), statistics.median(wait_ms), wall
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 32768])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "probe")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
+    scale = kernel_bench.K ** -0.5
+    pinned = torch.zeros(3, dtype=torch.int32, pin_memory=True)
+    rows = []
+    for tokens in args.tokens:
+        q, k, v, g, beta = kernel_bench.make_inputs(tokens)
+
+        def entry():
+            return forward.sparse_gdn_forward(
+                q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
+                scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True)[-1]
+
+        def public():
+            sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=scale, output_final_state=True, config=config)
+
+        cases = {f"entry+{name}": (entry, wait) for name, wait in waits(pinned).items()}
+        cases["public"] = (public, lambda flags: None)
+        for name, (call, wait) in cases.items():
+            launch_ms, wait_ms, wall = time_calls(call, wait, args.calls)
+            rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
+                         "fast_launch": launch.FAST_LAUNCH})
+            print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms")
+        del q, k, v, g, beta
+    (args.out / "public_call_probe.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
