@@ -40,6 +40,7 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,7 @@ PLAN_S = 700.0
 # twice the plateau the CPU probe needed; on a slow path the run then takes more jobs than --plan-s says.
 MIN_STEPS = 3000
 TORCH_CORE_CHUNK = 64
+GRADIENT_TOLERANCE = 2e-2     # largest relative gradient error of FLA's patched backward that trains on FLA
 STATE_FILE_BYTES = 15 * 2**20  # each state file comes back from a GPU machine that returns files of <= 16 MiB
 LOG = "train_log.json"
 
@@ -138,28 +140,33 @@ def ensure_corpus() -> None:
 
 # ---------------------------------------------------------------------------------------- GDN core
 
-def choose_core(requested: str, device: str, config) -> str:
-    """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'."""
+def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
+    """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'.
+
+    Also returns what FLA's gradient check found, for the job's record in train_log.json: the error, or
+    the failure with its full traceback (printed too), or why it did not run."""
     if requested == "torch" or not device.startswith("cuda"):
-        return "torch"
+        return "torch", {"skipped": "--gdn-core torch" if requested == "torch" else f"device {device}"}
     from training import fla_hopper_fix
 
     if not fla_hopper_fix.install():
         if requested == "fla":
             raise SystemExit("--gdn-core fla: flash-linear-attention is not importable")
         print("[train] flash-linear-attention is not importable: training with the torch core (much slower)", flush=True)
-        return "torch"
+        return "torch", {"skipped": "flash-linear-attention is not importable"}
     try:
         error = fla_hopper_fix.gradient_error(device, config.linear_num_key_heads, config.linear_num_value_heads,
                                               config.linear_key_head_dim, config.linear_value_head_dim)
     except Exception as failure:  # noqa: BLE001 - any FLA failure means: train on the torch core
-        print(f"[train] FLA gradient check failed ({failure!r}): training with the torch core", flush=True)
-        return "torch"
+        trace = traceback.format_exc()
+        print(f"[train] FLA gradient check failed ({failure!r}): training with the torch core\n{trace}", flush=True)
+        return "torch", {"failed": repr(failure), "traceback": trace}
     print(f"[train] FLA (patched backward) vs torch core: max relative gradient error {error:.2e}", flush=True)
-    if error > 2e-2:
+    check = {"max_relative_gradient_error": error, "tolerance": GRADIENT_TOLERANCE}
+    if error > GRADIENT_TOLERANCE:
         print("[train] gradients disagree: training with the torch core instead", flush=True)
-        return "torch"
-    return "fla"
+        return "torch", check
+    return "fla", check
 
 
 def core_name(core: str, chunk_size: int) -> str:
@@ -536,7 +543,7 @@ def train(args) -> dict:
     source = SequenceSource(tokenizer, np.load(TRAIN_TOKENS)["tokens"], args.seed)
     config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
     model = Qwen3_5ForCausalLM(config).to(device)
-    args.core = choose_core(args.gdn_core, args.device, config)
+    args.core, core_check = choose_core(args.gdn_core, args.device, config)
     workers = args.workers if args.workers is not None else (min(6, max(0, (os.cpu_count() or 1) - 2))
                                                               if device.type == "cuda" else 0)
     calibration = None
@@ -564,7 +571,8 @@ def train(args) -> dict:
     stage = {"stage": len(run["stages"]) + 1, "command": args.command, **script_version(),
              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-             "gdn_core": core_name(args.core, args.chunk_size), "first_step": first}
+             "gdn_core": core_name(args.core, args.chunk_size), "fla_gradient_check": core_check,
+             "first_step": first}
     if calibration is not None:
         stage["calibration"] = {"seconds_per_step": calibration, "plan_s": args.plan_s}
 
