@@ -11,6 +11,7 @@ and continue exactly in another job.
     python training/train.py --out runs/stage1 --budget-s 540                    # job 1 (sets the step count)
     python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 300   # job 2: continues exactly
     python training/train.py --tiny --out runs/tiny --steps 40                   # CPU smoke test, a minute
+    python training/train.py --gdn-only --out runs/gdn-only --budget-s 540       # the selector study's model
 
 A job trains for at most --budget-s seconds of wall clock (from its start), then saves. The first job
 times a training step at every curriculum length on a throw-away copy of the model and sets the step
@@ -94,8 +95,9 @@ STATE_FILE_BYTES = 15 * 2**20  # each state file comes back from a GPU machine t
 LOG = "train_log.json"
 
 
-def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
-    """Qwen3.5 text stack: 3 Gated DeltaNet layers then 1 gated attention layer, twice.
+def model_config(vocab_size: int, eos_id: int, tiny: bool = False, gdn_only: bool = False):
+    """Qwen3.5 text stack: 3 Gated DeltaNet layers then 1 gated attention layer, twice; with `gdn_only`,
+    every layer Gated DeltaNet (still a stock qwen3_5_text config).
 
     The GDN heads have Qwen3.5's real head size, K = V = 128 (H = 2 key heads, HV = 4 value heads, HV = 2H
     as in Qwen3.5-4B), so the default model runs the kernel configuration of the released checkpoints
@@ -103,14 +105,19 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
     parameters: a run's state (float32 weights and CompactAdamW's two bf16 moments, 8 bytes a parameter,
     37 MiB) fits what can be carried into a GPU job beside the repository, and the bf16 checkpoint (9.3
     MiB) one file of the 16 MiB a GPU job can return. `tiny`: a 0.7 M-parameter stand-in (hidden 64,
-    4 layers, K = V = 32) for CPU tests.
+    4 layers, K = V = 32) for CPU tests. `gdn_only`: the selector study's model. On the hybrid default the
+    attention layers do all the retrieval and the GDN state carried across chunks is not needed
+    (analysis/results/layer_ablation.md); without attention layers a long-range look-up must pass through
+    that state, which is what the selectors decide. 5.21 M parameters (a GDN layer here has ~170 K more
+    than an attention layer): a 9.9 MiB bf16 checkpoint and a 39.7 MiB state, within the same limits.
     """
     from transformers import Qwen3_5TextConfig
 
     hidden, layers, ffn = (64, 4, 128) if tiny else (160, 8, 320)
+    hybrid = (["linear_attention"] * 3 + ["full_attention"]) * (layers // 4)
     return Qwen3_5TextConfig(
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4),
+        layer_types=["linear_attention"] * layers if gdn_only else hybrid,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16 if tiny else 64,
         linear_num_key_heads=2, linear_num_value_heads=4,
         linear_key_head_dim=32 if tiny else 128, linear_value_head_dim=32 if tiny else 128, linear_conv_kernel_dim=4,
@@ -428,6 +435,7 @@ def recipe(args) -> dict:
     return {"tokens_per_step": args.tokens_per_step, "peak_lr": args.lr, "warmup": WARMUP,
             "decay_from": DECAY_FROM, "final_lr": FINAL_LR, "answer_weight": ANSWER_WEIGHT,
             "steps": args.steps, "curriculum": args.curriculum, "seed": args.seed, "tiny": args.tiny,
+            **({"gdn_only": True} if args.gdn_only else {}),   # absent from the hybrid runs' logs
             "optimizer": f"AdamW with bf16 moments (training/compact_adamw.py), betas {BETAS}, weight decay "
                          f"{WEIGHT_DECAY} on matrices but the embedding, gradient clip {CLIP}",
             "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q} for s, t, n, q in MIXTURE]}
@@ -438,6 +446,8 @@ def recipe_flags(args) -> list[str]:
     flags = ["--steps", str(args.steps)]
     if args.tiny:
         flags.insert(0, "--tiny")
+    if args.gdn_only:
+        flags.insert(0, "--gdn-only")
     if args.tokens_per_step != (TINY_TOKENS_PER_STEP if args.tiny else TOKENS_PER_STEP):
         flags += ["--tokens-per-step", str(args.tokens_per_step)]
     if args.lr != PEAK_LR:
@@ -541,7 +551,7 @@ def train(args) -> dict:
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
     eos_id = tokenizer.backend_tokenizer.token_to_id("<|endoftext|>")
     source = SequenceSource(tokenizer, np.load(TRAIN_TOKENS)["tokens"], args.seed)
-    config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
+    config = model_config(len(tokenizer), eos_id, tiny=args.tiny, gdn_only=args.gdn_only)
     model = Qwen3_5ForCausalLM(config).to(device)
     args.core, core_check = choose_core(args.gdn_core, args.device, config)
     workers = args.workers if args.workers is not None else (min(6, max(0, (os.cpu_count() or 1) - 2))
@@ -635,7 +645,7 @@ def train(args) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     """The command line with every default filled in (the recipe above unless a flag changes it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "default")
+    parser.add_argument("--out", type=Path, default=None, help="default runs/default (runs/gdn-only with --gdn-only)")
     parser.add_argument("--resume", type=Path, default=None,
                         help="a run's --out folder: continue from its checkpoint/ (the recipe is the saved one)")
     parser.add_argument("--budget-s", type=float, default=500.0, help="this job's wall-clock budget, from its start")
@@ -656,15 +666,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="held-out needle samples per task and length checked at the end of the job (0: none)")
     recipe_group = parser.add_argument_group("recipe (first job only; a resumed run keeps its own)")
     recipe_group.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, short rows")
+    recipe_group.add_argument("--gdn-only", action="store_true",
+                              help="every layer Gated DeltaNet, no attention layers: the selector study's model, "
+                                   "whose long-range look-ups must pass through the GDN state")
     recipe_group.add_argument("--steps", type=int, default=None, help="optimizer steps of the whole run (else from --plan-s)")
     recipe_group.add_argument("--tokens-per-step", type=int, default=None,
                               help=f"default {TOKENS_PER_STEP} ({TINY_TOKENS_PER_STEP} with --tiny)")
     recipe_group.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {PEAK_LR:g})")
     recipe_group.add_argument("--seed", type=int, default=None, help="model initialisation and data (default 0)")
     args = parser.parse_args(argv)
-    recipe_given = [flag for flag, value in (("--tiny", args.tiny), ("--steps", args.steps),
-                                              ("--tokens-per-step", args.tokens_per_step), ("--lr", args.lr),
-                                              ("--seed", args.seed)) if value]
+    recipe_given = [flag for flag, value in (("--tiny", args.tiny), ("--gdn-only", args.gdn_only),
+                                              ("--steps", args.steps), ("--tokens-per-step", args.tokens_per_step),
+                                              ("--lr", args.lr), ("--seed", args.seed)) if value]
     if args.resume is not None:
         if recipe_given:
             parser.error(f"--resume keeps the saved recipe: drop {' '.join(recipe_given)}")
@@ -672,7 +685,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.tiny, args.steps, args.tokens_per_step = saved["recipe"]["tiny"], saved["recipe"]["steps"], \
             saved["recipe"]["tokens_per_step"]
         args.lr, args.seed = saved["recipe"]["peak_lr"], saved["recipe"]["seed"]
+        args.gdn_only = saved["recipe"].get("gdn_only", False)
     tiny = args.tiny
+    args.out = args.out or ROOT / "runs" / ("gdn-only" if args.gdn_only else "default")
     args.tokens_per_step = args.tokens_per_step or (TINY_TOKENS_PER_STEP if tiny else TOKENS_PER_STEP)
     args.lr = args.lr or PEAK_LR
     args.seed = args.seed or 0
