@@ -48,6 +48,21 @@ def test_config_is_the_issue_architecture():
     assert 8 * parameters <= 40 * 2**20, f"run state of {8 * parameters / 2**20:.1f} MiB"
 
 
+def test_gdn_only_config_is_a_stock_checkpoint_within_the_limits(tmp_path):
+    """--gdn-only: every layer linear_attention, the same GDN heads, the same limits; a qwen3_5_text checkpoint
+    that transformers loads back as it was saved."""
+    from transformers import AutoModelForCausalLM, Qwen3_5ForCausalLM
+
+    config = train.model_config(8192, 0, gdn_only=True)
+    assert config.model_type == "qwen3_5_text" and config.layer_types == ["linear_attention"] * 8
+    assert (config.linear_key_head_dim, config.linear_num_key_heads, config.linear_num_value_heads) == (128, 2, 4)
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in Qwen3_5ForCausalLM(config).parameters())
+    assert 2 * parameters <= 16 * 2**20 - 2**16 and 8 * parameters <= 40 * 2**20, parameters
+    Qwen3_5ForCausalLM(train.model_config(64, 0, tiny=True, gdn_only=True)).save_pretrained(str(tmp_path))
+    assert AutoModelForCausalLM.from_pretrained(str(tmp_path)).config.layer_types == ["linear_attention"] * 4
+
+
 def test_default_checkpoint_fits_the_limits():
     """bf16 checkpoint <= 16 MiB (one file back from the GPU) and the folder <= 20 MB."""
     model_file = ROOT / "data" / "default-model" / "model.safetensors"
@@ -395,3 +410,20 @@ def test_the_first_job_sets_the_step_count_from_measured_step_times(stand_in_cor
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     args.min_steps = 10 ** 9                     # a plan too short for the floor is raised to it
     assert train.calibrate(model, src, args, torch.device("cpu"), workers=0)[0] == 10 ** 9
+
+
+def test_a_gdn_only_run_keeps_its_layers_when_resumed(stand_in_corpus):
+    """--gdn-only is part of the recipe: logged with its flag, rebuilt by --resume (which refuses it again),
+    written to runs/gdn-only unless --out says otherwise."""
+    runs = stand_in_corpus
+    train.main(["--gdn-only", "--tiny", "--steps", "2", "--job-steps", "1", "--check-samples", "0",
+                "--out", str(runs / "first")])
+    train.main(["--resume", str(runs / "first"), "--out", str(runs / "second"), "--check-samples", "0"])
+    run = json.loads((runs / "second" / "checkpoint" / train.LOG).read_text())
+    assert run["done"] and run["recipe"]["gdn_only"] and run["recipe_flags"][0] == "--gdn-only"
+    config = json.loads((runs / "second" / "default-model" / "config.json").read_text())
+    assert config["layer_types"] == ["linear_attention"] * 4
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(runs / "first"), "--gdn-only"])
+    assert train.parse_args(["--gdn-only"]).out == ROOT / "runs" / "gdn-only"
+    assert train.parse_args([]).out == ROOT / "runs" / "default"

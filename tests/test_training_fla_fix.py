@@ -10,10 +10,12 @@ with g's gradient taken per unit of natural log (so without autograd's factor ln
 """
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from training import fla_hopper_fix, train
 from training.fla_hopper_fix import chunk_bwd_dqkwg_torch
 
 C = 64
@@ -66,6 +68,8 @@ def test_matches_autograd_of_the_chunk(state_v_first, heads):
                             ("dg", dg * math.log(2), want_dg)):
         error = ((got.double() - want).norm() / want.norm()).item()
         assert error < 1e-5, f"{name}: relative error {error:.2e}"
+        # FLA's code after this kernel indexes its results as row-major (l2norm_bwd views dq as [-1, K])
+        assert got.is_contiguous(), f"{name}: strides {got.stride()}"
 
 
 def test_refuses_what_it_does_not_implement():
@@ -74,3 +78,32 @@ def test_refuses_what_it_does_not_implement():
     h = torch.randn(2, 1, 32, 32)
     with pytest.raises(NotImplementedError):
         chunk_bwd_dqkwg_torch(q, q, v, v, h, h, g=torch.zeros(1, 100, 1), scale=1.0)
+
+
+GDN_HEADS = SimpleNamespace(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=128,
+                            linear_value_head_dim=128)
+
+
+def test_a_failing_gradient_check_trains_on_torch_and_keeps_its_traceback(monkeypatch, capsys):
+    def failing_kernel():
+        raise RuntimeError("view size is not compatible")
+
+    monkeypatch.setattr(fla_hopper_fix, "install", lambda: True)
+    monkeypatch.setattr(fla_hopper_fix, "gradient_error", lambda *args: failing_kernel())
+    core, check = train.choose_core("auto", "cuda", GDN_HEADS)
+    assert core == "torch"
+    assert check["failed"] == "RuntimeError('view size is not compatible')"
+    assert "in failing_kernel" in check["traceback"] and "Traceback" in check["traceback"]
+    assert check["traceback"] in capsys.readouterr().out        # the job's log has it too
+
+
+@pytest.mark.parametrize("error, core", [(1e-3, "fla"), (0.5, "torch")])
+def test_the_gradient_check_picks_fla_only_when_the_gradients_agree(monkeypatch, error, core):
+    monkeypatch.setattr(fla_hopper_fix, "install", lambda: True)
+    monkeypatch.setattr(fla_hopper_fix, "gradient_error", lambda *args: error)
+    assert train.choose_core("auto", "cuda", GDN_HEADS) == (core, {"max_relative_gradient_error": error,
+                                                                     "tolerance": train.GRADIENT_TOLERANCE})
+
+
+def test_no_gradient_check_off_the_gpu():
+    assert train.choose_core("auto", "cpu", GDN_HEADS) == ("torch", {"skipped": "device cpu"})

@@ -20,7 +20,12 @@ def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=N
 
     Shapes: q, k [B,T,H,K]; v, do, dv [B,T,HV,V]; w [B,T,HV,K]; g [B,T,HV] (chunk-local cumulative
     log2 decay, as FLA passes it); h, dh [B*NT,HV,K,V] (or [..,V,K] with state_v_first).
-    Returns dq, dk [B,T,H,K] (q's dtype), dw (w's dtype, or None), dg [B,T,HV] float32.
+    Returns dq, dk [B,T,H,K] (q's dtype), dw (w's dtype, or None), dg [B,T,HV] float32, all contiguous
+    as FLA's kernel allocates them: the FLA code that takes them over indexes them as row-major
+    [B,T,...] (prepare_wy_repr_bwd's dw and chunk_local_cumsum's dg in Triton, l2norm_bwd's
+    `dy.view(-1, K)` on dq and dk). The chunked layout [B,HV,NT,C,D] reshapes to [B,T,HV,D] as a
+    head-major view without a copy, which the view refuses ("view size is not compatible with input
+    tensor's size and stride") and the Triton kernels would read wrongly: hence `.contiguous()`.
     """
     if cu_seqlens is not None or g_gamma is not None or g is None:
         raise NotImplementedError("only the gated, fixed-length case is replaced")
@@ -61,8 +66,8 @@ def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=N
     dg = (dq * qc).sum(-1) - (dk * kc).sum(-1)                             # [B,HV,NT,C]
     dg[..., -1] += dg_last
 
-    def unchunk(x):  # [B,HV,NT,C,D] -> [B,T,HV,D]
-        return x.permute(0, 2, 3, 1, 4).reshape(B, T, HV, -1)
+    def unchunk(x):  # [B,HV,NT,C,D] -> [B,T,HV,D], row-major
+        return x.permute(0, 2, 3, 1, 4).reshape(B, T, HV, -1).contiguous()
 
     dq, dk = unchunk(dq), unchunk(dk)
     if group > 1:
@@ -71,7 +76,7 @@ def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=N
     dw = None
     if w is not None:
         dw = -unchunk(chunks(dv) @ hs.transpose(-1, -2)).to(w.dtype)
-    dg = dg.permute(0, 2, 3, 1).reshape(B, T, HV)
+    dg = dg.permute(0, 2, 3, 1).reshape(B, T, HV).contiguous()
     return dq.to(q.dtype), dk.to(k.dtype), dw, dg
 
 

@@ -11,6 +11,7 @@ and continue exactly in another job.
     python training/train.py --out runs/stage1 --budget-s 540                    # job 1 (sets the step count)
     python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 300   # job 2: continues exactly
     python training/train.py --tiny --out runs/tiny --steps 40                   # CPU smoke test, a minute
+    python training/train.py --gdn-only --out runs/gdn-only --budget-s 540       # the selector study's model
 
 A job trains for at most --budget-s seconds of wall clock (from its start), then saves. The first job
 times a training step at every curriculum length on a throw-away copy of the model and sets the step
@@ -40,6 +41,7 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,12 +90,14 @@ PLAN_S = 700.0
 # twice the plateau the CPU probe needed; on a slow path the run then takes more jobs than --plan-s says.
 MIN_STEPS = 3000
 TORCH_CORE_CHUNK = 64
+GRADIENT_TOLERANCE = 2e-2     # largest relative gradient error of FLA's patched backward that trains on FLA
 STATE_FILE_BYTES = 15 * 2**20  # each state file comes back from a GPU machine that returns files of <= 16 MiB
 LOG = "train_log.json"
 
 
-def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
-    """Qwen3.5 text stack: 3 Gated DeltaNet layers then 1 gated attention layer, twice.
+def model_config(vocab_size: int, eos_id: int, tiny: bool = False, gdn_only: bool = False):
+    """Qwen3.5 text stack: 3 Gated DeltaNet layers then 1 gated attention layer, twice; with `gdn_only`,
+    every layer Gated DeltaNet (still a stock qwen3_5_text config).
 
     The GDN heads have Qwen3.5's real head size, K = V = 128 (H = 2 key heads, HV = 4 value heads, HV = 2H
     as in Qwen3.5-4B), so the default model runs the kernel configuration of the released checkpoints
@@ -101,14 +105,19 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False):
     parameters: a run's state (float32 weights and CompactAdamW's two bf16 moments, 8 bytes a parameter,
     37 MiB) fits what can be carried into a GPU job beside the repository, and the bf16 checkpoint (9.3
     MiB) one file of the 16 MiB a GPU job can return. `tiny`: a 0.7 M-parameter stand-in (hidden 64,
-    4 layers, K = V = 32) for CPU tests.
+    4 layers, K = V = 32) for CPU tests. `gdn_only`: the selector study's model. On the hybrid default the
+    attention layers do all the retrieval and the GDN state carried across chunks is not needed
+    (analysis/results/layer_ablation.md); without attention layers a long-range look-up must pass through
+    that state, which is what the selectors decide. 5.21 M parameters (a GDN layer here has ~170 K more
+    than an attention layer): a 9.9 MiB bf16 checkpoint and a 39.7 MiB state, within the same limits.
     """
     from transformers import Qwen3_5TextConfig
 
     hidden, layers, ffn = (64, 4, 128) if tiny else (160, 8, 320)
+    hybrid = (["linear_attention"] * 3 + ["full_attention"]) * (layers // 4)
     return Qwen3_5TextConfig(
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
-        layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4),
+        layer_types=["linear_attention"] * layers if gdn_only else hybrid,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16 if tiny else 64,
         linear_num_key_heads=2, linear_num_value_heads=4,
         linear_key_head_dim=32 if tiny else 128, linear_value_head_dim=32 if tiny else 128, linear_conv_kernel_dim=4,
@@ -138,28 +147,33 @@ def ensure_corpus() -> None:
 
 # ---------------------------------------------------------------------------------------- GDN core
 
-def choose_core(requested: str, device: str, config) -> str:
-    """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'."""
+def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
+    """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'.
+
+    Also returns what FLA's gradient check found, for the job's record in train_log.json: the error, or
+    the failure with its full traceback (printed too), or why it did not run."""
     if requested == "torch" or not device.startswith("cuda"):
-        return "torch"
+        return "torch", {"skipped": "--gdn-core torch" if requested == "torch" else f"device {device}"}
     from training import fla_hopper_fix
 
     if not fla_hopper_fix.install():
         if requested == "fla":
             raise SystemExit("--gdn-core fla: flash-linear-attention is not importable")
         print("[train] flash-linear-attention is not importable: training with the torch core (much slower)", flush=True)
-        return "torch"
+        return "torch", {"skipped": "flash-linear-attention is not importable"}
     try:
         error = fla_hopper_fix.gradient_error(device, config.linear_num_key_heads, config.linear_num_value_heads,
                                               config.linear_key_head_dim, config.linear_value_head_dim)
     except Exception as failure:  # noqa: BLE001 - any FLA failure means: train on the torch core
-        print(f"[train] FLA gradient check failed ({failure!r}): training with the torch core", flush=True)
-        return "torch"
+        trace = traceback.format_exc()
+        print(f"[train] FLA gradient check failed ({failure!r}): training with the torch core\n{trace}", flush=True)
+        return "torch", {"failed": repr(failure), "traceback": trace}
     print(f"[train] FLA (patched backward) vs torch core: max relative gradient error {error:.2e}", flush=True)
-    if error > 2e-2:
+    check = {"max_relative_gradient_error": error, "tolerance": GRADIENT_TOLERANCE}
+    if error > GRADIENT_TOLERANCE:
         print("[train] gradients disagree: training with the torch core instead", flush=True)
-        return "torch"
-    return "fla"
+        return "torch", check
+    return "fla", check
 
 
 def core_name(core: str, chunk_size: int) -> str:
@@ -421,6 +435,7 @@ def recipe(args) -> dict:
     return {"tokens_per_step": args.tokens_per_step, "peak_lr": args.lr, "warmup": WARMUP,
             "decay_from": DECAY_FROM, "final_lr": FINAL_LR, "answer_weight": ANSWER_WEIGHT,
             "steps": args.steps, "curriculum": args.curriculum, "seed": args.seed, "tiny": args.tiny,
+            **({"gdn_only": True} if args.gdn_only else {}),   # absent from the hybrid runs' logs
             "optimizer": f"AdamW with bf16 moments (training/compact_adamw.py), betas {BETAS}, weight decay "
                          f"{WEIGHT_DECAY} on matrices but the embedding, gradient clip {CLIP}",
             "mixture": [{"share": s, "task": t or "plain text", "needles": n, "queries": q} for s, t, n, q in MIXTURE]}
@@ -431,6 +446,8 @@ def recipe_flags(args) -> list[str]:
     flags = ["--steps", str(args.steps)]
     if args.tiny:
         flags.insert(0, "--tiny")
+    if args.gdn_only:
+        flags.insert(0, "--gdn-only")
     if args.tokens_per_step != (TINY_TOKENS_PER_STEP if args.tiny else TOKENS_PER_STEP):
         flags += ["--tokens-per-step", str(args.tokens_per_step)]
     if args.lr != PEAK_LR:
@@ -534,9 +551,9 @@ def train(args) -> dict:
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
     eos_id = tokenizer.backend_tokenizer.token_to_id("<|endoftext|>")
     source = SequenceSource(tokenizer, np.load(TRAIN_TOKENS)["tokens"], args.seed)
-    config = model_config(len(tokenizer), eos_id, tiny=args.tiny)
+    config = model_config(len(tokenizer), eos_id, tiny=args.tiny, gdn_only=args.gdn_only)
     model = Qwen3_5ForCausalLM(config).to(device)
-    args.core = choose_core(args.gdn_core, args.device, config)
+    args.core, core_check = choose_core(args.gdn_core, args.device, config)
     workers = args.workers if args.workers is not None else (min(6, max(0, (os.cpu_count() or 1) - 2))
                                                               if device.type == "cuda" else 0)
     calibration = None
@@ -564,7 +581,8 @@ def train(args) -> dict:
     stage = {"stage": len(run["stages"]) + 1, "command": args.command, **script_version(),
              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-             "gdn_core": core_name(args.core, args.chunk_size), "first_step": first}
+             "gdn_core": core_name(args.core, args.chunk_size), "fla_gradient_check": core_check,
+             "first_step": first}
     if calibration is not None:
         stage["calibration"] = {"seconds_per_step": calibration, "plan_s": args.plan_s}
 
@@ -627,7 +645,7 @@ def train(args) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     """The command line with every default filled in (the recipe above unless a flag changes it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "default")
+    parser.add_argument("--out", type=Path, default=None, help="default runs/default (runs/gdn-only with --gdn-only)")
     parser.add_argument("--resume", type=Path, default=None,
                         help="a run's --out folder: continue from its checkpoint/ (the recipe is the saved one)")
     parser.add_argument("--budget-s", type=float, default=500.0, help="this job's wall-clock budget, from its start")
@@ -648,15 +666,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="held-out needle samples per task and length checked at the end of the job (0: none)")
     recipe_group = parser.add_argument_group("recipe (first job only; a resumed run keeps its own)")
     recipe_group.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, short rows")
+    recipe_group.add_argument("--gdn-only", action="store_true",
+                              help="every layer Gated DeltaNet, no attention layers: the selector study's model, "
+                                   "whose long-range look-ups must pass through the GDN state")
     recipe_group.add_argument("--steps", type=int, default=None, help="optimizer steps of the whole run (else from --plan-s)")
     recipe_group.add_argument("--tokens-per-step", type=int, default=None,
                               help=f"default {TOKENS_PER_STEP} ({TINY_TOKENS_PER_STEP} with --tiny)")
     recipe_group.add_argument("--lr", type=float, default=None, help=f"peak learning rate (default {PEAK_LR:g})")
     recipe_group.add_argument("--seed", type=int, default=None, help="model initialisation and data (default 0)")
     args = parser.parse_args(argv)
-    recipe_given = [flag for flag, value in (("--tiny", args.tiny), ("--steps", args.steps),
-                                              ("--tokens-per-step", args.tokens_per_step), ("--lr", args.lr),
-                                              ("--seed", args.seed)) if value]
+    recipe_given = [flag for flag, value in (("--tiny", args.tiny), ("--gdn-only", args.gdn_only),
+                                              ("--steps", args.steps), ("--tokens-per-step", args.tokens_per_step),
+                                              ("--lr", args.lr), ("--seed", args.seed)) if value]
     if args.resume is not None:
         if recipe_given:
             parser.error(f"--resume keeps the saved recipe: drop {' '.join(recipe_given)}")
@@ -664,7 +685,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.tiny, args.steps, args.tokens_per_step = saved["recipe"]["tiny"], saved["recipe"]["steps"], \
             saved["recipe"]["tokens_per_step"]
         args.lr, args.seed = saved["recipe"]["peak_lr"], saved["recipe"]["seed"]
+        args.gdn_only = saved["recipe"].get("gdn_only", False)
     tiny = args.tiny
+    args.out = args.out or ROOT / "runs" / ("gdn-only" if args.gdn_only else "default")
     args.tokens_per_step = args.tokens_per_step or (TINY_TOKENS_PER_STEP if tiny else TOKENS_PER_STEP)
     args.lr = args.lr or PEAK_LR
     args.seed = args.seed or 0
