@@ -61,6 +61,13 @@ def paste_document(app, tokens: int) -> int:
 
 
 def build() -> str:
+    """The git commit and the library's sources digest (benchmarks/kernel_bench.build): the digest stays
+    true where the checkout's git history travelled stale (the lent GPU machine's copy)."""
+    try:
+        from benchmarks.kernel_bench import build as commit_and_digest
+        return commit_and_digest()
+    except Exception:  # noqa: BLE001 - the build name is a label; its absence must not stop a run
+        pass
     try:
         return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -118,17 +125,22 @@ def main() -> None:
 
     threads = use_threads()      # as the app's server does, once per process
     load_before = os.getloadavg()[0]
-    runs = []
-    for model in args.models:
-        runs.append(run_in_the_app(model, args.tokens, args.repeats, args.timeout))
-        print(f"{model}: {runs[-1]['n_tokens']:,} tokens, run {runs[-1]['wall_s']:.1f} s", file=sys.stderr, flush=True)
-    meta = {"date": datetime.date.today().isoformat(), "device": args.device,
-            "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
-            "threads": threads, "load_before": load_before, "load_after": os.getloadavg()[0],
-            "command": " ".join(["python benchmarks/app_run.py"] + sys.argv[1:]), "build": build()}
+    command = " ".join(["python benchmarks/app_run.py"] + sys.argv[1:])
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")
+    runs, started = [], time.perf_counter()
+    for model in args.models:
+        begun = time.perf_counter()
+        runs.append(run_in_the_app(model, args.tokens, args.repeats, args.timeout))
+        print(f"{model}: {runs[-1]['n_tokens']:,} tokens, run {runs[-1]['wall_s']:.1f} s "
+              f"({time.perf_counter() - begun:.1f} s with loading and pasting; {time.perf_counter() - started:.0f} s "
+              "so far)", file=sys.stderr, flush=True)
+        # Written after every model, so a run cut short (a time limit) still leaves the models done.
+        meta = {"date": datetime.date.today().isoformat(), "device": args.device,
+                "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
+                "threads": threads, "load_before": load_before, "load_after": os.getloadavg()[0],
+                "command": command, "build": build()}
+        out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

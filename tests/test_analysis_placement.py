@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM
 from analysis import cli, placement
 from analysis.models import (ModelError, default_random_config, qwen35_122b_a10b_shape_config,
                              qwen35_4b_shape_config, wrap_model, ByteTokenizer)
+from analysis.patching import dense_core, swap_gdn_core
 from analysis.records import RunResult
 
 GIB = 2 ** 30
@@ -144,7 +145,10 @@ def test_materialised_random_model_is_initialised_tied_and_runs():
         "the same seed and map must give the same weights"
     std = float(model.model.layers[0].mlp.up_proj.weight.detach().std())
     assert 0.01 < std < 0.03, f"weights drawn with std {std}, not transformers' initializer_range 0.02"
-    logits = model(torch.arange(10)[None]).logits
+    # The torch core: where FLA is installed (the GPU machines) transformers would call its Triton
+    # kernels on these CPU tensors.
+    with torch.inference_mode(), swap_gdn_core(model, dense_core("torch")):
+        logits = model(torch.arange(10)[None]).logits
     assert torch.isfinite(logits).all()
 
 
