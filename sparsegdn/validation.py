@@ -146,6 +146,20 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
         _raise_overflow(o, q, k, v, g, beta, scale)
 
 
+def read_flags(flags: torch.Tensor) -> list[int]:
+    """The flags on the host. On a GPU they are copied into pinned memory behind the last kernel and
+    waited for on an event (a spinning wait), not with `tolist()`'s pageable copy, whose wait came back
+    late when the host had finished launching well before the kernels ended (benchmarks/public_call_probe.py)."""
+    if not flags.is_cuda:
+        return flags.tolist()
+    host = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+    host.copy_(flags, non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record(torch.cuda.current_stream(flags.device))
+    copied.synchronize()
+    return host.tolist()
+
+
 def check_flags(flags, o, q, k, v, g, beta, initial_state, scale):
     """The contract of `check_values` for the Triton path, from the flags its kernels raised.
 
@@ -156,7 +170,7 @@ def check_flags(flags, o, q, k, v, g, beta, initial_state, scale):
     is set are the inputs read one by one, to name the argument; inputs that all pass with a
     non-finite o are an overflow (ResultOverflowError).
     """
-    if not any(flags.tolist()):
+    if not any(read_flags(flags)):
         return
     check_values(q, k, v, g, beta, initial_state)
     _raise_overflow(o, q, k, v, g, beta, scale)
