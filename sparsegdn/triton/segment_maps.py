@@ -8,6 +8,11 @@ M_seg = prod M_i ([K, K]); without, it pushes zero columns through the whole com
 N_seg ([K, V]), the run's end state from a zero start. Every segment of every head pair runs at once;
 segment_scan.py then joins them in a short sequential pass, and state_pass.py replays each segment
 from its true start. The last segment of a head pair needs no map (nothing follows it).
+
+The maps are products of float32 tiles (tf32x3, near float32), not of the running state rounded to
+the input dtype as in the state pass: a map is applied to every later segment's start, so its
+rounding would be carried down the chain (on the H200 bfloat16 maps left the output 2.07e-2 from the
+torch backend in the matrix's segmented case).
 """
 import torch
 import triton
@@ -47,7 +52,7 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
         decay, chunk_decay, w, u, k = load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
                                                  event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
                                                  K, u_width, ck, cc, rows)
-        x = commit(x, decay, chunk_decay, w, u, k)
+        x = commit(x, decay, chunk_decay, w.to(tl.float32), u, k.to(tl.float32))     # float32 maps, see above
         i += 1
     n_slots = tl.cdiv(NC, SEGMENT)
     offsets = ck[:, None] * COLS + cc[None, :]
