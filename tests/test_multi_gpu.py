@@ -76,7 +76,7 @@ def test_records_of_a_model_split_over_two_gpus_equal_those_on_one(checkpoint):
 
     root, directory = checkpoint
     one = load_model(str(directory), device="cuda", roots=[root])
-    split = load_model(str(directory), device_map="balanced", gpus=2, roots=[root])
+    split = load_model(str(directory), device="auto", device_map="balanced", gpus=2, roots=[root])
     assert [row["device"] for row in split.placement] == ["cuda:0", "cuda:1"]
     assert [row["layers"] for row in split.placement] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
@@ -106,7 +106,7 @@ def test_records_of_a_model_split_over_two_gpus_equal_those_on_one(checkpoint):
 def test_random_weight_preset_built_across_two_gpus_runs(tmp_path):
     from analysis.models import load_model
 
-    loaded = load_model("qwen3.5-4b-shape", device_map="auto", gpus=2)
+    loaded = load_model("qwen3.5-4b-shape", device="auto", device_map="auto", gpus=2)
     assert {row["device"] for row in loaded.placement} == {"cuda:0", "cuda:1"}
     assert all(not parameter.is_meta for parameter in loaded.model.parameters())
     result = _analyze(loaded, TEXT[:2000])     # bytes are its tokens: 2,000 tokens, 4 segments
