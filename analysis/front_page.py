@@ -10,6 +10,7 @@ the README without hand edits, and a figure the files do not back cannot stay th
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -34,6 +35,8 @@ def render(name: str, results_dir: Path = measurements.RESULTS_DIR) -> str:
         return measurements.cpu_core_table(*measurements.cpu_core(path), name)
     if name.startswith("app_run"):
         return measurements.app_run_table(*measurements.app_runs(path), name)
+    if name.startswith("multi_gpu_run"):
+        return f"`{name}`: " + measurements.multi_gpu_report(json.loads(path.read_text(encoding="utf-8")))
     if name.startswith("ruler"):
         meta, frame = measurements.ruler(path)
         return measurements.perplexity_table(meta, frame, name)

@@ -401,3 +401,69 @@ def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
     lines += ["", "`sparse vs dense`: dense's median over sparse's (above 1 sparse is faster), within the noise "
               "when the ranges overlap. The whole run includes the untimed analysis pass (events, errors)."]
     return "\n".join(lines)
+
+
+def per_gpu_core_ms(layers: list[dict]) -> dict:
+    """{device: {"dense": ms, "sparse": ms}}: the median core times of each GPU's GDN layers, summed."""
+    totals: dict = {}
+    for row in layers:
+        entry = totals.setdefault(row["device"], {"dense": 0.0, "sparse": 0.0})
+        for path in ("dense", "sparse"):
+            entry[path] += row[f"core_ms_{path}"] or 0.0
+    return totals
+
+
+def _run_spread(spread: dict | None) -> str:
+    if not spread:
+        return "-"
+    return f"{spread['median']:,.1f} ms [{spread['low']:,.1f}-{spread['high']:,.1f}]"
+
+
+def _general(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def multi_gpu_report(report: dict) -> str:
+    """A multi-GPU run's record (benchmarks/multi_gpu_run.py's JSON) as text: when, on what, the command,
+    the per-GPU placement and core times, the whole-run timings with their spread, the model-level metrics."""
+    from analysis.placement import layer_ranges
+
+    meta, summary = report["meta"], report["summary"]
+    timing = summary.get("timing", {})
+    cores = per_gpu_core_ms(report["layers"])
+    lines = [
+        f"{meta['date']} on {summary['device_name']}; build {meta['build']}; torch {meta['versions']['torch']}, "
+        f"transformers {meta['versions']['transformers']}, accelerate {meta['versions']['accelerate']}, "
+        f"fla {meta['versions']['fla']}.",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        ("RANDOM weights (the outputs mean nothing; the shape and the placement are the point). "
+         if summary["random_weights"] else "") +
+        f"{summary['n_tokens']:,} tokens in {summary['n_segments']} segment(s); budget {summary['budget']}, "
+        f"selector {summary['selector']}, band {summary['band']}, sparse backend {summary['backend']}, "
+        f"dense core {summary['dense_backend']}; device map `{summary['placement']['device_map']}`; "
+        f"model built in {meta['load_s']:.0f} s, whole run {meta['run_s']:.0f} s.",
+        "",
+        "| GPU | card | layers | GDN layers | weights GiB | peak GiB | of GiB | GDN core dense ms | GDN core sparse ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["placement"]["devices"]:
+        core = cores.get(row["device"], {})
+        lines.append(f"| {row['device']} | {row['name']} | {layer_ranges(row['layers'])} | {len(row['gdn_layers'])} | "
+                     f"{row['weights_gib']:.1f} | {row.get('peak_gib', 0):.1f} | {row.get('total_gib') or 0:.1f} | "
+                     f"{core.get('dense', 0):,.1f} | {core.get('sparse', 0):,.1f} |")
+    lines += [
+        "",
+        f"Whole prefill: dense {_run_spread(timing.get('prefill_dense'))}, sparse "
+        f"{_run_spread(timing.get('prefill_sparse'))}. GDN core, all layers: dense "
+        f"{_run_spread(timing.get('core_dense'))}, sparse {_run_spread(timing.get('core_sparse'))}. "
+        f"Median [min-max] of {timing.get('repeats', '?')} interleaved repeats after an untimed warm-up. "
+        "Each layer's core is timed on its own GPU's stream; a whole prefill on every GPU's, the longest "
+        "span taken (the GPUs of a layer placement run one after the other).",
+        "",
+        f"Events kept: {summary['events_selected']:,} of {summary['events_total']:,}. KL(dense || sparse) "
+        f"{_general(summary['kl_mean'])}, top-1 agreement {_general(summary['top1_agreement'])}, perplexity dense "
+        f"{_general(summary['ppl_dense'])} / sparse {_general(summary['ppl_sparse'])}.",
+    ]
+    return "\n".join(lines)

@@ -4,6 +4,7 @@ What the README and the app show comes from the files: the public call's time, e
 run measured, a loss said as a loss, and where, when and how each run was made.
 """
 import json
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -175,3 +176,16 @@ def test_the_app_run_table_shows_medians_ranges_and_the_warm_up(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| default"))
     assert "| 900.0 [870.0-930.0] | 880.0 [850.0-910.0] | 1.02x (within the noise) |" in row
     assert "| 1.50x (faster) |" in row and "40 / 50 ms on 128 tokens" in row
+
+
+def test_the_multi_gpu_runs_report_renders_from_its_committed_record():
+    """The README's two-GPU block and the run's own report come from one rendering of the JSON."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import multi_gpu_run
+
+    record = json.loads((ROOT / "analysis" / "results" / "multi_gpu_run.json").read_text())
+    report = multi_gpu_run.markdown(record)
+    assert report == (ROOT / "analysis" / "results" / "multi_gpu_run.md").read_text()
+    block = front_page.render("multi_gpu_run.json")
+    assert block.splitlines()[2] == f"Command: `{record['meta']['command']}`"
+    assert "| cuda:0 | NVIDIA H200 | 0-23 | 18 |" in block and "| cuda:1 | NVIDIA H200 | 24-47 | 18 |" in block
