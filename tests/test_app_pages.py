@@ -208,6 +208,9 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
         assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
         assert where["command"] in captions
     assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions
+    assert "`app_run_gpu.json`" in captions                     # the app's own GPU run, beside the CPU one
+    shown = " ".join(m.value for m in at.markdown)
+    assert "`multi_gpu_run.json`: " in shown and "| cuda:1 | NVIDIA H200 | 24-47 |" in shown
 
 
 def test_compare_refuses_a_run_of_another_document(examples, no_model, tmp_path, monkeypatch):

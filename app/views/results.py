@@ -1,5 +1,7 @@
 """The project's committed measurements: kernel speed and whole prefill on a GPU, selector error, the
 default model's evaluation. Each section says which file, device, date, build and command it shows."""
+import json
+
 import polars as pl
 import streamlit as st
 
@@ -63,6 +65,12 @@ for path in sorted(RESULTS.glob("app_run*.json")):
     st.dataframe(tables.readable(rows.select("model", "device_name", "n_tokens", "repeats", "prefill_dense_median",
                                              "prefill_sparse_median", "core_dense_median", "core_sparse_median",
                                              "wall_s")), hide_index=True)
+
+st.subheader("A model over several GPUs")
+st.write("A model larger than one GPU, its layers spread by transformers/accelerate, each GDN layer's core on "
+         "its own GPU (benchmarks/multi_gpu_run.py): per GPU, its layers, memory and summed GDN core time.")
+for path in sorted(RESULTS.glob("multi_gpu_run*.json")):
+    st.markdown(f"`{path.name}`: " + measurements.multi_gpu_report(json.loads(path.read_text(encoding="utf-8"))))
 
 st.subheader("Selector error at equal budget")
 selector_file = RESULTS / "selector_eval.json"
