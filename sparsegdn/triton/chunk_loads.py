@@ -131,8 +131,15 @@ def grouped_program(pid, NC, H: tl.constexpr, HV: tl.constexpr, GROUP: tl.conste
 
 
 def padded(n: int) -> int:
-    """A tile width for a head size: a power of two, at least 16 (the smallest dot operand)."""
-    return max(16, triton.next_power_of_2(n))
+    """A tile width for a head size (or a block of chunks): a power of two >= n, at least 16 (the smallest
+    dot operand)."""
+    return max(16, 1 << (n - 1).bit_length())
+
+
+def cdiv(n: int, d: int) -> int:
+    """ceil(n / d) for grid sizes on the host (triton.cdiv is a constexpr function: several times slower a
+    call, and a call's host time counts at 4K tokens)."""
+    return -(-n // d)
 
 
 def strides(x: torch.Tensor):

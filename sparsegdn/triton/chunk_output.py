@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, inverse_norm, load_gates, load_rows, load_tile, mma,
-                          not_finite, padded, raise_flag, round_to, solve_precision)
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, cdiv, inverse_norm, load_gates, load_rows, load_tile,
+                          mma, not_finite, padded, raise_flag, round_to, solve_precision)
 from .launch import Launcher
 
 # Only configs that computed correctly on the H200 when forced one at a time (2026-11-30,
@@ -110,8 +110,8 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
-    grid = lambda meta: (batch * triton.cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
-                         * triton.cdiv(value_dim, meta["BV"]),)
+    grid = lambda meta: (batch * cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
+                         * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
         grid, q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk,
         schedule.log_decay_since, o, flags, scale, tokens, n_chunks, *q.stride()[:3], *k.stride()[:3],

@@ -83,7 +83,7 @@ class Launcher:
         if not FAST_LAUNCH or launch_hooks_set():
             return self.kernel[grid](*args, **constants)
         device = driver.active.get_current_device()
-        key = (device, tuple(argument_key(arg) for arg in args), tuple(constants.items()))
+        key = (device, tuple(arg if type(arg) is int else argument_key(arg) for arg in args), tuple(constants.items()))
         plan = self.plans.get(key)
         if plan is None:
             self.plans[key] = self._plan(grid, args, constants)

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from .. import selection
+from .chunk_loads import padded
 from .launch import Launcher
 
 NUM_WARPS = 4
@@ -109,6 +110,6 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     launch_schedule(
         (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
         snapshot_of_chunk, log_decay_since, final_log_decay, n_chunks, max_events, heads,
-        BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
+        BLOCK_NC=padded(n_chunks), num_warps=NUM_WARPS)
     return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
                     final_log_decay, max_events)

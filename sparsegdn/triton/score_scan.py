@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ..selection import FINAL_STATE_WEIGHT
+from .chunk_loads import padded
 from .launch import Launcher
 
 NUM_WARPS = 4
@@ -51,5 +52,5 @@ def score_scan(log_decay, write, read):
     batch, heads, n_chunks = write.shape
     launch_score_scan(
         (batch * heads,), log_decay, write, read, scores, n_chunks, FINAL_WEIGHT=FINAL_STATE_WEIGHT,
-        BLOCK_NC=max(16, triton.next_power_of_2(n_chunks)), num_warps=NUM_WARPS)
+        BLOCK_NC=padded(n_chunks), num_warps=NUM_WARPS)
     return scores

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import CHUNK, padded
+from .chunk_loads import CHUNK, cdiv, padded
 from .state_pass import commit, load_event, segment_program
 from .launch import Launcher
 
@@ -67,12 +67,12 @@ def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
     slots; the last segment of each head pair is left unwritten)."""
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
-    n_slots = triton.cdiv(n_chunks, segment)
+    n_slots = cdiv(n_chunks, segment)
     maps = {}
     for name, columns, homogeneous in (("M", key_dim, True), ("N", value_dim, False)):
         out = torch.empty(batch * heads, n_slots, key_dim, columns, device=w.device, dtype=torch.float32)
         launch_segment_maps(
-            (triton.cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
+            (cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
             schedule.first_event, schedule.per_head, schedule.log_decay_since, chunk_log_decay, out, n_chunks,
             schedule.max_events, segment, heads, key_dim, value_dim, columns, BK=padded(key_dim), BC=COLUMNS,
             HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS,

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import mma, padded
+from .chunk_loads import cdiv, mma, padded
 from .segment_maps import segment_maps
 from .state_pass import load_initial_state, segment_bounds
 from .launch import Launcher
@@ -54,10 +54,10 @@ def segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, fla
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     maps, ends = segment_maps(w, u, k_commit, schedule, chunk_log_decay, segment=segment)
-    starts = torch.empty(batch * heads, triton.cdiv(n_chunks, segment), key_dim, value_dim, device=w.device,
+    starts = torch.empty(batch * heads, cdiv(n_chunks, segment), key_dim, value_dim, device=w.device,
                          dtype=torch.float32)
     launch_segment_starts(
-        (triton.cdiv(value_dim, VALUE_BLOCK), batch * heads), maps, ends, schedule.per_head,
+        (cdiv(value_dim, VALUE_BLOCK), batch * heads), maps, ends, schedule.per_head,
         initial_state if initial_state is not None else starts, starts, flags, n_chunks, segment, key_dim, value_dim,
         BK=padded(key_dim), BV=VALUE_BLOCK, HAS_INITIAL=initial_state is not None, num_warps=NUM_WARPS)
     return starts

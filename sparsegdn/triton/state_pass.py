@@ -20,7 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, mma, not_finite, padded, raise_flag, round_to
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, cdiv, mma, not_finite, padded,
+                          raise_flag, round_to)
 from .launch import Launcher
 
 # Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
@@ -168,7 +169,7 @@ def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, 
         starts = segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, segment=segment)
     else:
         segment = max(n_chunks, 1)
-    grid = lambda meta: (triton.cdiv(value_dim, meta["BV"]), batch * heads, triton.cdiv(n_chunks, segment))  # noqa: E731
+    grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
         schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
