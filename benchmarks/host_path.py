@@ -1,0 +1,90 @@
+"""The Triton entry's host work alone, on any machine: every kernel launch replaced by a no-op (a probe).
+
+    python benchmarks/host_path.py [--tokens 4096] [--calls 200] [--profile]
+
+At 4K tokens the GPU call is bound by its host work (analysis/results/kernel_bench.notes.md), which a
+CPU machine can measure without a GPU: this runs `sparsegdn.triton.forward.sparse_gdn_forward` on CPU
+tensors of the benchmark's shape with each `launch.Launcher` handed a stand-in kernel, so what is timed
+is our Python, the torch allocations and selection ops (CPU ones, cheaper than their CUDA launches) and
+the fast launch path's own key and argument handling. Prints ms per call; `--profile` adds the
+functions that take the time. A guide for the host path between GPU sessions, not a GPU figure.
+"""
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from sparsegdn.triton import (chunk_output, event_prepare, forward, intra_chunk, launch, schedule,  # noqa: E402
+                              score_scan, state_pass)
+
+H, HV, K = 16, 32, 128          # the kernel benchmark's heads
+
+
+class NoKernel:
+    """Stands in for a compiled kernel and for the (autotuned) kernel that returns it."""
+
+    function = packed_metadata = None
+    best_config = type("Config", (), {"all_kwargs": lambda self: {"BV": 32, "GROUP": 1}})()
+
+    def __getitem__(self, grid):
+        return lambda *args, **constants: self
+
+    def run(self, *launch_args):
+        pass
+
+
+class HostDriver:
+    class active:
+        get_current_device = staticmethod(lambda: 0)
+        get_current_stream = staticmethod(lambda device: 0)
+
+
+def stub_launches():
+    launch.FAST_LAUNCH = True
+    launch.driver = HostDriver
+    for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, state_pass):
+        for value in vars(module).values():
+            if isinstance(value, launch.Launcher):
+                value.kernel, value.autotuned = NoKernel(), True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    stub_launches()
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, args.tokens, H, K, generator=gen).bfloat16()
+    k = torch.randn(1, args.tokens, H, K, generator=gen).bfloat16()
+    v = torch.randn(1, args.tokens, HV, K, generator=gen).bfloat16()
+    g = -torch.rand(1, args.tokens, HV, generator=gen) * 0.1
+    beta = torch.rand(1, args.tokens, HV, generator=gen)
+
+    def call():
+        forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="score", band=1,
+                                   scale=K ** -0.5, initial_state=None, output_final_state=True,
+                                   use_qk_l2norm_in_kernel=True)
+
+    for _ in range(20):
+        call()
+    start = time.perf_counter()
+    for _ in range(args.calls):
+        call()
+    print(f"T={args.tokens}: host work of the entry {(time.perf_counter() - start) * 1e3 / args.calls:.3f} ms a call "
+          f"(launches are no-ops; {torch.get_num_threads()} torch threads)")
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(lambda: [call() for _ in range(args.calls)])
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()
