@@ -2,7 +2,7 @@
 
     python benchmarks/config_probe.py [--out DIR]
 
-A variant forces one config of one kernel (or an environment setting) and runs a few shapes in 16-bit
+A variant forces configs of some kernels (or an environment setting) and runs a few shapes in 16-bit
 inputs, both designs of the GPU path, against the torch backend with the same events. A variant that
 faults the GPU (illegal address) only ends its own process. Prints one JSON line per variant and a
 table; the kernels' CONFIGS keep only what passes here.
@@ -17,19 +17,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [  # (B, T, H, HV, K, V, band, dtype)
-    (1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 1000, 3, 3, 128, 128, 2, "bfloat16"),
-    (2, 777, 2, 8, 128, 128, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16"),
-    (1, 500, 2, 4, 64, 64, 3, "float16"),
+    (1, 1000, 3, 3, 128, 128, 2, "bfloat16"), (2, 777, 2, 8, 128, 128, 1, "bfloat16"),
+    (1, 500, 2, 4, 64, 64, 3, "float16"), (1, 600, 2, 4, 64, 256, 1, "bfloat16"),
 ]
+# Head size 32, refused on a GPU since it computed wrongly (sparsegdn.api.MIN_GPU_HEAD_SIZE): the variants
+# with "head32" lift the refusal and run these too, to see whether a config change cures it.
+HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16")]
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
-    "solve-ieee": {"env": {"SPARSEGDN_SOLVE_PRECISION": "ieee"}},
-    "output-8warps": {"kernel": "chunk_output", "config": ({"GROUP": 1, "BV": 128}, 8, 2)},
-    "output-group4": {"kernel": "chunk_output", "config": ({"GROUP": 4, "BV": 128}, 4, 3)},
-    "output-bv64-group2": {"kernel": "chunk_output", "config": ({"GROUP": 2, "BV": 64}, 4, 3)},
-    "intra-8warps": {"kernel": "intra_chunk", "config": ({}, 8, 1)},
-    "state-8warps": {"kernel": "state_pass", "config": ({"BV": 32}, 8, 3)},
-    "state-2warps": {"kernel": "state_pass", "config": ({"BV": 16}, 2, 3)},
+    "head32": {"head32": True},
+    # One pipeline stage cured an out-of-bounds shared-memory read in segment_maps_kernel's product
+    # (compute-sanitizer, H200, 2026-11-30); the configs that faulted before may share that cause.
+    "state-bv16-1stage": {"configs": {"state_pass": ({"BV": 16}, 4, 1)}},
+    "state-bv32-1stage": {"configs": {"state_pass": ({"BV": 32}, 4, 1)}},
+    "state-bv32-8warps-1stage": {"configs": {"state_pass": ({"BV": 32}, 8, 1)}},
+    "state-bv64-1stage": {"configs": {"state_pass": ({"BV": 64}, 4, 1)}},
+    "output-8warps-1stage": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 1)}},
+    "output-group4-1stage": {"configs": {"chunk_output": ({"GROUP": 4, "BV": 128}, 4, 1)}},
+    "intra-8warps-1stage": {"configs": {"intra_chunk": ({}, 8, 1)}},
+    "head32-1stage": {"head32": True, "configs": {"state_pass": ({"BV": 32}, 4, 1),
+                                                  "chunk_output": ({"GROUP": 1, "BV": 128}, 4, 1)}},
 }
 
 
@@ -42,14 +49,18 @@ def run_variant(name):
 
     import sparsegdn
     from sparsegdn.triton import chunk_output, forward, intra_chunk, state_pass
+    from sparsegdn import api
     variant = VARIANTS[name]
-    if "kernel" in variant:
-        kwargs, warps, stages = variant["config"]
-        kernel = {"chunk_output": chunk_output.chunk_output_kernel, "intra_chunk": intra_chunk.intra_chunk_kernel,
-                  "state_pass": state_pass.state_pass_kernel}[variant["kernel"]]
-        kernel.configs = [triton.Config(kwargs, num_warps=warps, num_stages=stages)]
+    kernels = {"chunk_output": chunk_output.chunk_output_kernel, "intra_chunk": intra_chunk.intra_chunk_kernel,
+               "state_pass": state_pass.state_pass_kernel}
+    for kernel_name, (kwargs, warps, stages) in variant.get("configs", {}).items():
+        kernels[kernel_name].configs = [triton.Config(kwargs, num_warps=warps, num_stages=stages)]
+    cases = CASES
+    if variant.get("head32"):
+        api.MIN_GPU_HEAD_SIZE = 16
+        cases = CASES + HEAD32_CASES
     results = []
-    for batch, tokens, heads, value_heads, key_dim, value_dim, band, dtype in CASES:
+    for batch, tokens, heads, value_heads, key_dim, value_dim, band, dtype in cases:
         q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, key_dim, value_dim,
                                              dtype=getattr(torch, dtype), initial_state=True, device="cuda", seed=7)
         events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.35).cuda()
