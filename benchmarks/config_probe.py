@@ -35,6 +35,8 @@ VARIANTS = {
     "output-8warps-1stage": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 1)}},
     "output-group4-1stage": {"configs": {"chunk_output": ({"GROUP": 4, "BV": 128}, 4, 1)}},
     "intra-8warps-1stage": {"configs": {"intra_chunk": ({}, 8, 1)}},
+    "affine": {"env": {"SPARSEGDN_AFFINE_COMMIT": "1"}},
+    "affine-8warps-1stage": {"env": {"SPARSEGDN_AFFINE_COMMIT": "1"}, "configs": {"state_pass": ({"BV": 32}, 8, 1)}},
     "head32-1stage": {"head32": True, "configs": {"state_pass": ({"BV": 32}, 4, 1),
                                                   "chunk_output": ({"GROUP": 1, "BV": 128}, 4, 1)}},
 }

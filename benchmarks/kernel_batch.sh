@@ -32,10 +32,10 @@ for fast in 1 0; do
   summary "profile fast_launch=$fast rc $?: $(grep -h 'ms/call' "$WORK/profile-fast$fast.log" | tr '\n' ';')"
 done
 
-timeout 100 compute-sanitizer --tool memcheck python -m pytest -q -x tests/test_triton_gpu_matrix.py -k segments \
+timeout 100 compute-sanitizer --tool memcheck python -m pytest -q -x tests/test_triton_gpu_matrix.py -k designs \
   > "$WORK/segments_memcheck.log" 2>&1
 summary "segments memcheck rc $? $(grep -c 'Invalid' "$WORK/segments_memcheck.log") invalid accesses at ${SECONDS}s"
-SPARSEGDN_AUTOTUNE=0 timeout 60 python -m pytest -q tests/test_triton_gpu_matrix.py -k segments \
+SPARSEGDN_AUTOTUNE=0 timeout 60 python -m pytest -q tests/test_triton_gpu_matrix.py -k designs \
   > "$WORK/segments_no_autotune.log" 2>&1
 summary "segments without autotuning rc $? $(tail -1 "$WORK/segments_no_autotune.log")"
 

@@ -39,17 +39,45 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
-                chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows):
-    """The tiles of this head pair's i-th event (clamped to its last, so a prefetch past it is harmless)."""
+def event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E):
+    """The list slot of this head pair's i-th event (clamped to its last, so a prefetch past it is harmless),
+    the decay since the commit before it and its chunk's own decay."""
     slot = b * E + tl.minimum(first + tl.minimum(i, tl.maximum(count - 1, 0)), E - 1)
     c = tl.maximum(tl.load(event_chunks_ptr + slot).to(tl.int64) - hv * NC, 0)
     decay = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
     chunk_decay = tl.exp(tl.load(chunk_log_decay_ptr + row * NC + c))
+    return slot, decay, chunk_decay
+
+
+@triton.jit
+def load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
+                chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows):
+    """The tiles of this head pair's i-th event (see event_slot)."""
+    slot, decay, chunk_decay = event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
+                                          chunk_log_decay_ptr, NC, E)
     w = tl.load(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=(ck < K)[None, :], other=0.0)
     k = tl.load(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=(ck < K)[None, :], other=0.0)
     u = tl.load(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], mask=(cv < V)[None, :], other=0.0)
     return decay, chunk_decay, w, u, k
+
+
+@triton.jit
+def load_affine_event(i, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
+                      chunk_log_decay_ptr, NC, E, K, V, ck, cv):
+    """The affine map (commit_maps.py) of this head pair's i-th event: A [BK, BK] and this block's N [BK, BV]."""
+    slot, decay, chunk_decay = event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
+                                          chunk_log_decay_ptr, NC, E)
+    a = tl.load(a_ptr + slot * K * K + ck[:, None] * K + ck[None, :], mask=(ck < K)[:, None] & (ck < K)[None, :],
+                other=0.0)
+    n = tl.load(n_ptr + slot * K * V + ck[:, None] * V + cv[None, :], mask=(ck < K)[:, None] & (cv < V)[None, :],
+                other=0.0)
+    return decay, chunk_decay, a, n
+
+
+@triton.jit
+def affine_commit(state, decay, chunk_decay, a, n):
+    """One commit as one product: d (c S - A S) + N."""
+    return decay * (chunk_decay * state - mma(a, round_to(state, a.dtype))) + n.to(tl.float32)
 
 
 @triton.jit
@@ -98,9 +126,9 @@ def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_m
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                      final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+                      final_state_ptr, flags_ptr, starts_ptr, a_ptr, n_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-                      HAS_STARTS: tl.constexpr):
+                      HAS_STARTS: tl.constexpr, AFFINE: tl.constexpr):
     i_v = tl.program_id(0)
     row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
     if segment >= n_segments:
@@ -124,23 +152,40 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
 
     # Software prefetch: the next event's tiles are requested before this commit's products, so
     # their latency hides behind the arithmetic of the sequential chain.
-    decay, chunk_decay, w, u, k = load_event(begin, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                                             event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V,
-                                             ck, cv, rows)
-    i = begin
-    while i < end:      # a while loop: the interpreter cannot run a for loop over a loaded bound
-        next_decay, next_chunk_decay, next_w, next_u, next_k = load_event(
-            i + 1, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
-            chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
-        state = commit(state, decay, chunk_decay, w, u, k)
-        snapshot += K * V
-        tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
-        decay = next_decay
-        chunk_decay = next_chunk_decay
-        w = next_w
-        u = next_u
-        k = next_k
-        i += 1
+    if AFFINE:
+        decay, chunk_decay, a, n = load_affine_event(begin, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr,
+                                                     log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv)
+        i = begin
+        while i < end:
+            next_decay, next_chunk_decay, next_a, next_n = load_affine_event(
+                i + 1, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
+                chunk_log_decay_ptr, NC, E, K, V, ck, cv)
+            state = affine_commit(state, decay, chunk_decay, a, n)
+            snapshot += K * V
+            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+            decay = next_decay
+            chunk_decay = next_chunk_decay
+            a = next_a
+            n = next_n
+            i += 1
+    else:
+        decay, chunk_decay, w, u, k = load_event(begin, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                                                 event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
+                                                 K, V, ck, cv, rows)
+        i = begin
+        while i < end:      # a while loop: the interpreter cannot run a for loop over a loaded bound
+            next_decay, next_chunk_decay, next_w, next_u, next_k = load_event(
+                i + 1, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
+                chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+            state = commit(state, decay, chunk_decay, w, u, k)
+            snapshot += K * V
+            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+            decay = next_decay
+            chunk_decay = next_chunk_decay
+            w = next_w
+            u = next_u
+            k = next_k
+            i += 1
 
     if STORE_FINAL and segment == n_segments - 1:
         state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -151,30 +196,39 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
 launch_state_pass = Launcher(state_pass_kernel)
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):
-    """Returns snapshots [B, E + HV, K, V] (w.dtype) and the final state float32 [B,HV,K,V] or None.
+def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0, maps=None):
+    """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
+    The commits come from pass 3's lists (w, u, k_commit) or, when `maps` = (A, N) from commit_maps.py is
+    given, as one affine map each (w, u and k_commit are then not read and may be None).
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
     come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole.
+    Segments need the lists.
     """
     batch, heads, n_chunks = schedule.events.shape
-    key_dim, value_dim = w.shape[-1], u.shape[-1]
+    key_dim, value_dim = (maps[0].shape[-1], maps[1].shape[-1]) if maps is not None else (w.shape[-1], u.shape[-1])
+    some = maps[0] if maps is not None else w
     n_events = schedule.max_events
-    snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
-    final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
+    snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=some.device, dtype=some.dtype)
+    final_state = (torch.empty(batch, heads, key_dim, value_dim, device=some.device, dtype=torch.float32)
                    if store_final else snapshots)
     starts = None
     if 0 < segment < n_chunks:
+        if maps is not None:
+            raise ValueError("the segmented commit chain needs pass 3's lists, not the affine maps")
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, segment=segment)
     else:
         segment = max(n_chunks, 1)
+    a, n = maps if maps is not None else (snapshots, snapshots)
+    if maps is not None:
+        w = u = k_commit = snapshots
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
         schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
         initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
-        starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
+        starts if starts is not None else snapshots, a, n, n_chunks, n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=starts is not None)
+        HAS_STARTS=starts is not None, AFFINE=maps is not None)
     return snapshots, (final_state if store_final else None)
