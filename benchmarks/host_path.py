@@ -20,8 +20,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sparsegdn.triton import (chunk_output, event_prepare, forward, intra_chunk, launch, schedule,  # noqa: E402
-                              score_scan, state_pass)
+from sparsegdn.triton import (chunk_output, commit_maps, event_prepare, forward, intra_chunk, launch,  # noqa: E402
+                              schedule, score_scan, segment_maps, segment_scan, state_pass)
 
 H, HV, K = 16, 32, 128          # the kernel benchmark's heads
 
@@ -48,7 +48,8 @@ class HostDriver:
 def stub_launches():
     launch.FAST_LAUNCH = True
     launch.driver = HostDriver
-    for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, state_pass):
+    for module in (chunk_output, commit_maps, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
+                   segment_scan, state_pass):
         for value in vars(module).values():
             if isinstance(value, launch.Launcher):
                 value.kernel, value.autotuned = NoKernel(), True

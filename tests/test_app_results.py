@@ -4,7 +4,6 @@ What the README and the app show comes from the files: the public call's time, e
 run measured, a loss said as a loss, and where, when and how each run was made.
 """
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -178,9 +177,9 @@ def test_the_app_run_table_shows_medians_ranges_and_the_warm_up(tmp_path):
     assert "| 1.50x (faster) |" in row and "40 / 50 ms on 128 tokens" in row
 
 
-def test_the_multi_gpu_runs_report_renders_from_its_committed_record():
+def test_the_multi_gpu_runs_report_renders_from_its_committed_record(monkeypatch):
     """The README's two-GPU block and the run's own report come from one rendering of the JSON."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import multi_gpu_run
 
     record = json.loads((ROOT / "analysis" / "results" / "multi_gpu_run.json").read_text())

@@ -29,6 +29,7 @@ class FakeKernel:
 
     fn = staticmethod(kernel_source)
     arg_names = ["x_ptr", "n", "scale", "BLOCK", "FLAG", "GROUP"]
+    constexprs = [3, 4, 5]
 
     def __init__(self):
         self.compiled = FakeCompiled()
@@ -70,6 +71,7 @@ def test_argument_key_separates_what_triton_specialises_on():
     assert launch.argument_key(x[1:]) == (torch.bfloat16, False)     # 2 bytes off: not 16-byte aligned
     assert launch.argument_key(x.float()) == (torch.float32, True)
     assert launch.argument_key(4096) != launch.argument_key(4097)
+    assert launch.argument_key(True) != launch.argument_key(1)      # equal in Python, not to Triton
     assert launch.argument_key(0.5) == launch.argument_key(2.0)     # passed as float32 whatever the value
 
 
@@ -130,3 +132,25 @@ def test_launch_hooks_and_the_switch_send_every_call_through_triton(fast, monkey
     monkeypatch.setattr(launch, "FAST_LAUNCH", False)
     launcher((3,), x, 10, 0.5, BLOCK=64)
     assert len(kernel.triton_calls) == 3 and not kernel.compiled.launches
+
+
+def test_positional_constexprs_and_keyword_constants_are_keyed_by_type_and_value(fast):
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    launcher((3,), x, 10, 0.5, 64, 0.25)                 # BLOCK and FLAG given by position
+    launcher((3,), x, 10, 0.5, 64, 0.75)                 # another float constexpr: another kernel
+    launcher((3,), x, 10, 0.5, BLOCK=64, GROUP=True)
+    launcher((3,), x, 10, 0.5, BLOCK=64, GROUP=1)        # True == 1 in Python, not to Triton
+    assert len(kernel.triton_calls) == 4 and not kernel.compiled.launches
+
+
+def test_the_grid_function_sees_every_parameter_as_triton_gives_it(fast):
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    grid = lambda meta: (meta["n"] * meta["BLOCK"], meta["GROUP"])      # noqa: E731 - a positional, a constant, a default
+    launcher(grid, x, 10, 0.5, BLOCK=64)
+    launcher(grid, x, 10, 0.5, BLOCK=64)
+    (launched,) = kernel.compiled.launches
+    assert launched[:3] == (640, 1, 1)

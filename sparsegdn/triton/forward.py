@@ -21,7 +21,7 @@ SPARSEGDN_COMMIT_SEGMENT sets it.
 
 AFFINE_COMMIT (SPARSEGDN_AFFINE_COMMIT=1; off until measured on a GPU) adds pass 3b (commit_maps.py):
 each selected commit becomes one affine map d (c S - A S) + N, so the sequential pass does one product
-per commit instead of two dependent ones. It does not combine with segments.
+per commit instead of two dependent ones. It walks each chain whole (COMMIT_SEGMENT is then ignored).
 
 Inputs are read in place through their strides (no copies of model views); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
@@ -94,7 +94,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         w = u = k_commit = None
     hook(STAGES[2])
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
-                                        store_final=output_final_state, segment=COMMIT_SEGMENT, maps=maps)
+                                        store_final=output_final_state, segment=0 if AFFINE_COMMIT else COMMIT_SEGMENT,
+                                        maps=maps)
     del w, u, k_commit, maps     # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,

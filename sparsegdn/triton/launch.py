@@ -9,7 +9,8 @@ that key straight through the compiled kernel's launcher.
 
 The plan key holds what Triton specialises on, only finer: every int argument by value (Triton: ==1,
 divisible by 16, fits in 32 bits), every tensor by dtype and 16-byte alignment of its address, every
-constexpr and launch option by value, and the device. Equal keys therefore always select the kernel
+constexpr and launch option by type and value, and the device. Ints by value mean a new length or event
+count takes Triton's path once (and adds a small plan) before its calls go straight through. Equal keys therefore always select the kernel
 Triton itself would run. Under the interpreter, with a launch hook set (profilers), or with
 SPARSEGDN_FAST_LAUNCH=0, every call goes through Triton.
 """
@@ -29,12 +30,13 @@ FAST_LAUNCH = os.environ.get("SPARSEGDN_FAST_LAUNCH", "1") == "1" and not INTERP
 
 
 def argument_key(value):
-    """What a launch argument contributes to the plan key (see the module docstring)."""
+    """What a runtime launch argument contributes to the plan key (see the module docstring)."""
     if isinstance(value, torch.Tensor):
         return value.dtype, value.data_ptr() % 16 == 0
     if isinstance(value, float):
-        return float               # a float is passed as float32 whatever its value
-    return value                   # ints, bools, None, strings: by value
+        return float               # a runtime float is passed as float32 whatever its value
+    return type(value), value      # ints, bools, None: by type and value (True == 1, but not for Triton)
+
 
 
 def ordered_arguments(arg_names, args, constants, config_kwargs, defaults):
@@ -55,9 +57,9 @@ def ordered_arguments(arg_names, args, constants, config_kwargs, defaults):
 
 def launch_hooks_set() -> bool:
     """A launch hook is installed (a profiler such as proton): Triton's own path feeds it its metadata.
-    Triton 3.6 keeps the hooks in a chain object that is empty when none is installed."""
-    hook = knobs.runtime.launch_enter_hook
-    return hook is not None and bool(getattr(hook, "calls", True))
+    Triton 3.6 keeps the hooks in chain objects that are empty when none is installed."""
+    return any(hook is not None and bool(getattr(hook, "calls", True))
+               for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
 def _grid_dims(grid):
@@ -77,13 +79,16 @@ class Launcher:
         self.arg_names = list(self.jit.arg_names)
         self.defaults = {name: param.default for name, param in inspect.signature(self.jit.fn).parameters.items()
                          if param.default is not inspect.Parameter.empty}
+        self.constexpr = tuple(sorted(getattr(self.jit, "constexprs", ())))   # positions of constexpr parameters
         self.plans = {}
 
     def __call__(self, grid, *args, **constants):
         if not FAST_LAUNCH or launch_hooks_set():
             return self.kernel[grid](*args, **constants)
         device = driver.active.get_current_device()
-        key = (device, tuple(arg if type(arg) is int else argument_key(arg) for arg in args), tuple(constants.items()))
+        key = (device, tuple(arg if type(arg) is int else argument_key(arg) for arg in args),
+               tuple(args[i] for i in self.constexpr if i < len(args)),      # by value: a float constexpr too
+               tuple((name, type(value), value) for name, value in constants.items()))
         plan = self.plans.get(key)
         if plan is None:
             self.plans[key] = self._plan(grid, args, constants)
@@ -99,6 +104,6 @@ class Launcher:
         the positional ones)."""
         compiled = self.kernel[grid](*args, **constants)
         config_kwargs = self.kernel.best_config.all_kwargs() if self.autotuned else {}
-        meta = {**constants, **config_kwargs}
         values = ordered_arguments(self.arg_names, args, constants, config_kwargs, self.defaults)
+        meta = {**constants, **config_kwargs, **dict(zip(self.arg_names, values))}   # what Triton's grid sees
         return compiled, meta, tuple(values[len(args):])
