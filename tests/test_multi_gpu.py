@@ -146,6 +146,20 @@ def test_deferred_checks_read_flags_from_several_gpus_and_name_the_bad_call():
         checks.check()
 
 
+def test_the_public_calls_flag_read_back_waits_on_the_flags_own_gpu():
+    """read_flags copies through pinned memory behind the work queued on the flags' device, whichever
+    device is current: a value written by a long product on GPU 1 is read, not a stale one."""
+    from sparsegdn.validation import read_flags
+
+    x = torch.randn(4096, 4096, device="cuda:1")
+    flags = torch.zeros(3, dtype=torch.int32, device="cuda:1")
+    with torch.cuda.device(0):
+        for _ in range(8):
+            x = x @ x / 64
+        flags[1] = (x.abs().sum() >= 0).int()      # set only once the products are done
+        assert read_flags(flags) == [0, 1, 0]
+
+
 def test_intervals_and_stage_clocks_time_on_the_gpu_of_their_work():
     from analysis.timing import StageClock, Timer
 
