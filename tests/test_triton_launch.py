@@ -154,3 +154,19 @@ def test_the_grid_function_sees_every_parameter_as_triton_gives_it(fast):
     launcher(grid, x, 10, 0.5, BLOCK=64)
     (launched,) = kernel.compiled.launches
     assert launched[:3] == (640, 1, 1)
+
+
+def test_a_plan_keeps_no_tensor_of_the_call_that_made_it(fast):
+    """Plans live as long as the process: holding the first call's inputs would keep them in GPU memory."""
+    import gc
+    import weakref
+
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    x = torch.zeros(64)
+    launcher(lambda meta: (meta["n"],), x, 10, 0.5, BLOCK=64)
+    kernel.triton_calls.clear()                          # the stand-in's own record of the call
+    alive = weakref.ref(x)
+    del x
+    gc.collect()
+    assert alive() is None

@@ -94,16 +94,18 @@ class Launcher:
             self.plans[key] = self._plan(grid, args, constants)
             return None
         compiled, meta, tail = plan
-        dims = _grid_dims(grid(meta) if callable(grid) else grid)
+        if callable(grid):      # what Triton's grid sees: every parameter by name, then the config's values
+            grid = grid({**dict(zip(self.arg_names, args)), **meta})
+        dims = _grid_dims(grid)
         compiled.run(*dims, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *tail)
         return None
 
     def _plan(self, grid, args, constants):
-        """The first call of a key, through Triton: (compiled kernel, meta-parameters, the arguments after
-        the positional ones)."""
+        """The first call of a key, through Triton: (compiled kernel, the parameters after the positional ones
+        and the config's options by name, their values in order). Nothing of the call's tensors is kept."""
         compiled = self.kernel[grid](*args, **constants)
         config_kwargs = self.kernel.best_config.all_kwargs() if self.autotuned else {}
-        values = ordered_arguments(self.arg_names, args, constants, config_kwargs, self.defaults)
-        meta = {**constants, **config_kwargs, **dict(zip(self.arg_names, values))}   # what Triton's grid sees
-        return compiled, meta, tuple(values[len(args):])
+        tail = ordered_arguments(self.arg_names, args, constants, config_kwargs, self.defaults)[len(args):]
+        meta = {**constants, **config_kwargs, **dict(zip(self.arg_names[len(args):], tail))}
+        return compiled, meta, tuple(tail)
