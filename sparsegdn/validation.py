@@ -146,8 +146,8 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
         _raise_overflow(o, q, k, v, g, beta, scale)
 
 
-def read_flags(flags: torch.Tensor) -> list[int]:
-    """The flags on the host. On a GPU they are copied into pinned memory behind the last kernel and
+def read_flags(flags: torch.Tensor) -> list:
+    """The flags on the host, as `tolist()` gives them (nested for stacked flags). On a GPU they are copied into pinned memory behind the last kernel and
     waited for on an event (a spinning wait), not with `tolist()`'s pageable copy, whose wait came back
     late when the host had finished launching well before the kernels ended (benchmarks/public_call_probe.py)."""
     if not flags.is_cuda:
@@ -203,7 +203,7 @@ class DeferredChecks:
             by_device.setdefault(flags.device, []).append(index)
         rows: list = [None] * len(self._flags)
         for indices in by_device.values():
-            for index, row in zip(indices, torch.stack([self._flags[i] for i in indices]).tolist()):
+            for index, row in zip(indices, read_flags(torch.stack([self._flags[i] for i in indices]))):
                 rows[index] = row
         labels = self._labels
         self._labels, self._flags = [], []
