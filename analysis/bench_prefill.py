@@ -182,12 +182,17 @@ def environment(args, device, dtype, load_s, weights_gib) -> dict:
         "warmup": args.warmup, "repeats": args.repeats, "segment_tokens": args.segment_tokens,
         "model_build_s": round(load_s, 2), "weights_gib": weights_gib,
     }
+    meta["fla"] = fla_version()
+    return meta
+
+
+def fla_version() -> str | None:
+    """flash-linear-attention's version, "?" when it does not say, None when it is not installed."""
     try:
         import fla
-        meta["fla"] = getattr(fla, "__version__", "?")
     except ImportError:
-        meta["fla"] = None
-    return meta
+        return None
+    return getattr(fla, "__version__", "?")
 
 
 def format_row(row: dict) -> str:

@@ -70,14 +70,10 @@ def versions() -> dict:
     import torch
     import transformers
 
-    found = {"torch": torch.__version__, "transformers": transformers.__version__,
-             "accelerate": accelerate.__version__, "python": platform.python_version()}
-    try:
-        import fla
-        found["fla"] = getattr(fla, "__version__", "?")
-    except ImportError:
-        found["fla"] = None
-    return found
+    from analysis.bench_prefill import fla_version
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "accelerate": accelerate.__version__, "python": platform.python_version(), "fla": fla_version()}
 
 
 def markdown(report: dict) -> str:
