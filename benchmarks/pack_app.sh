@@ -11,18 +11,8 @@
 # machine already (its package list: the device docs' KINDS.md). Run once per checkout, from the
 # repository root; about 2 minutes (xz -9).
 set -euo pipefail
-exclude="$(git rev-parse --git-common-dir)/info/exclude"
-grep -qxF "/.gpu-app/" "$exclude" 2>/dev/null || echo "/.gpu-app/" >> "$exclude"
-work=$(mktemp -d)
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 -d "$work/wheels" \
+bash "$(dirname "$0")/pack_site.sh" .gpu-app app.tar.xz \
   streamlit==1.67.0 plotly==7.1.0 pypdf==7.1.1 protobuf==7.36.2 \
   altair==6.3.0 pydeck==0.9.3 starlette==1.10.0 uvicorn==0.54.0 itsdangerous==2.2.0 python-multipart==0.0.34 \
   websockets==17.4 watchdog==7.1.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 \
   rpds-py==0.30.0 flash-linear-attention==0.6.0 fla-core==0.6.0
-mkdir -p "$work/site" .gpu-app
-for wheel in "$work"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$work/site/"; done
-tar -C "$work/site" -cf - . | xz -9 -T0 > .gpu-app/app.tar.xz
-rm -rf "$work"
-du -sh .gpu-app/app.tar.xz
