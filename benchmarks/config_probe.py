@@ -1,11 +1,13 @@
 """Which kernel configs compute the right thing on this GPU: each variant in its own process.
 
-    python benchmarks/config_probe.py [--out DIR]
+    python benchmarks/config_probe.py [--out DIR] [--only VARIANT ...] [--time TOKENS]
 
-A variant forces configs of some kernels (or an environment setting) and runs a few shapes in 16-bit
-inputs, both designs of the GPU path, against the torch backend with the same events. A variant that
-faults the GPU (illegal address) only ends its own process. Prints one JSON line per variant and a
-table; the kernels' CONFIGS keep only what passes here.
+A variant forces configs of some kernels (or a design, or an environment setting) and runs a few shapes
+in 16-bit inputs, both designs of the GPU path, against the torch backend with the same events. A variant
+that faults the GPU (illegal address) only ends its own process. Prints one JSON line per variant and a
+table; the kernels' CONFIGS keep only what passes here. With --time, the variants that passed are then
+timed one after another in one process at that length on the benchmark's inputs (backend entry and
+stage times, budget 0.29): which config is fastest, before it goes into a kernel's list.
 """
 import argparse
 import concurrent.futures
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))       # this checkout's sparsegdn, whatever else is on the path
 CASES = [  # (B, T, H, HV, K, V, band, dtype)
     (1, 1000, 3, 3, 128, 128, 2, "bfloat16"), (2, 777, 2, 8, 128, 128, 1, "bfloat16"),
     (1, 500, 2, 4, 64, 64, 3, "float16"), (1, 600, 2, 4, 64, 256, 1, "bfloat16"),
@@ -23,40 +26,67 @@ CASES = [  # (B, T, H, HV, K, V, band, dtype)
 # Head size 32, refused on a GPU since it computed wrongly (sparsegdn.api.MIN_GPU_HEAD_SIZE): the variants
 # with "head32" lift the refusal and run these too, to see whether a config change cures it.
 HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16")]
+# A variant: "configs" forces one config per kernel (kwargs, warps, stages); "affine" the affine-commit
+# design; "env" an environment setting (its own process only); "head32" adds the head-size-32 cases.
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
     "head32": {"head32": True},
-    # One pipeline stage cured an out-of-bounds shared-memory read in segment_maps_kernel's product
-    # (compute-sanitizer, H200, 2026-11-30); the configs that faulted before may share that cause.
-    "state-bv16-1stage": {"configs": {"state_pass": ({"BV": 16}, 4, 1)}},
-    "state-bv32-1stage": {"configs": {"state_pass": ({"BV": 32}, 4, 1)}},
-    "state-bv32-8warps-1stage": {"configs": {"state_pass": ({"BV": 32}, 8, 1)}},
-    "state-bv64-1stage": {"configs": {"state_pass": ({"BV": 64}, 4, 1)}},
-    "output-8warps-1stage": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 1)}},
-    "output-group4-1stage": {"configs": {"chunk_output": ({"GROUP": 4, "BV": 128}, 4, 1)}},
+    # The state pass's commit loop is a for loop since 2026-11-30 (pipelined loads, no spills at K = 128 in
+    # benchmarks/compile_report.py); the configs that faulted with the while loop are tried again.
+    "state-bv16": {"configs": {"state_pass": ({"BV": 16}, 4, 3)}},
+    "state-bv32-2stages": {"configs": {"state_pass": ({"BV": 32}, 4, 2)}},
+    "state-bv32-8warps": {"configs": {"state_pass": ({"BV": 32}, 8, 3)}},
+    "state-bv64": {"configs": {"state_pass": ({"BV": 64}, 4, 3)}},
+    "state-bv64-8warps": {"configs": {"state_pass": ({"BV": 64}, 8, 3)}},
+    # The output pass: 255 registers in every config; (1, 128, 4 warps) spills a little, GROUP > 1 a lot.
+    "output-bv64": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 64}, 4, 2)}},
+    "output-bv32": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 32}, 4, 2)}},
+    "output-8warps": {"configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2)}},
+    "output-group4": {"configs": {"chunk_output": ({"GROUP": 4, "BV": 128}, 4, 3)}},
+    "output-group2-bv64": {"configs": {"chunk_output": ({"GROUP": 2, "BV": 64}, 4, 3)}},
     "intra-8warps-1stage": {"configs": {"intra_chunk": ({}, 8, 1)}},
-    "affine": {"env": {"SPARSEGDN_AFFINE_COMMIT": "1"}},
-    "affine-8warps-1stage": {"env": {"SPARSEGDN_AFFINE_COMMIT": "1"}, "configs": {"state_pass": ({"BV": 32}, 8, 1)}},
-    "head32-1stage": {"head32": True, "configs": {"state_pass": ({"BV": 32}, 4, 1),
-                                                  "chunk_output": ({"GROUP": 1, "BV": 128}, 4, 1)}},
+    "affine": {"affine": True},
+    "affine-bv16": {"affine": True, "configs": {"state_pass": ({"BV": 16}, 4, 3)}},
+    "affine-bv64-8warps": {"affine": True, "configs": {"state_pass": ({"BV": 64}, 8, 3)}},
+    "head32-8warps": {"head32": True, "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2),
+                                                  "state_pass": ({"BV": 32}, 8, 3)}},
 }
+TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
+
+
+def kernels():
+    from sparsegdn.triton import chunk_output, intra_chunk, state_pass
+    return {"chunk_output": chunk_output, "intra_chunk": intra_chunk, "state_pass": state_pass}
+
+
+def apply_variant(name):
+    """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
+    import triton
+    from sparsegdn.triton import forward
+    variant = VARIANTS[name]
+    for kernel_name, module in kernels().items():
+        kernel = getattr(module, f"{kernel_name}_kernel")
+        if not hasattr(kernel, "original_configs"):
+            kernel.original_configs = list(kernel.configs)
+        forced = variant.get("configs", {}).get(kernel_name)
+        kernel.configs = ([triton.Config(forced[0], num_warps=forced[1], num_stages=forced[2])] if forced
+                          else list(kernel.original_configs))
+        kernel.cache.clear()
+        getattr(module, f"launch_{kernel_name}").plans.clear()
+    forward.AFFINE_COMMIT = bool(variant.get("affine"))
 
 
 def run_variant(name):
     """In this process: force the variant's config, run every case in both designs, print JSON."""
     import torch
-    import triton
     sys.path.insert(0, str(ROOT / "tests"))
     from gdn_inputs import random_events, random_inputs, rel_err
 
     import sparsegdn
-    from sparsegdn.triton import chunk_output, forward, intra_chunk, state_pass
     from sparsegdn import api
+    from sparsegdn.triton import forward
     variant = VARIANTS[name]
-    kernels = {"chunk_output": chunk_output.chunk_output_kernel, "intra_chunk": intra_chunk.intra_chunk_kernel,
-               "state_pass": state_pass.state_pass_kernel}
-    for kernel_name, (kwargs, warps, stages) in variant.get("configs", {}).items():
-        kernels[kernel_name].configs = [triton.Config(kwargs, num_warps=warps, num_stages=stages)]
+    apply_variant(name)
     cases = CASES
     if variant.get("head32"):
         api.MIN_GPU_HEAD_SIZE = 16
@@ -85,13 +115,55 @@ def run_variant(name):
     print("RESULT " + json.dumps({"variant": name, "results": results}), flush=True)
 
 
+def time_variants(names, tokens):
+    """In this process, one variant after another: the backend entry's median ms and its stage times at
+    `tokens` on the benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON."""
+    import torch
+    import triton
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import kernel_bench
+    from sparsegdn import SparseConfig
+    from sparsegdn.triton import forward
+    inputs = kernel_bench.make_inputs(tokens)
+    q, k, v, g, beta = inputs
+    config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
+    for name in names:
+        apply_variant(name)
+        design = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT, forward.AFFINE_COMMIT)
+
+        def entry():
+            kernel_bench.set_design(design)
+            return forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="score", band=1,
+                                              scale=kernel_bench.K ** -0.5, initial_state=None,
+                                              output_final_state=True, use_qk_l2norm_in_kernel=True)
+        try:
+            entry()
+            torch.cuda.synchronize()
+            runs = [triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median") for _ in range(2)]
+            stages = kernel_bench.stage_times(inputs, config, design)
+            print("TIMED " + json.dumps({"variant": name, "tokens": tokens, "entry_ms": runs, "stage_ms": stages}),
+                  flush=True)
+        except Exception as error:  # noqa: BLE001 - reported; a CUDA fault ends this process
+            print("TIMED " + json.dumps({"variant": name, "error": f"{type(error).__name__}: {str(error)[:160]}"}),
+                  flush=True)
+            if "CUDA" in str(error) or "illegal" in str(error):
+                break
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--time", type=int, default=0, metavar="TOKENS",
+                        help="then time the variants that passed at this length, one process, one after another")
+    parser.add_argument("--only", nargs="+", default=None, choices=sorted(VARIANTS), help="these variants only")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--timed", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         return run_variant(args.one)
+    if args.timed:
+        return time_variants(args.timed, args.time)
+    names = args.only or list(VARIANTS)
 
     def launch(name):
         env = dict(os.environ, **VARIANTS[name].get("env", {}))
@@ -102,7 +174,7 @@ def main():
             return json.loads(lines[-1][len("RESULT "):])
         return {"variant": name, "crashed": done.returncode, "stderr": done.stderr[-600:]}
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        reports = list(pool.map(launch, VARIANTS))
+        reports = list(pool.map(launch, names))
     for report in reports:
         print(json.dumps(report))
     for report in reports:
@@ -113,9 +185,26 @@ def main():
         worst = max((r.get("o_err", 0.0) for r in report["results"]), default=0.0)
         print(f"{report['variant']:20s} {'OK ' if not bad else 'BAD'} worst o err {worst:.2e}  "
               + "; ".join(f"{r['case']}: {r.get('error') or format(r['o_err'], '.2e')}" for r in bad)[:600])
+    timed = []
+    passed = [report["variant"] for report in reports if "crashed" not in report and not VARIANTS[report["variant"]].get(
+        "env") and not VARIANTS[report["variant"]].get("head32") and all(
+        "error" not in r and r["o_err"] <= 2e-2 and r["s_err"] <= 2e-2 for r in report["results"])]
+    if args.time and passed:
+        done = subprocess.run([sys.executable, __file__, "--timed", *passed, "--time", str(args.time)],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+        timed = [json.loads(line[len("TIMED "):]) for line in done.stdout.splitlines() if line.startswith("TIMED ")]
+        if done.returncode:
+            print(f"timing process ended with {done.returncode}: {done.stderr[-300:]!r}")
+        print(f"\nbackend entry at T = {args.time}, budget 0.29, band 1, score (ms; two do_bench medians), stages:")
+        for row in timed:
+            if "error" in row:
+                print(f"{row['variant']:20s} {row['error']}")
+                continue
+            print(f"{row['variant']:20s} {min(row['entry_ms']):7.3f} {max(row['entry_ms']):7.3f}  "
+                  + " ".join(f"{stage}={ms:.3f}" for stage, ms in row["stage_ms"].items()))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "config_probe.json").write_text(json.dumps(reports, indent=1))
+        (args.out / "config_probe.json").write_text(json.dumps({"checks": reports, "timed": timed}, indent=1))
 
 
 if __name__ == "__main__":

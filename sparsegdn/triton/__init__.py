@@ -1,6 +1,13 @@
 """The Triton backend of SparseGDN (`backend="triton"`): our own kernels, see forward.py."""
 import os
 
+if os.environ.get("TRITON_INTERPRET") == "1":
+    try:
+        from .interpreter_compat import install as _install_interpreter_compat
+        _install_interpreter_compat()
+    except ImportError:     # no Triton: the backend reports itself unavailable
+        pass
+
 
 def is_available() -> bool:
     """Triton importable and a CUDA device present (or the interpreter asked for)."""

@@ -47,13 +47,11 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
         x = tl.zeros([BK, BC], dtype=tl.float32)
         u_width = V
     first = tl.load(first_event_ptr + row).to(tl.int64)
-    i = begin
-    while i < end:
-        decay, chunk_decay, w, u, k = load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                                                 event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
-                                                 K, u_width, ck, cc, rows)
+    for i in range(begin, end):
+        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, u_width, ck, cc,
+                                                 rows)
         x = commit(x, decay, chunk_decay, w.to(tl.float32), u, k.to(tl.float32))     # float32 maps, see above
-        i += 1
     n_slots = tl.cdiv(NC, SEGMENT)
     offsets = ck[:, None] * COLS + cc[None, :]
     tl.store(out_ptr + (row * n_slots + segment) * K * COLS + offsets, x, mask=(ck < K)[:, None] & (cc < COLS)[None, :])

@@ -39,10 +39,10 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E):
-    """The list slot of this head pair's i-th event (clamped to its last, so a prefetch past it is harmless),
-    the decay since the commit before it and its chunk's own decay."""
-    slot = b * E + tl.minimum(first + tl.minimum(i, tl.maximum(count - 1, 0)), E - 1)
+def event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E):
+    """The list slot of this head pair's i-th event, the decay since the commit before it and its chunk's
+    own decay."""
+    slot = b * E + first + i
     c = tl.maximum(tl.load(event_chunks_ptr + slot).to(tl.int64) - hv * NC, 0)
     decay = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
     chunk_decay = tl.exp(tl.load(chunk_log_decay_ptr + row * NC + c))
@@ -50,10 +50,10 @@ def event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_pt
 
 
 @triton.jit
-def load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
+def load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
                 chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows):
     """The tiles of this head pair's i-th event (see event_slot)."""
-    slot, decay, chunk_decay = event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
+    slot, decay, chunk_decay = event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
                                           chunk_log_decay_ptr, NC, E)
     w = tl.load(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=(ck < K)[None, :], other=0.0)
     k = tl.load(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=(ck < K)[None, :], other=0.0)
@@ -62,10 +62,10 @@ def load_event(i, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_ch
 
 
 @triton.jit
-def load_affine_event(i, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
+def load_affine_event(i, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
                       chunk_log_decay_ptr, NC, E, K, V, ck, cv):
     """The affine map (commit_maps.py) of this head pair's i-th event: A [BK, BK] and this block's N [BK, BV]."""
-    slot, decay, chunk_decay = event_slot(i, count, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
+    slot, decay, chunk_decay = event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
                                           chunk_log_decay_ptr, NC, E)
     a = tl.load(a_ptr + slot * K * K + ck[:, None] * K + ck[None, :], mask=(ck < K)[:, None] & (ck < K)[None, :],
                 other=0.0)
@@ -150,42 +150,22 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
     if segment == 0:
         tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
 
-    # Software prefetch: the next event's tiles are requested before this commit's products, so
-    # their latency hides behind the arithmetic of the sequential chain.
-    if AFFINE:
-        decay, chunk_decay, a, n = load_affine_event(begin, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr,
-                                                     log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv)
-        i = begin
-        while i < end:
-            next_decay, next_chunk_decay, next_a, next_n = load_affine_event(
-                i + 1, count, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
-                chunk_log_decay_ptr, NC, E, K, V, ck, cv)
+    # A for loop over the loaded bounds (not a while loop): Triton's pipeliner then issues each event's
+    # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
+    # their latency hides behind the sequential chain's arithmetic.
+    for i in range(begin, end):
+        if AFFINE:
+            decay, chunk_decay, a, n = load_affine_event(i, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr,
+                                                         log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V,
+                                                         ck, cv)
             state = affine_commit(state, decay, chunk_decay, a, n)
-            snapshot += K * V
-            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
-            decay = next_decay
-            chunk_decay = next_chunk_decay
-            a = next_a
-            n = next_n
-            i += 1
-    else:
-        decay, chunk_decay, w, u, k = load_event(begin, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                                                 event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
-                                                 K, V, ck, cv, rows)
-        i = begin
-        while i < end:      # a while loop: the interpreter cannot run a for loop over a loaded bound
-            next_decay, next_chunk_decay, next_w, next_u, next_k = load_event(
-                i + 1, count, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
-                chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+        else:
+            decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                                                     event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr,
+                                                     NC, E, K, V, ck, cv, rows)
             state = commit(state, decay, chunk_decay, w, u, k)
-            snapshot += K * V
-            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
-            decay = next_decay
-            chunk_decay = next_chunk_decay
-            w = next_w
-            u = next_u
-            k = next_k
-            i += 1
+        tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
+                 mask=state_mask)
 
     if STORE_FINAL and segment == n_segments - 1:
         state = state * tl.exp(tl.load(final_log_decay_ptr + row))

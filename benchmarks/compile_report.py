@@ -1,0 +1,122 @@
+"""What the compiler makes of the GPU path's kernels for an H200 (sm_90), on any machine, no GPU needed.
+
+    pip install nvidia-cuda-nvcc-cu12        # ptxas, once (Triton's CPU wheels carry no ptxas)
+    TRITON_PTXAS_PATH=$(python -c "import nvidia.cuda_nvcc, os; print(os.path.dirname(nvidia.cuda_nvcc.__file__))")/bin/ptxas \
+        python benchmarks/compile_report.py [--tokens 4096] [--dim 128] [--affine]
+
+Runs the Triton backend's forward on CPU tensors with a stand-in driver that compiles every kernel
+launch for sm_90 (every config of an autotuned kernel) and launches nothing, then prints per kernel and
+config: registers per thread, spilled bytes, shared memory, asynchronous copies (the pipeliner's loads
+into shared memory), Hopper matrix instructions (wgmma) against older ones (mma), and local-memory
+instructions in the machine code. It costs no device time: read it before a GPU batch
+(analysis/results/kernel_bench.notes.md). Numbers are the compiler's; only a GPU run says how fast.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.pop("TRITON_INTERPRET", None)
+
+import torch                                   # noqa: E402
+import triton                                  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.runtime.driver import driver       # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+class CompileOnlyDriver:
+    """Triton's driver interface as far as compiling needs it: an sm_90 target, device 0, no stream."""
+
+    def get_current_target(self):
+        return TARGET
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+def cuobjdump() -> str:
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+
+
+def machine_code_report(cubin: bytes) -> dict:
+    """Registers and local-memory instructions from the cubin (cuobjdump), when it can be read."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        usage = subprocess.run([cuobjdump(), "--dump-resource-usage", file.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([cuobjdump(), "--dump-sass", file.name], capture_output=True, text=True).stdout
+    registers = re.search(r"REG:(\d+)", usage)
+    return {"registers": int(registers.group(1)) if registers else None,
+            "local_ops": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
+            "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "hmma": len(re.findall(r"\bHMMA\b", sass))}
+
+
+def kernel_report(name, config, compiled) -> dict:
+    ttgir = compiled.asm.get("ttgir", "")
+    ptx = compiled.asm.get("ptx", "")
+    report = {"kernel": name, "config": config, "shared": compiled.metadata.shared,
+              "async_copies": ttgir.count("async_copy_global_to_local"), "tma_loads": ttgir.count("async_tma_copy"),
+              "wgmma": ptx.count("wgmma.mma_async"), "mma": len(re.findall(r"\bmma\.sync", ptx)),
+              "spill_bytes": None}
+    report.update(machine_code_report(compiled.asm["cubin"]))
+    return report
+
+
+def compile_all(args) -> list[dict]:
+    from sparsegdn.triton import forward, launch
+
+    forward.AFFINE_COMMIT = args.affine
+    reports = []
+
+    def compile_only(self, grid, *call_args, **constants):
+        configs = self.kernel.configs if self.autotuned else [None]
+        for config in configs:
+            options = {**constants}
+            if config is not None:
+                options.update(config.all_kwargs())
+            compiled = self.jit.warmup(*call_args, grid=(1,), **options)
+            label = {k: v for k, v in options.items() if k in ("BV", "GROUP", "num_warps", "num_stages")}
+            reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
+
+    launch.Launcher.__call__ = compile_only
+    driver.set_active(CompileOnlyDriver())
+    torch.manual_seed(0)
+    B, T, H, HV, K = 1, args.tokens, args.heads[0], args.heads[1], args.dim
+    q, k = (torch.randn(B, T, H, K, dtype=torch.bfloat16) for _ in range(2))
+    v = torch.randn(B, T, HV, K, dtype=torch.bfloat16)
+    g = -torch.rand(B, T, HV) * 0.1
+    beta = torch.rand(B, T, HV, dtype=torch.bfloat16)
+    forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="uniform", band=1,
+                               scale=K ** -0.5, initial_state=None, output_final_state=True,
+                               use_qk_l2norm_in_kernel=True)
+    return reports
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--heads", type=int, nargs=2, default=[16, 32], metavar=("H", "HV"))
+    parser.add_argument("--dim", type=int, default=128, help="K = V")
+    parser.add_argument("--affine", action="store_true", help="the affine-commit design (forward.AFFINE_COMMIT)")
+    args = parser.parse_args()
+    if not os.environ.get("TRITON_PTXAS_PATH"):
+        sys.exit("set TRITON_PTXAS_PATH to a ptxas (see the docstring)")
+    reports = compile_all(args)
+    columns = ["kernel", "config", "registers", "local_ops", "shared", "async_copies", "wgmma", "mma", "hgmma"]
+    print(" | ".join(columns))
+    for report in reports:
+        print(" | ".join(str(report.get(column)) for column in columns))
+
+
+if __name__ == "__main__":
+    main()
