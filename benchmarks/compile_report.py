@@ -2,7 +2,7 @@
 
     pip install nvidia-cuda-nvcc-cu12        # ptxas, once (Triton's CPU wheels carry no ptxas)
     TRITON_PTXAS_PATH=$(python -c "import nvidia.cuda_nvcc, os; print(os.path.dirname(nvidia.cuda_nvcc.__file__))")/bin/ptxas \
-        python benchmarks/compile_report.py [--tokens 4096] [--dim 128] [--affine]
+        python benchmarks/compile_report.py [--tokens 4096] [--dim 128]
 
 Runs the Triton backend's forward on CPU tensors with a stand-in driver that compiles every kernel
 launch for sm_90 (every config of an autotuned kernel) and launches nothing, then prints per kernel and
@@ -75,7 +75,6 @@ def kernel_report(name, config, compiled) -> dict:
 def compile_all(args) -> list[dict]:
     from sparsegdn.triton import forward, launch
 
-    forward.AFFINE_COMMIT = args.affine
     reports = []
 
     def compile_only(self, grid, *call_args, **constants):
@@ -107,7 +106,6 @@ def main():
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--heads", type=int, nargs=2, default=[16, 32], metavar=("H", "HV"))
     parser.add_argument("--dim", type=int, default=128, help="K = V")
-    parser.add_argument("--affine", action="store_true", help="the affine-commit design (forward.AFFINE_COMMIT)")
     args = parser.parse_args()
     if not os.environ.get("TRITON_PTXAS_PATH"):
         sys.exit("set TRITON_PTXAS_PATH to a ptxas (see the docstring)")

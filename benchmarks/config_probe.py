@@ -26,8 +26,8 @@ CASES = [  # (B, T, H, HV, K, V, band, dtype)
 # Head size 32, refused on a GPU since it computed wrongly (sparsegdn.api.MIN_GPU_HEAD_SIZE): the variants
 # with "head32" lift the refusal and run these too, to see whether a config change cures it.
 HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16")]
-# A variant: "configs" forces one config per kernel (kwargs, warps, stages); "affine" the affine-commit
-# design; "env" an environment setting (its own process only); "head32" adds the head-size-32 cases.
+# A variant: "configs" forces one config per kernel (kwargs, warps, stages); "env" an environment setting
+# (its own process only); "head32" adds the head-size-32 cases.
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
     "head32": {"head32": True},
@@ -45,9 +45,6 @@ VARIANTS = {
     "output-group4": {"configs": {"chunk_output": ({"GROUP": 4, "BV": 128}, 4, 3)}},
     "output-group2-bv64": {"configs": {"chunk_output": ({"GROUP": 2, "BV": 64}, 4, 3)}},
     "intra-8warps-1stage": {"configs": {"intra_chunk": ({}, 8, 1)}},
-    "affine": {"affine": True},
-    "affine-bv16": {"affine": True, "configs": {"state_pass": ({"BV": 16}, 4, 3)}},
-    "affine-bv64-8warps": {"affine": True, "configs": {"state_pass": ({"BV": 64}, 8, 3)}},
     "head32-8warps": {"head32": True, "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2),
                                                   "state_pass": ({"BV": 32}, 8, 3)}},
 }
@@ -73,7 +70,6 @@ def apply_variant(name):
                           else list(kernel.original_configs))
         kernel.cache.clear()
         getattr(module, f"launch_{kernel_name}").plans.clear()
-    forward.AFFINE_COMMIT = bool(variant.get("affine"))
 
 
 def run_variant(name):
@@ -129,7 +125,7 @@ def time_variants(names, tokens):
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     for name in names:
         apply_variant(name)
-        design = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT, forward.AFFINE_COMMIT)
+        design = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT)
 
         def entry():
             kernel_bench.set_design(design)

@@ -20,7 +20,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sparsegdn.triton import (chunk_output, commit_maps, event_prepare, forward, intra_chunk, launch,  # noqa: E402
+from sparsegdn.triton import (chunk_output, event_prepare, forward, intra_chunk, launch,  # noqa: E402
                               schedule, score_scan, segment_maps, segment_scan, state_pass)
 
 H, HV, K = 16, 32, 128          # the kernel benchmark's heads
@@ -48,7 +48,7 @@ class HostDriver:
 def stub_launches():
     launch.FAST_LAUNCH = True
     launch.driver = HostDriver
-    for module in (chunk_output, commit_maps, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
+    for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
                    segment_scan, state_pass):
         for value in vars(module).values():
             if isinstance(value, launch.Launcher):

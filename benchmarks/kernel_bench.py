@@ -40,13 +40,11 @@ from sparsegdn.triton import forward           # noqa: E402
 B, H, HV, K, V = 1, 16, 32, 128, 128
 CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="triton") for budget, band, selector in
            ((1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"))]
-# Designs of the GPU path: (forward.STORE_INVERSE, forward.COMMIT_SEGMENT, forward.AFFINE_COMMIT).
+# Designs of the GPU path: (forward.STORE_INVERSE, forward.COMMIT_SEGMENT).
 # "segmented" cuts each head pair's commit chain into runs of 64 commits run side by side (no effect below
 # 64 chunks); on the H200 (2026-11-30) it computed correctly but its state pass was slower than the whole
-# chain's (analysis/results/state_pass_designs.json). "affine" forms each commit's map d (c S - A S) + N
-# before the sequential pass (one product per commit). Both only run when asked for (--designs).
-DESIGNS = {"stored": (True, 0, False), "on_chip": (False, 0, False), "segmented": (True, 64, False),
-           "affine": (True, 0, True)}
+# chain's (analysis/results/state_pass_designs.json). It only runs when asked for (--designs).
+DESIGNS = {"stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64)}
 DEFAULT_DESIGNS = ("stored", "on_chip")
 
 
@@ -91,7 +89,7 @@ def make_inputs(tokens, seed=0):
 
 
 def set_design(design):
-    forward.STORE_INVERSE, forward.COMMIT_SEGMENT, forward.AFFINE_COMMIT = design
+    forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design
 
 
 def with_design(design, fn):
@@ -192,7 +190,7 @@ def autotune_choices():
 
 def measure(tokens, args, bandwidth, matrix_rate, device, code):
     inputs = make_inputs(tokens)
-    default_setting = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT, forward.AFFINE_COMMIT)
+    default_setting = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT)
     runs = contenders(inputs, default_setting)
     for name, fn in list(runs.items()):      # compile and autotune before any timing
         try:

@@ -121,7 +121,6 @@ def main():
             results.append({"T": tokens, "call": name, "host_wall_ms": wall, "plain_wall_ms": plain,
                             "device_ms": device_ms, "launches": launches, "kernels": kernels,
                             "design": {"store_inverse": forward.STORE_INVERSE, "commit_segment": forward.COMMIT_SEGMENT,
-                                       "affine_commit": forward.AFFINE_COMMIT,
                                        "fast_launch": launch.FAST_LAUNCH}})
             print(f"T={tokens} {name}: wall {wall:.3f} ms/call under the profiler, "
                   f"{min(plain):.3f}-{max(plain):.3f} without; device {device_ms:.3f} ms in {launches:.0f} launches")

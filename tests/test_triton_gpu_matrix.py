@@ -116,17 +116,13 @@ LONG_CHAIN_SHAPES = [(2, 3000, 2, 8, 128, 128, 1, True, torch.bfloat16),
                      (1, 1500, 2, 4, 256, 128, 2, True, torch.float16)]
 
 
-@pytest.mark.parametrize("design", ["segments", "affine"])
 @pytest.mark.parametrize("shape", LONG_CHAIN_SHAPES, ids=_case_id)
-def test_gpu_commit_chain_designs_match_torch(shape, design, monkeypatch):
-    """The other designs of the commit chain against the torch backend with the same events: cut into segments
-    of 8 commits (segment_maps, segment_scan, then the state pass per segment), or each commit formed
-    beforehand as one affine map (commit_maps, one product per commit)."""
+def test_gpu_commit_chain_in_segments_matches_torch(shape, monkeypatch):
+    """The segmented commit chain against the torch backend with the same events: cut into segments of 8
+    commits (segment_maps, segment_scan, then the state pass per segment); above K = 128 the chain is
+    walked whole (state_pass.SEGMENT_MAX_KEY_DIM)."""
     from sparsegdn.triton import forward
-    if design == "segments":
-        monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
-    else:
-        monkeypatch.setattr(forward, "AFFINE_COMMIT", True)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
                            initial_state=initial, device="cuda")

@@ -195,38 +195,3 @@ def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, monkeyp
         whole, cut = out[0, no_initial], out[segment, no_initial]
         assert rel_err(cut[0], whole[0]) <= tolerance, rel_err(cut[0], whole[0])
         assert rel_err(cut[1], whole[1]) <= tolerance, rel_err(cut[1], whole[1])
-
-
-@small_shapes
-@pytest.mark.parametrize("dtype,key_dim,value_dim", [(torch.float32, 32, 16), (torch.float32, 48, 40),
-                                                     (torch.bfloat16, 16, 48), (torch.float16, 64, 32)])
-def test_affine_commits_equal_the_two_product_commits(dtype, key_dim, value_dim, monkeypatch):
-    """The affine-commit design (each commit one map d (c S - A S) + N, formed before the sequential pass)
-    computes what the lists' two products compute, with or without an initial state, for head pairs with
-    many, few and no commits, and its output matches the torch backend."""
-    from sparsegdn.triton import forward
-    from sparsegdn.triton.commit_maps import commit_maps
-    q, k, v, g, beta, s0 = random_inputs(2, 300, 2, 4, key_dim, value_dim, dtype=dtype, initial_state=True,
-                                         device=DEVICE)
-    events = random_events(2, 4, sparsegdn.num_chunks(300), seed=5, p=0.5).to(DEVICE)
-    events[0, 1] = True                    # every chunk
-    events[1, 2] = False                   # none
-    formed = []
-    monkeypatch.setattr(forward, "commit_maps", lambda *lists: formed.append(1) or commit_maps(*lists))
-    out = {}
-    for affine in (False, True):
-        monkeypatch.setattr(forward, "AFFINE_COMMIT", affine)
-        for initial in (None, s0):
-            out[affine, initial is None] = sparsegdn.sparse_gated_delta_rule(
-                q, k, v, g, beta, events=events, band=2, initial_state=initial, output_final_state=True,
-                backend="triton")
-    reference = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=2, initial_state=s0,
-                                                  output_final_state=True, backend="torch")
-    assert len(formed) == 2                # the affine calls formed their maps; the others did not
-    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
-    for no_initial in (True, False):
-        lists, affine = out[False, no_initial], out[True, no_initial]
-        assert rel_err(affine[0], lists[0]) <= tolerance, rel_err(affine[0], lists[0])
-        assert rel_err(affine[1], lists[1]) <= tolerance, rel_err(affine[1], lists[1])
-    assert rel_err(out[True, False][0], reference[0]) <= tolerance
-    assert rel_err(out[True, False][1], reference[1]) <= tolerance

@@ -4,7 +4,6 @@
     1 intra_solve    intra_chunk (parallel, all chunks)     score statistics, gate checks, [Tinv]
     2 selection      score_scan + torch top-k + schedule    event scores, events, event lists, decays
     3 event_prepare  event_prepare (parallel, events)       w, u, k_commit of the selected chunks only
-                     [commit_maps (parallel, events)]       [each commit's affine map A, N: AFFINE_COMMIT]
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output
 
@@ -18,10 +17,6 @@ side (segment_maps.py, segment_scan.py, then state_pass.py per segment): the seq
 long as its longest head pair, and the shared budget can give one head pair nearly every chunk.
 0 (the default: on the H200 the segmented pass was slower, see the kernel notes) walks each chain whole;
 SPARSEGDN_COMMIT_SEGMENT sets it.
-
-AFFINE_COMMIT (SPARSEGDN_AFFINE_COMMIT=1; off until measured on a GPU) adds pass 3b (commit_maps.py):
-each selected commit becomes one affine map d (c S - A S) + N, so the sequential pass does one product
-per commit instead of two dependent ones. It walks each chain whole (COMMIT_SEGMENT is then ignored).
 
 Inputs are read in place through their strides (no copies of model views); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
@@ -37,7 +32,6 @@ import os
 
 from .chunk_loads import NUM_FLAGS, rows_view
 from .chunk_output import chunk_output
-from .commit_maps import commit_maps
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
 from .intra_chunk import intra_chunk
@@ -47,7 +41,6 @@ from .state_pass import state_pass
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
-AFFINE_COMMIT = os.environ.get("SPARSEGDN_AFFINE_COMMIT", "0") == "1"
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -88,15 +81,10 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[1])
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
-    maps = None
-    if AFFINE_COMMIT:
-        maps = commit_maps(w, u, k_commit, schedule.event_chunks)
-        w = u = k_commit = None
     hook(STAGES[2])
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
-                                        store_final=output_final_state, segment=0 if AFFINE_COMMIT else COMMIT_SEGMENT,
-                                        maps=maps)
-    del w, u, k_commit, maps     # freed before the output is allocated: not needed past the recurrence
+                                        store_final=output_final_state, segment=COMMIT_SEGMENT)
+    del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band)

@@ -36,12 +36,14 @@ def segment_starts_kernel(maps_ptr, ends_ptr, per_head_ptr, initial_state_ptr, s
     n_slots = tl.cdiv(NC, SEGMENT)
     tl.store(starts_ptr + row * n_slots * K * V + state_offsets, state, mask=mask)
     map_offsets = ck[:, None] * K + ck[None, :]
-    for s in range(1, n_segments):
+    s = 1
+    while s < n_segments:
         slot = row * n_slots + s - 1
         m = tl.load(maps_ptr + slot * K * K + map_offsets, mask=(ck < K)[:, None] & (ck < K)[None, :], other=0.0)
         end = tl.load(ends_ptr + slot * K * V + state_offsets, mask=mask, other=0.0)
         state = mma(m, state) + end
         tl.store(starts_ptr + (row * n_slots + s) * K * V + state_offsets, state, mask=mask)
+        s += 1
 
 
 launch_segment_starts = Launcher(segment_starts_kernel)

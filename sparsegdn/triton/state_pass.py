@@ -24,11 +24,14 @@ from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_
                           raise_flag, round_to)
 from .launch import Launcher
 
-# Value columns per program: with V = 128 and HV = 32, BV = 32 gives 128 programs (about one per SM),
-# BV = 16 two per SM, whose sequential chains then overlap.
-# One config: on the H200 (2026-11-30, benchmarks/config_probe.py) autotuning over BV 16/32/64 or other
-# warp counts ended in an illegal address; BV = 32 with four warps computed correctly.
-CONFIGS = [triton.Config({"BV": 32}, num_warps=4)]
+# Value columns per program, warps and pipeline depth. On the H200 (2026-11-30, `benchmarks/config_probe.py
+# --time 32768`, the for loop; analysis/results/kernel_bench.notes.md): state pass at 32K, budget 0.29, BV 16
+# 0.790 ms, BV 32 0.868, BV 32 with eight warps 0.984, BV 64 1.079, BV 64 with eight warps 1.314; all computed
+# correctly. More programs with narrower blocks win: the pass is a latency-bound chain per program.
+CONFIGS = [triton.Config({"BV": 16}, num_warps=4, num_stages=3), triton.Config({"BV": 32}, num_warps=4, num_stages=3)]
+# segment_scan multiplies each state block by a float32 K x K map: 256 KB at K = 256, more than the
+# H200's 227 KB of shared memory per program (OutOfResources in the GPU matrix, 2026-11-30).
+SEGMENT_MAX_KEY_DIM = 128
 
 
 def _prune(configs, named_args, **kwargs):
@@ -59,25 +62,6 @@ def load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_pt
     k = tl.load(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=(ck < K)[None, :], other=0.0)
     u = tl.load(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], mask=(cv < V)[None, :], other=0.0)
     return decay, chunk_decay, w, u, k
-
-
-@triton.jit
-def load_affine_event(i, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr, log_decay_since_ptr,
-                      chunk_log_decay_ptr, NC, E, K, V, ck, cv):
-    """The affine map (commit_maps.py) of this head pair's i-th event: A [BK, BK] and this block's N [BK, BV]."""
-    slot, decay, chunk_decay = event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
-                                          chunk_log_decay_ptr, NC, E)
-    a = tl.load(a_ptr + slot * K * K + ck[:, None] * K + ck[None, :], mask=(ck < K)[:, None] & (ck < K)[None, :],
-                other=0.0)
-    n = tl.load(n_ptr + slot * K * V + ck[:, None] * V + cv[None, :], mask=(ck < K)[:, None] & (cv < V)[None, :],
-                other=0.0)
-    return decay, chunk_decay, a, n
-
-
-@triton.jit
-def affine_commit(state, decay, chunk_decay, a, n):
-    """One commit as one product: d (c S - A S) + N."""
-    return decay * (chunk_decay * state - mma(a, round_to(state, a.dtype))) + n.to(tl.float32)
 
 
 @triton.jit
@@ -121,14 +105,14 @@ def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_m
     return state
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "AFFINE", "HAS_STARTS"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                      final_state_ptr, flags_ptr, starts_ptr, a_ptr, n_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+                      final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-                      HAS_STARTS: tl.constexpr, AFFINE: tl.constexpr):
+                      HAS_STARTS: tl.constexpr):
     i_v = tl.program_id(0)
     row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
     if segment >= n_segments:
@@ -154,16 +138,9 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
     # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
     # their latency hides behind the sequential chain's arithmetic.
     for i in range(begin, end):
-        if AFFINE:
-            decay, chunk_decay, a, n = load_affine_event(i, b, hv, row, first, a_ptr, n_ptr, event_chunks_ptr,
-                                                         log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V,
-                                                         ck, cv)
-            state = affine_commit(state, decay, chunk_decay, a, n)
-        else:
-            decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                                                     event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr,
-                                                     NC, E, K, V, ck, cv, rows)
-            state = commit(state, decay, chunk_decay, w, u, k)
+        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+        state = commit(state, decay, chunk_decay, w, u, k)
         tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
                  mask=state_mask)
 
@@ -176,39 +153,31 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
 launch_state_pass = Launcher(state_pass_kernel)
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0, maps=None):
+def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
-    The commits come from pass 3's lists (w, u, k_commit) or, when `maps` = (A, N) from commit_maps.py is
-    given, as one affine map each (w, u and k_commit are then not read and may be None).
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
-    come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole.
-    Segments need the lists.
+    come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole, and
+    so does a key head wider than SEGMENT_MAX_KEY_DIM.
     """
     batch, heads, n_chunks = schedule.events.shape
-    key_dim, value_dim = (maps[0].shape[-1], maps[1].shape[-1]) if maps is not None else (w.shape[-1], u.shape[-1])
-    some = maps[0] if maps is not None else w
+    key_dim, value_dim = w.shape[-1], u.shape[-1]
     n_events = schedule.max_events
-    snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=some.device, dtype=some.dtype)
-    final_state = (torch.empty(batch, heads, key_dim, value_dim, device=some.device, dtype=torch.float32)
+    snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
+    final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     starts = None
-    if 0 < segment < n_chunks:
-        if maps is not None:
-            raise ValueError("the segmented commit chain needs pass 3's lists, not the affine maps")
+    if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, segment=segment)
     else:
         segment = max(n_chunks, 1)
-    a, n = maps if maps is not None else (snapshots, snapshots)
-    if maps is not None:
-        w = u = k_commit = snapshots
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
         schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
         initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
-        starts if starts is not None else snapshots, a, n, n_chunks, n_events, segment, heads, key_dim, value_dim,
+        starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=starts is not None, AFFINE=maps is not None)
+        HAS_STARTS=starts is not None)
     return snapshots, (final_state if store_final else None)
