@@ -33,7 +33,9 @@ VARIANTS = {
     "head32": {"head32": True},
     # The state pass's commit loop is a for loop since 2026-11-30 (pipelined loads, no spills at K = 128 in
     # benchmarks/compile_report.py); the configs that faulted with the while loop are tried again.
+    "state-bv8": {"configs": {"state_pass": ({"BV": 8}, 4, 3)}},
     "state-bv16": {"configs": {"state_pass": ({"BV": 16}, 4, 3)}},
+    "state-bv32": {"configs": {"state_pass": ({"BV": 32}, 4, 3)}},
     "state-bv32-2stages": {"configs": {"state_pass": ({"BV": 32}, 4, 2)}},
     "state-bv32-8warps": {"configs": {"state_pass": ({"BV": 32}, 8, 3)}},
     "state-bv64": {"configs": {"state_pass": ({"BV": 64}, 4, 3)}},

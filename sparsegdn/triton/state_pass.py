@@ -28,7 +28,8 @@ from .launch import Launcher
 # --time 32768`, the for loop; analysis/results/kernel_bench.notes.md): state pass at 32K, budget 0.29, BV 16
 # 0.790 ms, BV 32 0.868, BV 32 with eight warps 0.984, BV 64 1.079, BV 64 with eight warps 1.314; all computed
 # correctly. More programs with narrower blocks win: the pass is a latency-bound chain per program.
-CONFIGS = [triton.Config({"BV": 16}, num_warps=4, num_stages=3), triton.Config({"BV": 32}, num_warps=4, num_stages=3)]
+# BV 8 (mma.sync products: too narrow for wgmma) compiled without spills and is tried by the autotuner.
+CONFIGS = [triton.Config({"BV": bv}, num_warps=4, num_stages=3) for bv in (16, 32, 8)]
 # segment_scan multiplies each state block by a float32 K x K map: 256 KB at K = 256, more than the
 # H200's 227 KB of shared memory per program (OutOfResources in the GPU matrix, 2026-11-30).
 SEGMENT_MAX_KEY_DIM = 128
