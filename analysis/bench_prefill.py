@@ -32,7 +32,7 @@ import torch
 from sparsegdn.validation import DeferredChecks
 
 from .cli import add_sparse_options, sparse_options
-from .models import default_random_config, qwen35_4b_shape_config, random_model, slow_gdn_decay
+from .models import default_random_config, qwen35_4b_shape_config, random_model, segment_inputs, slow_gdn_decay
 from .patching import dense_core, original_core, sparse_core, swap_gdn_core
 from .timing import Timer
 
@@ -89,8 +89,9 @@ def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None
         with timer.interval() as whole:
             cache = DynamicCache(config=model.config)
             for start in range(0, ids.shape[1], step):
-                output = model(input_ids=ids[:, start:start + step], past_key_values=cache, use_cache=True,
-                               logits_to_keep=1)
+                end = min(start + step, ids.shape[1])
+                output = model(input_ids=ids[:, start:end], past_key_values=cache, use_cache=True, logits_to_keep=1,
+                               **segment_inputs(model.config, start, end, ids.device))
     timer.resolve()
     CHECKS.check()
     del cache

@@ -319,6 +319,23 @@ def placed_random_model(config, *, seed: int, dtype, device_map: str, gpus: list
     return placement.materialise_random(model, chosen, seed=seed)
 
 
+def segment_inputs(config, start: int, end: int, device) -> dict:
+    """Keyword arguments for `model.model(...)` on tokens start..end of a prefill that carries a cache.
+
+    With no attention layer (every layer Gated DeltaNet, as in `training/train.py --gdn-only`),
+    transformers 5.17 cannot run a prefill with a cache: its position and mask code asks the cache for
+    its length, which raises for a cache of linear-attention layers only. Such a model is given its
+    positions here and no masks (a Gated DeltaNet layer takes none without padding); a model with
+    attention layers gets nothing and transformers' own path.
+    """
+    import torch
+
+    if "full_attention" in getattr(config, "layer_types", ["full_attention"]):
+        return {}
+    return {"position_ids": torch.arange(start, end, device=device)[None],
+            "attention_mask": {"full_attention": None, "linear_attention": None}}
+
+
 def slow_gdn_decay(model, low: float = 0.002, high: float = 0.05) -> None:
     """Set every GDN head's decay rate A to a spread in [low, high].
 

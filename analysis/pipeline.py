@@ -36,7 +36,7 @@ from sparsegdn.validation import DeferredChecks, ResultOverflowError
 from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
 from . import placement
-from .models import LoadedModel
+from .models import LoadedModel, segment_inputs
 from .patching import dense_core, swap_gdn_core
 from .recorder import Recorder, event_columns
 from .records import RunResult, document_hash
@@ -308,19 +308,20 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
         with torch.inference_mode():
             for index, (start, end) in enumerate(segments):
                 segment_ids = input_ids[:, start:end]
+                positions = segment_inputs(model.config, start, end, input_ids.device)
                 where = f"segment {index + 1}/{len(segments)}"
                 hidden_dense = None
                 if config.compare_dense:
                     tracker.begin("dense", f"dense prefill, {where}", index, end - start)
                     with swap_gdn_core(model, dense_core(dense_backend)):
                         hidden_dense = model.model(input_ids=segment_ids, past_key_values=cache_dense,
-                                                   use_cache=True).last_hidden_state
+                                                   use_cache=True, **positions).last_hidden_state
                 tracker.begin("sparse", f"SparseGDN prefill, recording events and errors, {where}", index,
                               end - start, weight=2 if config.compare_dense else 1)
                 recorder.segment_start = start
                 with swap_gdn_core(model, recorder.core):
                     hidden_sparse = model.model(input_ids=segment_ids, past_key_values=cache_sparse,
-                                                use_cache=True).last_hidden_state
+                                                use_cache=True, **positions).last_hidden_state
                 for name, hidden in (("dense", hidden_dense), ("SparseGDN", hidden_sparse)):
                     if hidden is not None and not bool(torch.isfinite(hidden).all()):
                         raise NonFiniteError(f"The {name} prefill produced NaN/inf hidden states in segment "
@@ -378,7 +379,8 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
             tracker.begin("timing", f"timing {repeat + 1}/{run.config.repeats}: {name} prefill, segment "
                                     f"{index + 1}/{len(segments)}", index, end - start)
             with timer.interval() as interval:
-                model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True)
+                model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
+                            **segment_inputs(model.config, start, end, input_ids.device))
             timed.whole.append(interval)
     checks.check()
     return timed
@@ -396,7 +398,8 @@ def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker, timer: Tim
             tracker.begin("warmup", f"{label}: {path}", 0, tokens)
             started = time.perf_counter()
             with swap_gdn_core(model, plain_dense if path == "dense" else recorder.core):
-                model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True)
+                model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True,
+                            **segment_inputs(model.config, 0, tokens, input_ids.device))
             timer.resolve()     # every GPU of the model
             times[f"{path}_ms"] = (time.perf_counter() - started) * 1e3
     recorder.reset()

@@ -102,6 +102,18 @@ def test_segments_carry_the_state(loaded):
     assert three.events.select("layer", "head_pair", "chunk").equals(one.events.select("layer", "head_pair", "chunk"))
 
 
+def test_a_model_of_gdn_layers_only_runs_in_segments():
+    """Every layer Gated DeltaNet (no attention layer): transformers cannot measure such a cache, so the
+    segments pass their positions (models.segment_inputs); three segments give one pass's metrics."""
+    gdn_only = tiny_loaded(seed=2, gdn_only=True)
+    assert gdn_only.gdn_layers == [0, 1, 2, 3]
+    one = analyze(gdn_only, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch")))
+    three = analyze(gdn_only, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch"), segment_tokens=128))
+    assert three.summary["n_segments"] == math.ceil(len(TEXT.encode()) / 128) > 1
+    assert abs(one.summary["ppl_sparse"] - three.summary["ppl_sparse"]) <= 1e-4 * one.summary["ppl_sparse"]
+    assert abs(one.summary["ppl_dense"] - three.summary["ppl_dense"]) <= 1e-4 * one.summary["ppl_dense"]
+
+
 def test_without_dense_comparison_errors_are_null(loaded):
     result = analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), compare_dense=False))
     s = result.summary

@@ -1,4 +1,4 @@
-"""Tiny random Qwen3.5 models shared by the analysis tests (HV = 2H, 3 GDN + 1 attention layer)."""
+"""Tiny random Qwen3.5 models shared by the analysis tests (HV = 2H, 3 GDN + 1 attention layer, or GDN only)."""
 from __future__ import annotations
 
 import io
@@ -8,7 +8,8 @@ import torch
 from analysis.models import ByteTokenizer, random_model, slow_gdn_decay, wrap_model
 
 
-def tiny_config(layers: int = 4):
+def tiny_config(layers: int = 4, gdn_only: bool = False):
+    """transformers' default layout (three GDN layers, then attention), or every layer GDN."""
     from transformers import Qwen3_5TextConfig
 
     return Qwen3_5TextConfig(
@@ -16,11 +17,12 @@ def tiny_config(layers: int = 4):
         num_attention_heads=2, num_key_value_heads=1, head_dim=16,
         linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
         linear_value_head_dim=16, max_position_embeddings=4096,
+        **({"layer_types": ["linear_attention"] * layers} if gdn_only else {}),
     )
 
 
-def tiny_loaded(seed: int = 0, layers: int = 4):
-    model = random_model(tiny_config(layers), seed=seed, device="cpu", dtype=torch.float32)
+def tiny_loaded(seed: int = 0, layers: int = 4, gdn_only: bool = False):
+    model = random_model(tiny_config(layers, gdn_only), seed=seed, device="cpu", dtype=torch.float32)
     slow_gdn_decay(model)
     return wrap_model(model, ByteTokenizer(), name="tiny", description="tiny random Qwen3.5",
                       random_weights=True, device="cpu", dtype=torch.float32)
