@@ -39,8 +39,13 @@ def test_summary_has_the_sparse_core_stage_times(sparse_run):
     stages = sparse_run.summary["stages"]
     assert [s["stage"] for s in stages] == list(sparsegdn.STAGES)
     assert all(s["ms"] > 0 for s in stages) and math.isclose(sum(s["share"] for s in stages), 1.0)
-    # the stages are inside the core's interval, so they cannot add up to more than the core time
-    assert sum(s["ms"] for s in stages) <= sparse_run.summary["core_ms_sparse_total"] * 1.05 + 1.0
+    # the stages are inside the core's intervals: in every repeat (one clock, no statistic between them; the
+    # summary's medians of stages and of core totals come from different repeats, so they are not compared)
+    sparse = sparse_run.timings.filter(pl.col("path") == "sparse")
+    for repeat in sparse["repeat"].unique().to_list():
+        rows = sparse.filter(pl.col("repeat") == repeat)
+        staged = rows.filter(pl.col("scope") == "stage")["ms"].sum()
+        assert 0 < staged <= rows.filter(pl.col("scope") == "core")["ms"].sum() + 1e-3, repeat
     assert sparse_run.summary["device_name"] == "CPU"
 
 
