@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,8 @@ def evaluate(model, generator: RulerGenerator, heldout: dict[str, np.ndarray], p
              log: Callable[[str], None] = _quiet, on_progress=None) -> list[dict]:
     """Records of RULER accuracy and perplexity; starts no new work past the plan's time budget.
 
+    A ruler record's `seconds` is the wall time of its batched forward (sample generation not counted).
+
     `on_progress(records)` is called after every (setting, length), so a crash keeps what was measured.
     """
     start = time.perf_counter()
@@ -204,13 +207,15 @@ def evaluate(model, generator: RulerGenerator, heldout: dict[str, np.ndarray], p
             key = (task, length)
             if key not in cache:
                 cache[key] = [generator.sample(task, length, plan.seed + i) for i in range(plan.samples_at(length))]
+            t_task = time.perf_counter()
             with swapped(model, setting):
                 scores = score_batch(model, cache[key], device)
+            seconds = time.perf_counter() - t_task
             accuracies.append(float(np.mean(scores)))
             low, high = wilson_interval(float(np.mean(scores)), len(scores))
             records.append({"kind": "ruler", "task": task, "length": length, **setting.fields(),
                             "samples": len(scores), "accuracy": float(np.mean(scores)), "ci_low": low, "ci_high": high,
-                            "sample_scores": scores})
+                            "sample_scores": scores, "seconds": seconds})
         log(f"[ruler] {setting.name:34s} {length:6d}  mean acc {np.mean(accuracies):.3f}  "
             + " ".join(f"{a:.2f}" for a in accuracies) + f"  ({time.perf_counter() - t0:.1f}s)")
         if on_progress is not None:
@@ -240,6 +245,7 @@ def evaluate_to_file(model, tokenizer, plan: Plan, *, device, heldout_path: Path
     results = {"model": model_name,
                "device": torch.cuda.get_device_name() if str(device).startswith("cuda") else "cpu",
                "date": time.strftime("%Y-%m-%d"), "command": command,
+               "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                "samples": {str(n): plan.samples_at(n) for n in plan.lengths}, "seed": plan.seed,
                "ppl_length": plan.ppl_length,
                "haystack": "milton (held out)", "backend": ", ".join(backends), "records": []}

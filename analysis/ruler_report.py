@@ -60,7 +60,8 @@ def interval_table(results: dict) -> list[str]:
 
 
 def summary_rows(records: list[dict]) -> list[dict]:
-    """One row per (config, length): mean accuracy over tasks, per task, and perplexity per source."""
+    """One row per (config, length): mean accuracy over tasks, per task, perplexity per source, and the
+    wall seconds of its forwards (None for records written before they were timed)."""
     rows: dict[tuple[str, int], dict] = {}
     ppl = {}
     for r in records:
@@ -71,8 +72,9 @@ def summary_rows(records: list[dict]) -> list[dict]:
             continue
         row = rows.setdefault((r["config"], r["length"]), {
             "config": r["config"], "budget": r["budget"], "selector": r["selector"], "band": r["band"],
-            "length": r["length"], "tasks": {}})
+            "length": r["length"], "tasks": {}, "seconds": 0.0})
         row["tasks"][r["task"]] = r["accuracy"]
+        row["seconds"] = None if row["seconds"] is None or "seconds" not in r else row["seconds"] + r["seconds"]
     out = []
     for row in rows.values():
         row["mean_accuracy"] = float(np.mean(list(row["tasks"].values())))
@@ -87,24 +89,31 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
     rows = [r for r in summary_rows(records) if only is None or r["config"] in only]
     tasks = [t for t in TASKS if any(t in r["tasks"] for r in rows)]
     sources = sorted({r["source"] for r in records if r["kind"] == "perplexity"})
-    lines = [f"# RULER-style evaluation of SparseGDN on the default model", "",
-             f"Model: {results.get('model', '?')}. Device: {results.get('device', '?')}. "
+    digest = f" (model.safetensors sha256 {results['checkpoint_sha256'][:12]})" if "checkpoint_sha256" in results else ""
+    cpu = (f" ({results['cpu_cores']} cores, {results['torch_threads']} torch thread(s))"
+           if results.get("device") == "cpu" and "torch_threads" in results else "")
+    lines = ["# RULER-style evaluation of SparseGDN", "",
+             f"Model: {results.get('model', '?')}{digest}. Device: {results.get('device', '?')}{cpu}. "
              f"Date: {results.get('date', '?')}. Command: `{results.get('command', '?')}`.", "",
              "Accuracy: fraction of answer spans whose every token is the model's argmax given the text before it "
              "(teacher forcing; for one answer this is greedy decoding). Samples per cell: "
              f"{results.get('samples', '?')}. Haystacks: held-out text. Perplexity: held-out windows of "
              f"{results.get('ppl_length', '?')} tokens.", ""]
     dense = {r["length"]: r for r in rows if r["config"] == DENSE.name}
+    timed = bool(rows) and all(r["seconds"] is not None for r in rows)
     lines += ["| config | length | mean acc | vs dense | " + " | ".join(tasks) + " | "
-              + " | ".join(f"ppl {s}" for s in sources) + " |",
-              "|---|---|---|---|" + "---|" * (len(tasks) + len(sources))]
+              + " | ".join(f"ppl {s}" for s in sources) + " |" + (" wall s |" if timed else ""),
+              "|---|---|---|---|" + "---|" * (len(tasks) + len(sources) + timed)]
     for row in sorted(rows, key=lambda r: (r["length"], r["config"] != DENSE.name, r["band"] or 0,
                                            -(r["budget"] or 2), r["selector"] or "")):
         base = dense.get(row["length"])
         ratio = row["mean_accuracy"] / base["mean_accuracy"] if base and base["mean_accuracy"] > 0 else float("nan")
         lines.append(f"| {row['config']} | {row['length']} | {row['mean_accuracy']:.3f} | {ratio:.3f} | "
                      + " | ".join(f"{row['tasks'].get(t, float('nan')):.2f}" for t in tasks) + " | "
-                     + " | ".join(f"{row['perplexity'].get(s, float('nan')):.2f}" for s in sources) + " |")
+                     + " | ".join(f"{row['perplexity'].get(s, float('nan')):.2f}" for s in sources) + " |"
+                     + (f" {row['seconds']:.0f} |" if timed else ""))
+    if timed:
+        lines += ["", "wall s: the seconds of the row's batched forwards, all tasks (perplexity not included)."]
     if only is None:
         lines += ["", "## Sample counts and 95% intervals (dense; score, uniform, random at budgets 0.29 and 0.15, band 1)", "",
                   "Wilson score intervals over the samples of each cell; a sample with several answers scores the "
@@ -156,7 +165,7 @@ def figure_html(results: dict) -> str:
             curves(at, "budget", lambda r, d=dense: r["perplexity"] / d, 2, col, False)
             fig.add_hline(y=1.0, line=dict(color="black", dash="dash"), row=2, col=col)
     fig.update_xaxes(title_text="budget (fraction of events kept)", type="log")
-    fig.update_layout(title="SparseGDN on the default model: RULER-style accuracy and held-out perplexity",
+    fig.update_layout(title=f"SparseGDN on {results.get('model', '?')}: RULER-style accuracy and held-out perplexity",
                       height=760, width=300 * cols + 220)
     return fig.to_html(include_plotlyjs="cdn", full_html=True)
 

@@ -126,3 +126,42 @@ def test_every_accuracy_comes_with_its_sample_count_and_a_wilson_interval(setup,
     committed = json.loads((ROOT / "analysis" / "results" / "ruler.json").read_text())
     table = ruler_report.markdown(committed)
     assert "| dense | 4096 | niah_single | 1.000 | 16 | 0.81-1.00 |" in table
+
+
+def test_the_command_line_restricts_the_grid_and_sets_samples_per_length(tmp_path, monkeypatch):
+    """--budgets, --selectors and --bands pick part of the grid; --samples takes one count per length."""
+    from analysis import ruler_eval
+
+    planned = []
+    monkeypatch.setattr(ruler_eval, "load_checkpoint", lambda model_dir, device: (None, None))
+    monkeypatch.setattr(ruler_eval, "evaluate_to_file", lambda model, tokenizer, plan, **kw: planned.append(plan))
+    monkeypatch.setattr(ruler_eval, "write_report", lambda path: None)
+    heldout = tmp_path / "heldout.npz"
+    heldout.write_bytes(b"")
+    common = ["--heldout", str(heldout), "--device", "cpu", "--out", str(tmp_path / "r.json"), "--lengths", "4096", "8192"]
+    ruler_eval.main(common + ["--budgets", "0.29", "0.15", "--selectors", "score", "uniform", "--bands", "1",
+                              "--samples", "16", "8"])
+    plan = planned[-1]
+    assert [s.name for s in plan.settings] == [
+        "sparse b=0.29 score band=1", "sparse b=0.29 uniform band=1",
+        "sparse b=0.15 score band=1", "sparse b=0.15 uniform band=1"]
+    assert (plan.samples_at(4096), plan.samples_at(8192)) == (16, 8)
+    ruler_eval.main(common + ["--samples", "4"])
+    assert planned[-1].settings == evaluation.setting_grid() and planned[-1].samples_at(8192) == 4
+    for bad in (["--samples", "1", "2", "3"], ["--budgets", "1.5"], ["--bands", "7"], ["--selectors", "all"]):
+        with pytest.raises(SystemExit):
+            ruler_eval.main(common + bad)
+
+
+def test_the_report_names_the_weights_and_the_cpu_and_times_each_row():
+    """The header carries the checkpoint digest and, on a CPU, the cores and threads; rows whose records
+    are timed get the wall seconds of their forwards, older records none."""
+    record = {"kind": "ruler", "task": "niah_single", "length": 4096, **evaluation.DENSE.fields(), "samples": 2,
+              "accuracy": 0.5, "sample_scores": [0.0, 1.0]}
+    results = {"model": "m", "device": "cpu", "cpu_cores": 2, "torch_threads": 1, "checkpoint_sha256": "ab" * 32,
+               "records": [{**record, "seconds": 1.5}, {**record, "task": "niah_multikey", "seconds": 2.0}]}
+    table = ruler_report.markdown(results)
+    assert "sha256 abababababab" in table and "cpu (2 cores, 1 torch thread(s))" in table
+    assert "| dense | 4096 | 0.500 |" in table and table.split("| dense | 4096 |")[1].split("\n")[0].endswith(" 4 |")
+    untimed = ruler_report.markdown({**results, "records": [record]})
+    assert "wall s" not in untimed
