@@ -208,6 +208,8 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
         assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
         assert where["command"] in captions
     assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions
+    assert "`gdn_only_eval_cpu.json`" in captions and "checkpoint sha256 188dd93bc2ff25e2" in captions
+    assert len(at.radio) >= 2 and len({r.key for r in at.radio}) == len(at.radio)   # one band choice per evaluation
     assert "`app_run_gpu.json`" in captions                     # the app's own GPU run, beside the CPU one
     shown = " ".join(m.value for m in at.markdown)
     assert "`multi_gpu_run.json`: " in shown and "| cuda:1 | NVIDIA H200 | 24-47 |" in shown

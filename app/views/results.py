@@ -79,20 +79,33 @@ if selector_file.is_file():
     caption(selector_file.name, {**meta, "build": meta.get("build", "not recorded")})
     st.dataframe(tables.readable(means), hide_index=True)
 
+def evaluation(path, key: str) -> None:
+    """A RULER-style evaluation file: provenance, perplexity change per band, mean accuracy per setting."""
+    meta, records = measurements.ruler(path)
+    caption(path.name, {**meta, "build": meta.get("build", "not recorded")})
+    st.caption(f"Model {meta['model']} · checkpoint sha256 {meta['checkpoint']}.")
+    change = measurements.perplexity_change(records)
+    band = st.radio("Band", sorted(change["band"].unique().to_list()), horizontal=True, key=f"{key}_band")
+    st.plotly_chart(figures.perplexity_change(change, band), key=f"{key}_ppl")
+    accuracy = measurements.ruler_accuracy(records)
+    dense = accuracy.filter(pl.col("selector") == "dense")
+    if dense["accuracy"].max() == 0:
+        st.warning("This model does not retrieve needles (dense accuracy is 0 at every length), so the "
+                   "retrieval rows cannot tell the selectors apart.")
+    st.dataframe(tables.readable(accuracy), hide_index=True)
+
+
 st.subheader("Default model: held-out perplexity and RULER-style retrieval")
 ruler_file = RESULTS / "ruler.json"
 if not ruler_file.is_file():
     st.info("No evaluation committed yet (python -m analysis.ruler_eval writes it).")
 else:
-    meta, evaluation = measurements.ruler(ruler_file)
-    caption(ruler_file.name, {**meta, "build": meta.get("build", "not recorded")})
-    st.caption(f"Checkpoint sha256 {meta['checkpoint']}.")
-    change = measurements.perplexity_change(evaluation)
-    band = st.radio("Band", sorted(change["band"].unique().to_list()), horizontal=True, key="results_band")
-    st.plotly_chart(figures.perplexity_change(change, band), key="results_ppl")
-    accuracy = measurements.ruler_accuracy(evaluation)
-    dense = accuracy.filter(pl.col("selector") == "dense")
-    if dense["accuracy"].max() == 0:
-        st.warning("The default model does not retrieve needles yet (dense accuracy is 0 at every length), so "
-                   "the retrieval rows cannot tell the selectors apart; see data/default-model/README.md.")
-    st.dataframe(tables.readable(accuracy), hide_index=True)
+    evaluation(ruler_file, "results")
+
+st.subheader("GDN-only model (no attention layer): does the selector keep the needle?")
+gdn_only_file = RESULTS / "gdn_only_eval_cpu.json"
+if gdn_only_file.is_file():
+    st.write("On the default model the attention layers find the needles, so no selector can lose one. This model "
+             "has only Gated DeltaNet layers: a needle must pass through the state the selectors decide. "
+             "Evaluated on a CPU (torch backend); notes in analysis/results/gdn_only_eval_cpu.notes.md.")
+    evaluation(gdn_only_file, "gdn_only")
