@@ -10,7 +10,8 @@ Cores compared in one process, interleaved, on the same random token ids:
 Each measured prefill is `model(ids, use_cache=True, logits_to_keep=1)` (what serving does: logits
 of the last token only), timed with CUDA events; peak memory is torch.cuda.max_memory_allocated
 over that prefill. The GDN core's own time inside each prefill is also recorded (CUDA events
-around every core call, no sync inside the prefill). Median over --repeats runs after --warmup.
+around every core call, no sync inside the prefill), and for the sparse core the time of each of its
+stages (sparsegdn.STAGES) summed over its calls. Median over --repeats runs after --warmup.
 
 GPU:  python -m analysis.bench_prefill --out analysis/results            (writes prefill_4b_32k.*)
 CPU smoke test at a tiny shape:  python -m analysis.bench_prefill --tiny --out /tmp/bench
@@ -34,7 +35,7 @@ from sparsegdn.validation import DeferredChecks
 from .cli import add_sparse_options, sparse_options
 from .models import default_random_config, qwen35_4b_shape_config, random_model, segment_inputs, slow_gdn_decay
 from .patching import dense_core, original_core, sparse_core, swap_gdn_core
-from .timing import Timer
+from .timing import StageClock, Timer
 
 CHECKS = DeferredChecks()     # the sparse core's value checks, read back once per prefill (no sync per layer)
 
@@ -46,14 +47,16 @@ def zero_core(call):
     return torch.zeros_like(call.v), state
 
 
-def make_cores(args) -> dict:
+def make_cores(args, clock: StageClock) -> dict:
+    """The contenders by name; the sparse one marks its stages on `clock`."""
     sparse = args.sparse
     if args.tiny:   # the CPU stand-ins of the GPU contenders
         return {"dense-torch": dense_core("torch"),
-                f"sparse-torch@{sparse.budget}": sparse_core(sparse.replace(backend="torch")),
+                f"sparse-torch@{sparse.budget}": sparse_core(sparse.replace(backend="torch"), stages=clock),
                 "zero": zero_core}
     cores = {"dense-fla": dense_core("fla"),
-             f"sparse-triton@{sparse.budget}": sparse_core(sparse.replace(backend="triton"), checks=CHECKS),
+             f"sparse-triton@{sparse.budget}": sparse_core(sparse.replace(backend="triton"), checks=CHECKS,
+                                                           stages=clock),
              "zero": zero_core}
     try:
         import fla  # noqa: F401
@@ -76,11 +79,15 @@ class CoreTimer:
         return result
 
 
-def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None) -> dict:
-    """One timed prefill; with `segment_tokens`, in segments carrying the model's cache (as analyze does)."""
+def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None,
+                 clock: StageClock | None = None) -> dict:
+    """One timed prefill; with `segment_tokens`, in segments carrying the model's cache (as analyze does).
+    With `clock` (the sparse core's), also its stage times summed over the prefill's core calls."""
     from transformers import DynamicCache
 
     timed_core = CoreTimer(core, timer)
+    if clock is not None:
+        clock.spans.clear()
     step = segment_tokens or ids.shape[1]
     if cuda:
         torch.cuda.synchronize()
@@ -98,6 +105,8 @@ def prefill_once(model, ids, core, timer: Timer, cuda: bool, segment_tokens=None
     result = {"prefill_ms": whole.ms, "core_ms": sum(i.ms for i in timed_core.intervals),
               "core_calls": len(timed_core.intervals),
               "finite": bool(torch.isfinite(output.logits).all())}
+    if clock is not None and clock.spans:
+        result["stage_ms"] = clock.totals_ms()
     if cuda:
         result["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
     del output
@@ -117,7 +126,8 @@ def run(args) -> dict:
     load_s = time.perf_counter() - started
     weights_gib = torch.cuda.memory_allocated() / 2**30 if cuda else None
     timer = Timer(device)
-    cores = make_cores(args)
+    clock = StageClock(cuda)
+    cores = make_cores(args, clock)
     results = {"meta": environment(args, device, dtype, load_s, weights_gib), "runs": []}
     for tokens in args.tokens:
         ids = torch.randint(0, config.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(tokens)).to(device)
@@ -126,7 +136,7 @@ def run(args) -> dict:
         for name, core in cores.items():       # warm-up: Triton/FLA compile and autotune
             try:
                 for _ in range(args.warmup):
-                    prefill_once(model, ids, core, timer, cuda, args.segment_tokens)
+                    prefill_once(model, ids, core, timer, cuda, args.segment_tokens, clock)
             except Exception as error:  # noqa: BLE001 - one failing contender must not hide the others
                 errors[name] = f"{type(error).__name__}: {error}"
                 print(f"[{tokens}] {name} failed: {errors[name]}", file=sys.stderr)
@@ -136,7 +146,7 @@ def run(args) -> dict:
         for repeat in range(args.repeats):     # interleaved: every core once per round
             for name, core in cores.items():
                 if name not in errors:
-                    samples[name].append(prefill_once(model, ids, core, timer, cuda, args.segment_tokens))
+                    samples[name].append(prefill_once(model, ids, core, timer, cuda, args.segment_tokens, clock))
         for name in cores:
             row = {"tokens": tokens, "core": name, "error": errors.get(name)}
             if name not in errors:
@@ -148,6 +158,9 @@ def run(args) -> dict:
                     "core_calls": runs[0]["core_calls"],
                     "finite": all(r["finite"] for r in runs),
                 })
+                if "stage_ms" in runs[0]:      # the sparse core: each stage's median over the runs
+                    row["stage_ms_median"] = {stage: statistics.median(r["stage_ms"][stage] for r in runs)
+                                              for stage in runs[0]["stage_ms"]}
                 if cuda:
                     row["peak_mem_gib"] = max(r["peak_mem_gib"] for r in runs)
                     row["peak_mem_above_weights_gib"] = row["peak_mem_gib"] - weights_gib
@@ -232,6 +245,10 @@ def write_markdown(results: dict, path: Path) -> None:
         memory = f"{row['peak_mem_gib']:.2f}" if "peak_mem_gib" in row else "-"
         lines.append(f"| {row['tokens']} | {row['core']} | {row['prefill_ms_median']:.1f} | {ratio('prefill_vs_dense')} "
                      f"| {row['core_ms_median']:.1f} | {ratio('core_vs_dense')} | {memory} |")
+    staged = [row for row in results["runs"] if row.get("stage_ms_median")]
+    for row in staged:
+        lines += ["", f"Stages of `{row['core']}` at {row['tokens']} tokens, summed over its core calls (median ms): "
+                  + ", ".join(f"{stage} {ms:.1f}" for stage, ms in row["stage_ms_median"].items()) + "."]
     lines += ["", "`zero` replaces the GDN core by zeros: the prefill time of everything else. Core times are "
               "bracketed per call with CUDA events inside the prefill, so they include launch gaps between "
               "the core's kernels but not the rest of the layer.", ""]

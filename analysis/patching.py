@@ -203,16 +203,18 @@ def dense_core(backend: str = "auto") -> Core:
     return core
 
 
-def sparse_core(config: SparseConfig, checks=None) -> Core:
+def sparse_core(config: SparseConfig, checks=None, stages=None) -> Core:
     """SparseGDN as the core, with the options of `config`. `checks` (sparsegdn.validation.DeferredChecks):
     collect the GPU value checks instead of one device sync per layer; the caller checks them after
-    the forward."""
+    the forward. `stages` (analysis.timing.StageClock): mark each call's stages on it."""
 
     def core(call: CoreCall):
+        if stages is not None:
+            stages.start(call.v.device)
         o, state, _ = sparsegdn.sparse_gated_delta_rule(
             call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
             output_final_state=call.output_final_state, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel,
-            config=config, checks=checks)
+            config=config, checks=checks, stage_hook=stages.hook if stages is not None else None)
         return o, state
 
     return core

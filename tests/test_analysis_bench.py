@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import sparsegdn
 from analysis import bench_prefill
 
 
@@ -18,6 +19,11 @@ def test_tiny_prefill_benchmark_writes_results(tmp_path):
     assert rows["dense-torch"]["prefill_vs_dense"] == 1.0
     assert rows["zero"]["core_ms_median"] < rows["dense-torch"]["core_ms_median"]
     assert "| 130 | sparse-torch@0.29 |" in (tmp_path / "prefill_tiny.md").read_text()
+    stages = rows["sparse-torch@0.29"]["stage_ms_median"]          # the sparse core's stages, one run
+    assert list(stages) == list(sparsegdn.STAGES) and all(ms > 0 for ms in stages.values())
+    assert sum(stages.values()) <= rows["sparse-torch@0.29"]["core_ms_median"] + 1e-3   # inside its core calls
+    assert "stage_ms_median" not in rows["dense-torch"] and "stage_ms_median" not in rows["zero"]
+    assert "Stages of `sparse-torch@0.29` at 130 tokens" in (tmp_path / "prefill_tiny.md").read_text()
 
 
 def test_segmented_prefill_benchmark_routes_every_segment(tmp_path):
