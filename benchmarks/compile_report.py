@@ -73,7 +73,9 @@ def kernel_report(name, config, compiled) -> dict:
 
 
 def compile_all(args) -> list[dict]:
-    from sparsegdn.triton import forward, launch
+    import kernel_bench
+    from sparsegdn import SparseConfig
+    from sparsegdn.triton import launch
 
     reports = []
 
@@ -91,13 +93,10 @@ def compile_all(args) -> list[dict]:
     driver.set_active(CompileOnlyDriver())
     torch.manual_seed(0)
     B, T, H, HV, K = 1, args.tokens, args.heads[0], args.heads[1], args.dim
-    q, k = (torch.randn(B, T, H, K, dtype=torch.bfloat16) for _ in range(2))
-    v = torch.randn(B, T, HV, K, dtype=torch.bfloat16)
-    g = -torch.rand(B, T, HV) * 0.1
-    beta = torch.rand(B, T, HV, dtype=torch.bfloat16)
-    forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="uniform", band=1,
-                               scale=K ** -0.5, initial_state=None, output_final_state=True,
-                               use_qk_l2norm_in_kernel=True)
+    inputs = (torch.randn(B, T, H, K, dtype=torch.bfloat16), torch.randn(B, T, H, K, dtype=torch.bfloat16),
+              torch.randn(B, T, HV, K, dtype=torch.bfloat16), -torch.rand(B, T, HV) * 0.1,
+              torch.rand(B, T, HV, dtype=torch.bfloat16))
+    kernel_bench.backend_entry(inputs, SparseConfig(budget=0.29, selector="uniform", band=1, backend="triton"))
     return reports
 
 

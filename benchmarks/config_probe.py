@@ -59,9 +59,8 @@ def kernels():
 
 
 def apply_variant(name):
-    """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
+    """Force the variant's configs in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import forward
     variant = VARIANTS[name]
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
@@ -123,7 +122,6 @@ def time_variants(names, tokens):
     from sparsegdn import SparseConfig
     from sparsegdn.triton import forward
     inputs = kernel_bench.make_inputs(tokens)
-    q, k, v, g, beta = inputs
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     for name in names:
         apply_variant(name)
@@ -131,9 +129,7 @@ def time_variants(names, tokens):
 
         def entry():
             kernel_bench.set_design(design)
-            return forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="score", band=1,
-                                              scale=kernel_bench.K ** -0.5, initial_state=None,
-                                              output_final_state=True, use_qk_l2norm_in_kernel=True)
+            return kernel_bench.backend_entry(inputs, config)
         try:
             entry()
             torch.cuda.synchronize()

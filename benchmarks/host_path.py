@@ -20,7 +20,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sparsegdn.triton import (chunk_output, event_prepare, forward, intra_chunk, launch,  # noqa: E402
+import kernel_bench                                                                        # noqa: E402
+from sparsegdn import SparseConfig                                                         # noqa: E402
+from sparsegdn.triton import (chunk_output, event_prepare, intra_chunk, launch,  # noqa: E402
                               schedule, score_scan, segment_maps, segment_scan, state_pass)
 
 H, HV, K = 16, 32, 128          # the kernel benchmark's heads
@@ -63,16 +65,14 @@ def main():
     args = parser.parse_args()
     stub_launches()
     gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, args.tokens, H, K, generator=gen).bfloat16()
-    k = torch.randn(1, args.tokens, H, K, generator=gen).bfloat16()
-    v = torch.randn(1, args.tokens, HV, K, generator=gen).bfloat16()
-    g = -torch.rand(1, args.tokens, HV, generator=gen) * 0.1
-    beta = torch.rand(1, args.tokens, HV, generator=gen)
+    inputs = (torch.randn(1, args.tokens, H, K, generator=gen).bfloat16(),
+              torch.randn(1, args.tokens, H, K, generator=gen).bfloat16(),
+              torch.randn(1, args.tokens, HV, K, generator=gen).bfloat16(),
+              -torch.rand(1, args.tokens, HV, generator=gen) * 0.1, torch.rand(1, args.tokens, HV, generator=gen))
+    config = SparseConfig(budget=0.29, selector="score", band=1, backend="triton")
 
     def call():
-        forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=0.29, selector="score", band=1,
-                                   scale=K ** -0.5, initial_state=None, output_final_state=True,
-                                   use_qk_l2norm_in_kernel=True)
+        kernel_bench.backend_entry(inputs, config)
 
     for _ in range(20):
         call()

@@ -88,6 +88,23 @@ def make_inputs(tokens, seed=0):
     return q, k, v, g.float(), beta
 
 
+def public_call(inputs, config: SparseConfig, **options):
+    """The public sparse_gated_delta_rule on `inputs` (q, k, v, g, beta) as every contender is called:
+    keys normalised in the kernel, final state returned; `options` (a stage_hook) passed on."""
+    q, k, v, g, beta = inputs
+    return sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=q.shape[-1] ** -0.5, output_final_state=True,
+                                             config=config, **options)
+
+
+def backend_entry(inputs, config: SparseConfig):
+    """The Triton backend's entry alone (no checks around it) on `inputs`, called as public_call calls the
+    public function. Returns what sparse_gdn_forward returns (its flags last)."""
+    q, k, v, g, beta = inputs
+    return forward.sparse_gdn_forward(q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector,
+                                      band=config.band, scale=q.shape[-1] ** -0.5, initial_state=None,
+                                      output_final_state=True, use_qk_l2norm_in_kernel=True)
+
+
 def set_design(design):
     forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design
 
@@ -118,12 +135,9 @@ def contenders(inputs, default_design):
     for config in CONFIGS:
         for design, setting in DESIGNS.items():    # the public call: the figure that counts
             runs[f"api/{design}/{label(config)}"] = with_design(
-                setting, lambda config=config: sparsegdn.sparse_gated_delta_rule(
-                    q, k, v, g, beta, scale=scale, output_final_state=True, config=config))
+                setting, lambda config=config: public_call(inputs, config))
         runs[f"entry/{label(config)}"] = with_design(   # the kernels without the call around them
-            default_design, lambda config=config: forward.sparse_gdn_forward(
-                q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
-                scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True))
+            default_design, lambda config=config: backend_entry(inputs, config))
     return runs
 
 
@@ -141,7 +155,6 @@ def peak_extra_mb(fn):
 
 def stage_times(inputs, config, design, repeats=10):
     """Median ms of each stage of the public call (sparsegdn.STAGES), CUDA events at its stage hook."""
-    q, k, v, g, beta = inputs
     set_design(design)
     samples = {name: [] for name in STAGES}
     for _ in range(repeats):
@@ -152,8 +165,7 @@ def stage_times(inputs, config, design, repeats=10):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             marks.append(event)
-        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=K ** -0.5, output_final_state=True, config=config,
-                                          stage_hook=hook)
+        public_call(inputs, config, stage_hook=hook)
         torch.cuda.synchronize()
         for name, start, end in zip(STAGES, marks[:-1], marks[1:]):
             samples[name].append(start.elapsed_time(end))

@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
-import sparsegdn                                   # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
 from sparsegdn.triton import forward, launch       # noqa: E402
 
@@ -36,15 +35,8 @@ CALLS = 20
 
 
 def calls(inputs, config):
-    q, k, v, g, beta = inputs
-    scale = kernel_bench.K ** -0.5
-    return {
-        "public": lambda: sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=scale, output_final_state=True,
-                                                            config=config),
-        "entry": lambda: forward.sparse_gdn_forward(
-            q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
-            scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True),
-    }
+    return {"public": lambda: kernel_bench.public_call(inputs, config),
+            "entry": lambda: kernel_bench.backend_entry(inputs, config)}
 
 
 def warm_up(fn):

@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
-import sparsegdn                                   # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
-from sparsegdn.triton import forward, launch       # noqa: E402
+from sparsegdn.triton import launch               # noqa: E402
 
 
 def waits(flags_pinned):
@@ -69,19 +68,16 @@ def main():
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
-    scale = kernel_bench.K ** -0.5
     pinned = torch.zeros(3, dtype=torch.int32, pin_memory=True)
     rows = []
     for tokens in args.tokens:
-        q, k, v, g, beta = kernel_bench.make_inputs(tokens)
+        inputs = kernel_bench.make_inputs(tokens)
 
         def entry():
-            return forward.sparse_gdn_forward(
-                q, k, v, g, beta, events=None, budget=config.budget, selector=config.selector, band=config.band,
-                scale=scale, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True)[-1]
+            return kernel_bench.backend_entry(inputs, config)[-1]       # its flags, for the waits
 
         def public():
-            sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, scale=scale, output_final_state=True, config=config)
+            kernel_bench.public_call(inputs, config)
 
         cases = {f"entry+{name}": (entry, wait) for name, wait in waits(pinned).items()}
         cases["public"] = (public, lambda flags: None)
@@ -90,7 +86,7 @@ def main():
             rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
                          "fast_launch": launch.FAST_LAUNCH})
             print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms")
-        del q, k, v, g, beta
+        del inputs
     (args.out / "public_call_probe.json").write_text(json.dumps(rows, indent=1))
 
 
