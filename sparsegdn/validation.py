@@ -147,9 +147,10 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
 
 
 def read_flags(flags: torch.Tensor) -> list:
-    """The flags on the host, as `tolist()` gives them (nested for stacked flags). On a GPU they are copied into pinned memory behind the last kernel and
-    waited for on an event (a spinning wait), not with `tolist()`'s pageable copy, whose wait came back
-    late when the host had finished launching well before the kernels ended (benchmarks/public_call_probe.py)."""
+    """The flags on the host, as `tolist()` gives them (nested for stacked flags). On a GPU they are copied
+    into pinned memory behind the last kernel and waited for on an event (a spinning wait), not with
+    `tolist()`'s pageable copy, whose wait came back late when the host had finished launching well before
+    the kernels ended (benchmarks/public_call_probe.py)."""
     if not flags.is_cuda:
         return flags.tolist()
     host = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)

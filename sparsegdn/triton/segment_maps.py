@@ -73,7 +73,6 @@ def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
             (cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
             schedule.first_event, schedule.per_head, schedule.log_decay_since, chunk_log_decay, out, n_chunks,
             schedule.max_events, segment, heads, key_dim, value_dim, columns, BK=padded(key_dim), BC=COLUMNS,
-            HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS,
-            num_stages=NUM_STAGES)
+            HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
         maps[name] = out
     return maps["M"], maps["N"]
