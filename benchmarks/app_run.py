@@ -126,6 +126,7 @@ def main() -> None:
     threads = use_threads()      # as the app's server does, once per process
     load_before = os.getloadavg()[0]
     command = " ".join(["python benchmarks/app_run.py"] + sys.argv[1:])
+    code = build()       # once: the sources do not change during the run
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     runs, started = [], time.perf_counter()
@@ -139,7 +140,7 @@ def main() -> None:
         meta = {"date": datetime.date.today().isoformat(), "device": args.device,
                 "machine": f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()})",
                 "threads": threads, "load_before": load_before, "load_after": os.getloadavg()[0],
-                "command": command, "build": build()}
+                "command": command, "build": code}
         out.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")
 
 
