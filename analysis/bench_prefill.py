@@ -248,7 +248,9 @@ def write_markdown(results: dict, path: Path) -> None:
     staged = [row for row in results["runs"] if row.get("stage_ms_median")]
     for row in staged:
         lines += ["", f"Stages of `{row['core']}` at {row['tokens']} tokens, summed over its core calls (median ms): "
-                  + ", ".join(f"{stage} {ms:.1f}" for stage, ms in row["stage_ms_median"].items()) + "."]
+                  + ", ".join(f"{stage} {ms:.1f}" for stage, ms in row["stage_ms_median"].items()) + "."
+                  + (" The Triton path runs state_pass and output as one launch, reported as state_pass."
+                     if "triton" in row["core"] else "")]
     lines += ["", "`zero` replaces the GDN core by zeros: the prefill time of everything else. Core times are "
               "bracketed per call with CUDA events inside the prefill, so they include launch gaps between "
               "the core's kernels but not the rest of the layer.", ""]

@@ -1,12 +1,12 @@
 """Which kernel configs compute the right thing on this GPU: each variant in its own process.
 
-    python benchmarks/config_probe.py [--out DIR] [--only VARIANT ...] [--time TOKENS]
+    python benchmarks/config_probe.py [--out DIR] [--only VARIANT ...] [--time TOKENS ...]
 
 A variant forces configs of some kernels (or a design, or an environment setting) and runs a few shapes
 in 16-bit inputs, both designs of the GPU path, against the torch backend with the same events. A variant
 that faults the GPU (illegal address) only ends its own process. Prints one JSON line per variant and a
 table; the kernels' CONFIGS keep only what passes here. With --time, the variants that passed are then
-timed one after another in one process at that length on the benchmark's inputs (backend entry and
+timed one after another in one process at those lengths on the benchmark's inputs (backend entry and
 stage times, budget 0.29): which config is fastest, before it goes into a kernel's list.
 """
 import argparse
@@ -49,19 +49,35 @@ VARIANTS = {
     "intra-8warps-1stage": {"configs": {"intra_chunk": ({}, 8, 1)}},
     "head32-8warps": {"head32": True, "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2),
                                                   "state_pass": ({"BV": 32}, 8, 3)}},
+    # Passes 4 and 5: one launch whose output programs wait for their snapshots (state_output.py, the
+    # default since 2026-12-01), or the two launches before it ("separate").
+    # Output programs in order of readiness (the default) or chunk by chunk ("-chunk-order").
+    "separate": {"overlap": False},
+    "overlap-bv16": {"configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 3)}},
+    "overlap-bv16-2stages": {"configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
+    "overlap-bv32": {"configs": {"state_output": ({"STATE_BV": 32, "BV": 128}, 4, 3)}},
+    "overlap-bv16-chunk-order": {"ready": False, "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 3)}},
+    "overlap-bv16-2stages-chunk-order": {"ready": False,
+                                         "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
 }
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
 
 def kernels():
-    from sparsegdn.triton import chunk_output, intra_chunk, state_pass
-    return {"chunk_output": chunk_output, "intra_chunk": intra_chunk, "state_pass": state_pass}
+    from sparsegdn.triton import chunk_output, intra_chunk, state_output, state_pass
+    return {"chunk_output": chunk_output, "intra_chunk": intra_chunk, "state_pass": state_pass,
+            "state_output": state_output}
 
 
 def apply_variant(name):
-    """Force the variant's configs in this process; forget every tuned config and launch plan."""
+    """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
+    from sparsegdn.triton import forward, state_output
     variant = VARIANTS[name]
+    if not hasattr(forward, "DEFAULT_OVERLAP"):
+        forward.DEFAULT_OVERLAP, state_output.DEFAULT_READY_ORDER = forward.OVERLAP, state_output.READY_ORDER
+    forward.OVERLAP = variant.get("overlap", forward.DEFAULT_OVERLAP)
+    state_output.READY_ORDER = variant.get("ready", state_output.DEFAULT_READY_ORDER)
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
         if not hasattr(kernel, "original_configs"):
@@ -112,9 +128,14 @@ def run_variant(name):
     print("RESULT " + json.dumps({"variant": name, "results": results}), flush=True)
 
 
-def time_variants(names, tokens):
+def time_variants(names, lengths):
     """In this process, one variant after another: the backend entry's median ms and its stage times at
-    `tokens` on the benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON."""
+    each of `lengths` on the benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON."""
+    for tokens in lengths:
+        time_variants_at(names, tokens)
+
+
+def time_variants_at(names, tokens):
     import torch
     import triton
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -147,8 +168,8 @@ def time_variants(names, tokens):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--time", type=int, default=0, metavar="TOKENS",
-                        help="then time the variants that passed at this length, one process, one after another")
+    parser.add_argument("--time", type=int, nargs="+", default=[], metavar="TOKENS",
+                        help="then time the variants that passed at these lengths, one process, one after another")
     parser.add_argument("--only", nargs="+", default=None, choices=sorted(VARIANTS), help="these variants only")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timed", nargs="+", default=None, help=argparse.SUPPRESS)
@@ -184,17 +205,17 @@ def main():
         "env") and not VARIANTS[report["variant"]].get("head32") and all(
         "error" not in r and r["o_err"] <= 2e-2 and r["s_err"] <= 2e-2 for r in report["results"])]
     if args.time and passed:
-        done = subprocess.run([sys.executable, __file__, "--timed", *passed, "--time", str(args.time)],
+        done = subprocess.run([sys.executable, __file__, "--timed", *passed, "--time", *map(str, args.time)],
                               capture_output=True, text=True, timeout=600, cwd=ROOT)
         timed = [json.loads(line[len("TIMED "):]) for line in done.stdout.splitlines() if line.startswith("TIMED ")]
         if done.returncode:
             print(f"timing process ended with {done.returncode}: {done.stderr[-300:]!r}")
-        print(f"\nbackend entry at T = {args.time}, budget 0.29, band 1, score (ms; two do_bench medians), stages:")
+        print("\nbackend entry, budget 0.29, band 1, score (ms; two do_bench medians), stages:")
         for row in timed:
             if "error" in row:
                 print(f"{row['variant']:20s} {row['error']}")
                 continue
-            print(f"{row['variant']:20s} {min(row['entry_ms']):7.3f} {max(row['entry_ms']):7.3f}  "
+            print(f"{row['variant']:20s} T={row['tokens']:6d} {min(row['entry_ms']):7.3f} {max(row['entry_ms']):7.3f}  "
                   + " ".join(f"{stage}={ms:.3f}" for stage, ms in row["stage_ms"].items()))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -195,3 +195,49 @@ def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, monkeyp
         whole, cut = out[0, no_initial], out[segment, no_initial]
         assert rel_err(cut[0], whole[0]) <= tolerance, rel_err(cut[0], whole[0])
         assert rel_err(cut[1], whole[1]) <= tolerance, rel_err(cut[1], whole[1])
+
+
+@small_shapes
+@pytest.mark.parametrize("batch,value_heads,key_dim,value_dim,initial,output_final", [
+    (1, 2, 16, 16, False, True), (2, 4, 32, 32, True, True), (1, 4, 16, 32, True, False)])
+def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim, value_dim, initial, output_final,
+                                                     monkeypatch):
+    """Passes 4 and 5 in one launch (state_output.py: chain and output programs side by side, each output
+    waiting for its snapshot), with the outputs in order of readiness or chunk by chunk, compute what the
+    two launches compute, for head pairs whose chains are longer than the publishing interval, short, and
+    empty."""
+    from sparsegdn.triton import forward, state_output
+    monkeypatch.setattr(state_output, "PUBLISH", 4)             # a short interval: short inputs cross it often
+    tokens = 64 * (3 * state_output.PUBLISH + 3) - 17           # chains past three publishing intervals, ragged T
+    q, k, v, g, beta, s0 = random_inputs(batch, tokens, 2 if value_heads == 4 else 1, value_heads, key_dim, value_dim,
+                                         dtype=torch.float32, initial_state=initial, device=DEVICE)
+    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=3, p=0.3).to(DEVICE)
+    events[0, 0] = True                    # the longest chain: every chunk
+    events[-1, 1] = False                  # an empty chain
+    out = {}
+    for overlap, ready in ((False, False), (True, False), (True, True)):
+        monkeypatch.setattr(forward, "OVERLAP", overlap)
+        monkeypatch.setattr(state_output, "READY_ORDER", ready)
+        out[overlap, ready] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1,
+                                                                initial_state=s0 if initial else None,
+                                                                output_final_state=output_final, backend="triton")
+    separate = out[False, False]
+    for overlapped in (out[True, False], out[True, True]):
+        assert torch.equal(overlapped[0], separate[0])
+        if output_final:
+            assert torch.equal(overlapped[1], separate[1])
+        else:
+            assert overlapped[1] is None and separate[1] is None
+
+
+@small_shapes
+def test_values_with_tokens_innermost_are_read_in_place():
+    """transformers' Qwen3.5 hands v over with the tokens innermost (its convolution's output transposed
+    back): the kernels read that layout through its strides and give the contiguous input's result."""
+    q, k, v, g, beta, s0 = random_inputs(1, 150, 2, 4, 16, 32, dtype=torch.float32, initial_state=True, device=DEVICE)
+    transposed = v.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)      # same values, tokens innermost
+    assert transposed.stride(1) == 1 and torch.equal(transposed, v)
+    options = dict(budget=0.5, band=1, initial_state=s0, output_final_state=True, backend="triton")
+    o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, transposed, g, beta, **options)
+    o_ref, s_ref, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    assert torch.equal(o, o_ref) and torch.equal(s, s_ref)

@@ -68,8 +68,10 @@ if stages:
         st.caption("This run was recorded before the stage names were fixed; its stages are shown as recorded.")
     st.caption("The stages of sparsegdn.STAGES, the same names on every backend: intra_solve (the intra-chunk "
                "inverse), selection, event_prepare (w, u of the committing events), state_pass (the sequential "
-               "pass over commits), output (every token's output). The torch path runs the last four once per "
-               "slab of chunks; each bar sums them over slabs, layers and segments (median over the repeats).")
+               "pass over commits), output (every token's output). The Triton path runs the last two as one launch "
+               "(outputs computed while the commit chains run), so its state_pass bar holds both and its output "
+               "bar is about zero. The torch path runs the last four once per slab of chunks; each bar sums them "
+               "over slabs, layers and segments (median over the repeats).")
 else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 

@@ -1,7 +1,8 @@
 """Tile loaders, the matrix products, rounding and checks shared by the SparseGDN kernels.
 
-Every input is read through explicit strides (batch, token, head; the last dimension contiguous), so
-the views a model hands over (q, k, v split from one projection) are read in place, not copied.
+Every input is read through explicit strides (batch, token, head; q, k, g and beta with the last
+dimension contiguous, v through its head-dimension stride too), so the views a model hands over (q, k,
+v split from one projection; v with the tokens innermost) are read in place, not copied.
 Loaders read one chunk's rows, zero past T. Zero rows past T are neutral everywhere (g = 0: no
 decay, beta = 0 and k = 0: no write), the same padding as `sparsegdn.reference.to_chunks`.
 """
@@ -32,12 +33,14 @@ NUM_FLAGS = 3
 
 
 @triton.jit
-def load_rows(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
-    """float32 [ROWS, COLS] from rows row0.. of a row-strided matrix; zero outside num_rows x num_cols."""
+def load_rows(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """float32 [ROWS, COLS] from rows row0.. of a strided matrix; zero outside num_rows x num_cols.
+    Any strides: a model's v can come with the tokens innermost (a transposed convolution output),
+    read in place with each column's tokens contiguous (Triton specialises a stride of 1)."""
     rows = row0 + tl.arange(0, ROWS)
     cols = tl.arange(0, COLS)
     mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
-    offsets = rows[:, None].to(tl.int64) * row_stride + cols[None, :]
+    offsets = rows[:, None].to(tl.int64) * row_stride + cols[None, :].to(tl.int64) * col_stride
     return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
 
 

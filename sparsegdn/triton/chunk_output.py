@@ -38,24 +38,33 @@ def _prune(configs, named_args, **kwargs):
     return kept or [triton.Config({"GROUP": 1, "BV": widest}, num_warps=4, num_stages=2)]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND"],
-                 prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
-                        log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC,
-                        q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh,
-                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
-                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-                        NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
-                        PRECISION: tl.constexpr, GROUP: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    n_blocks = tl.cdiv(V, BV)
-    i_v = pid % n_blocks
-    rest = pid // n_blocks
-    n_groups = tl.cdiv(NC, GROUP)
-    hv = rest % HV
-    group = (rest // HV) % n_groups
-    b = rest // (HV * n_groups)
+def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV: tl.constexpr,
+                      STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr):
+    """Spin until every value block of head pair `row`'s chain has stored the snapshot at `snapshot_index`
+    (progress counts the snapshots each block stored, published with release semantics by
+    state_pass.publish); the barrier after it orders every thread's snapshot loads after the acquire."""
+    needed = snapshot_index - (b * (E + HV) + tl.load(first_event_ptr + row).to(tl.int64) + hv) + 1
+    blocks = tl.arange(0, STATE_BLOCKS)
+    counters = progress_ptr + row * tl.cdiv(V, STATE_BV) + blocks
+    live = blocks < tl.cdiv(V, STATE_BV)
+    stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed), axis=0)
+    while stored < needed:
+        stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed),
+                        axis=0)
+    tl.debug_barrier()
+
+
+@triton.jit
+def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                  snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
+                  scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
+                  beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
+                  BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
+                  BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
+                  STATE_BLOCKS: tl.constexpr):
+    """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
+    program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot."""
     hk = hv // (HV // H)
     row = b * HV + hv
     dot_dtype = k_ptr.dtype.element_ty
@@ -70,14 +79,16 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         t0 = c * CHUNK
         q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
         k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-        v = load_rows(v_ptr + b * v_sb + hv * v_sh + i_v * BV, t0, T, v_st, V - i_v * BV, CHUNK, BV)
+        v = load_rows(v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         if not RECOMPUTE:
             t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
         snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c).to(tl.int64)
-        snapshot = tl.load(snapshot_ptr + snapshot_index * K * V + ck[:, None] * V + cv[None, :],
-                           mask=(ck < K)[:, None] & (cv < V)[None, :], other=0.0)
+        snapshot_offsets = snapshot_index * K * V + ck[:, None] * V + cv[None, :]
+        snapshot_mask = (ck < K)[:, None] & (cv < V)[None, :]
+        if STATE_BLOCKS == 0:     # stored by an earlier launch: loaded early, its latency behind the products
+            snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0)
         decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
 
         q_scale = inverse_norm(q, NORMALIZE)
@@ -91,6 +102,10 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
         m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
         x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
+        if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
+            wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV, STATE_BV,
+                              STATE_BLOCKS)
+            snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
         o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
         stored = round_to(o, o_ptr.dtype.element_ty)      # checked as stored: float16 can overflow here
@@ -98,6 +113,31 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                  mask=mask)
         bad = tl.maximum(bad, any_2d(not_finite(stored.to(tl.float32)) & mask))
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
+
+
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND"],
+                 prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
+                        log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC,
+                        q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
+                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
+                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                        NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    n_blocks = tl.cdiv(V, BV)
+    i_v = pid % n_blocks
+    rest = pid // n_blocks
+    n_groups = tl.cdiv(NC, GROUP)
+    hv = rest % HV
+    group = (rest // HV) % n_groups
+    b = rest // (HV * n_groups)
+    output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                  snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
+                  0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
+                  beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
+                  16, 0)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)
@@ -115,7 +155,7 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
     launch_chunk_output(
         grid, q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk,
         schedule.log_decay_since, o, flags, scale, tokens, n_chunks, *q.stride()[:3], *k.stride()[:3],
-        *v.stride()[:3], *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
+        *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
         PRECISION=solve_precision(k.dtype))
     return o

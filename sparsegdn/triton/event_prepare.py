@@ -22,7 +22,7 @@ NUM_WARPS = 4
 
 @triton.jit
 def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
-                         T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                         T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                          H: tl.constexpr, HV: tl.constexpr, K, V,
                          BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                          BAND: tl.constexpr, PRECISION: tl.constexpr):
@@ -38,7 +38,7 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         k_raw = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
         k_scale = inverse_norm(k_raw, NORMALIZE)
         k = k_raw.to(tl.float32)
-        v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, V, CHUNK, BV)
+        v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         gamma = tl.cumsum(g, axis=0)
@@ -75,7 +75,7 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     k_commit = torch.empty_like(w)
     launch_event_prepare(
         (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
-        num_chunks, n_events, *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads,
+        num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS)
     return w, u, k_commit

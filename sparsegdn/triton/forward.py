@@ -12,13 +12,19 @@ solved on chip where it is used (the selected chunks in pass 3, every chunk in p
 store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
 STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both).
 
+OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
+commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
+stage; the output stage then reads about zero. SPARSEGDN_OVERLAP=0/1 overrides it; segments
+(COMMIT_SEGMENT > 0) take the two separate passes.
+
 COMMIT_SEGMENT > 0 cuts each head pair's commit chain into segments of that many commits run side by
 side (segment_maps.py, segment_scan.py, then state_pass.py per segment): the sequential pass is as
 long as its longest head pair, and the shared budget can give one head pair nearly every chunk.
 0 (the default: on the H200 the segmented pass was slower, see the kernel notes) walks each chain whole;
 SPARSEGDN_COMMIT_SEGMENT sets it.
 
-Inputs are read in place through their strides (no copies of model views); the kernels check what they
+Inputs are read in place through their strides (no copies of model views; v in any layout, since
+transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
 caller decides when to read them back (one sync for the public call, none inside a model).
 
@@ -36,11 +42,13 @@ from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
 from .intra_chunk import intra_chunk
 from .score_scan import score_scan
+from .state_output import state_output
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
+OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -59,7 +67,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
              output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
     out_dtype = v.dtype
     dtype = v.dtype if v.dtype in DOT_DTYPES else torch.float32
-    q, k, v = (rows_view(x.to(dtype)) for x in (q, k, v))
+    q, k = (rows_view(x.to(dtype)) for x in (q, k))
+    v = v.to(dtype)            # read through all four strides: a model's v comes with the tokens innermost
     g, beta = rows_view(g), rows_view(beta)          # read in their own dtype, converted in registers
     if initial_state is not None:
         initial_state = initial_state.float().contiguous()
@@ -82,6 +91,13 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
     hook(STAGES[2])
+    if OVERLAP and COMMIT_SEGMENT == 0:
+        o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay,
+                                      initial_state, flags, store_final=output_final_state, scale=scale,
+                                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band)
+        hook(STAGES[3])
+        hook(STAGES[4])
+        return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT)
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence

@@ -34,7 +34,7 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
-                       T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                       T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
                        STORE_INVERSE: tl.constexpr):
@@ -46,7 +46,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     t0 = c * CHUNK
 
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-    v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, V, CHUNK, BV)
+    v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
     g, beta, gamma = load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh)
     k_scale = inverse_norm(k, NORMALIZE)
     kf = k.to(tl.float32)
@@ -82,7 +82,7 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
              if store_inverse else stats)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens,
-        num_chunks, *k.stride()[:3], *v.stride()[:3], *g.stride(), *beta.stride(), key_heads, num_value_heads,
+        num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads, num_value_heads,
         key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
         PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse)
     return (t_inv if store_inverse else None), stats[0], stats[1], stats[2]

@@ -106,6 +106,85 @@ def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_m
     return state
 
 
+@triton.jit
+def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
+               log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
+               final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+               BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
+               HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr):
+    """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
+
+    PUBLISH > 0 (overlapped passes, state_output.py): every PUBLISH commits, and once at the end, the
+    number of snapshots stored so far goes to progress[row, i_v] with release semantics, after a barrier
+    so that every thread's stores come before it; output programs wait on it.
+    """
+    count = tl.load(per_head_ptr + row).to(tl.int64)
+    begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
+    b = row // HV
+    hv = row % HV
+    if segment < n_segments:
+        ck = tl.arange(0, BK)
+        cv = i_v * BV + tl.arange(0, BV)
+        rows = tl.arange(0, CHUNK)
+        state_mask = (ck < K)[:, None] & (cv < V)[None, :]
+        state_offsets = ck[:, None] * V + cv[None, :]
+
+        if HAS_STARTS:      # this segment's entering state, from segment_scan.py (it checked the initial state)
+            n_slots = tl.cdiv(NC, SEGMENT)
+            state = tl.load(starts_ptr + (row * n_slots + segment) * K * V + state_offsets, mask=state_mask,
+                            other=0.0)
+        else:
+            state = load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_mask, K, V, BK, BV,
+                                       HAS_INITIAL)
+        first = tl.load(first_event_ptr + row).to(tl.int64)
+        snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
+        if segment == 0:
+            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+
+        # A for loop over the loaded bounds (not a while loop): Triton's pipeliner then issues each event's
+        # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
+        # their latency hides behind the sequential chain's arithmetic. Publishing (a barrier and an atomic)
+        # inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits instead.
+        if PUBLISH > 0:
+            for run in range(begin, end, PUBLISH):
+                state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, hv, row, first, w_ptr, u_ptr,
+                                   k_commit_ptr, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot,
+                                   snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask)
+                publish(progress_ptr, row, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
+            publish(progress_ptr, row, i_v, V, BV, end + 1)       # the chain done (also when it has no events)
+        else:
+            state = commit_run(state, begin, end, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                               event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr,
+                               NC, E, K, V, ck, cv, rows, state_offsets, state_mask)
+
+        if STORE_FINAL and segment == n_segments - 1:
+            state = state * tl.exp(tl.load(final_log_decay_ptr + row))
+            tl.store(final_state_ptr + row * K * V + state_offsets, state, mask=state_mask)
+            raise_flag(flags_ptr, FLAG_OUTPUT, any_2d(not_finite(state) & state_mask))
+
+
+@triton.jit
+def commit_run(state, start, stop, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+               log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv, rows,
+               state_offsets, state_mask):
+    """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`)."""
+    for i in range(start, stop):
+        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+        state = commit(state, decay, chunk_decay, w, u, k)
+        tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
+                 mask=state_mask)
+    return state
+
+
+@triton.jit
+def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
+    """progress[row, i_v] = `stored` snapshots, visible after this program's snapshot stores."""
+    tl.debug_barrier()
+    value = (stored + tl.zeros([], dtype=tl.int64)).to(tl.int32)      # `stored` may be a Python int (interpreter)
+    tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
+
+
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
@@ -114,41 +193,10 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_
                       final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
                       HAS_STARTS: tl.constexpr):
-    i_v = tl.program_id(0)
-    row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
-    if segment >= n_segments:
-        return
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    rows = tl.arange(0, CHUNK)
-    state_mask = (ck < K)[:, None] & (cv < V)[None, :]
-    state_offsets = ck[:, None] * V + cv[None, :]
-
-    if HAS_STARTS:      # this segment's entering state, from segment_scan.py (it checked the initial state)
-        n_slots = tl.cdiv(NC, SEGMENT)
-        state = tl.load(starts_ptr + (row * n_slots + segment) * K * V + state_offsets, mask=state_mask, other=0.0)
-    else:
-        state = load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_mask, K, V, BK, BV,
-                                   HAS_INITIAL)
-    first = tl.load(first_event_ptr + row).to(tl.int64)
-    snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
-    if segment == 0:
-        tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
-
-    # A for loop over the loaded bounds (not a while loop): Triton's pipeliner then issues each event's
-    # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
-    # their latency hides behind the sequential chain's arithmetic.
-    for i in range(begin, end):
-        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
-        state = commit(state, decay, chunk_decay, w, u, k)
-        tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
-                 mask=state_mask)
-
-    if STORE_FINAL and segment == n_segments - 1:
-        state = state * tl.exp(tl.load(final_log_decay_ptr + row))
-        tl.store(final_state_ptr + row * K * V + state_offsets, state, mask=state_mask)
-        raise_flag(flags_ptr, FLAG_OUTPUT, any_2d(not_finite(state) & state_mask))
+    walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
+               event_chunks_ptr, first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr,
+               final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
+               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0)
 
 
 launch_state_pass = Launcher(state_pass_kernel)

@@ -1,0 +1,148 @@
+"""Passes 4 and 5 in one launch: the commit chains and the outputs side by side.
+
+Why: the shared budget gives a few head pairs nearly every chunk and the rest almost none (benchmark
+inputs at 32K, budget 0.29: nine head pairs hold 4,200 of the 4,752 events). The state pass lasts as
+long as its longest chain, a handful of programs walking ~NC commits while the rest of the GPU idles,
+and only then does the output pass start. Here the output programs fill that idle GPU: an output chunk
+needs only its own head pair's snapshot, so it waits for that one, not for every chain.
+
+Grid: one program per chain block (value block x batch row x head pair, as state_pass.py) and per
+output block (one chunk of one head pair, as chunk_output.py with GROUP 1; chunks slowest, so early
+chunks first). A program takes a ticket
+from a counter when it starts and plays the role of that ticket's number: chain programs hold the
+first tickets. An output program waits only on chain programs, and those got their tickets earlier,
+so they are already running and never wait themselves: the waits always end, whatever order the
+hardware starts the programs in (a program's place in the grid does not decide its role).
+
+The chain programs publish how many snapshots they have stored every PUBLISH commits (state_pass.publish);
+an output program spins on its head pair's counters just before its one product that needs the snapshot
+(chunk_output.wait_for_snapshot). The kernel autotunes with the counters zeroed before every run
+(reset_to_zero). Under the interpreter the programs run one after another in grid order, so every
+wait finds its snapshot stored.
+
+Measured on the H200 (2026-12-01, analysis/results/overlap/, kernel_bench.notes.md): passes 4 + 5 at
+32K, budget 0.29, 0.79 + 0.63 ms as two launches, 1.11 ms as one; at 128K 3.15 + 2.49 against 4.24.
+"""
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from .chunk_loads import AUTOTUNE, CHUNK, cdiv, padded, solve_precision
+from .chunk_output import output_chunks
+from .launch import Launcher
+from .state_pass import walk_chain
+
+# Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
+# roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
+# 128K): chain blocks of 16 columns with 3 stages 1.11 / 4.24 ms, with 2 stages 1.09 / 4.29, of 32 columns
+# 1.23-1.64 / 4.65-4.81; all computed correctly (analysis/results/overlap/).
+CONFIGS = [triton.Config({"STATE_BV": state_bv, "BV": 128}, num_warps=4, num_stages=stages)
+           for state_bv, stages in ((16, 3), (16, 2), (32, 3))]
+PUBLISH = 16        # commits between two progress counts of a chain program
+# Output programs in order of readiness (chunks sorted by how many commits their snapshot needs, one
+# argsort per call, so that fewer programs wait holding an SM's slot), or chunk by chunk (the default:
+# readiness order measured slower on the H200, 1.70 against 1.59 ms at 32K, 6.12 against 6.00 at 128K,
+# analysis/results/overlap/batch2). SPARSEGDN_READY_ORDER=1 turns it on.
+READY_ORDER = os.environ.get("SPARSEGDN_READY_ORDER", "0") == "1"
+
+
+def _prune(configs, named_args, **kwargs):
+    """Blocks no wider than the (padded) value head, at least one config kept."""
+    widest = padded(named_args["V"])
+    kept = [config for config in configs
+            if config.kwargs["BV"] <= widest and config.kwargs["STATE_BV"] <= widest]
+    return kept or [triton.Config({"STATE_BV": 16, "BV": widest}, num_warps=4, num_stages=2)]
+
+
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY"],
+                 prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
+@triton.jit
+def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
+                        log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr,
+                        snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr,
+                        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC, E,
+                        q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
+                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B,
+                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, HAS_INITIAL: tl.constexpr,
+                        STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
+                        BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
+                        VP: tl.constexpr, READY: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
+    # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, cdiv(V, STATE_BV)].
+    progress_ptr = ticket_ptr + 1
+    ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
+    state_blocks = tl.cdiv(V, STATE_BV)
+    n_chain = B * HV * state_blocks
+    if ticket < n_chain:
+        walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                   first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr,
+                   initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E,
+                   NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY)
+    else:
+        pid = ticket - n_chain
+        n_blocks = tl.cdiv(V, BV)
+        i_v = pid % n_blocks                # value blocks fastest
+        if READY:                           # then the chunks in order of readiness: order holds (b * HV + hv) * NC + c
+            item = tl.load(order_ptr + pid // n_blocks)
+            c = item % NC
+            hv = (item // NC) % HV
+            b = item // (NC * HV)
+        else:                               # then head pairs, batch rows, chunks
+            rest = pid // n_blocks
+            hv = rest % HV
+            b = (rest // HV) % B
+            c = rest // (HV * B)
+        output_chunks(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                      snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
+                      scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
+                      beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
+                      PRECISION, 1, STATE_BV, VP // STATE_BV)
+
+
+launch_state_output = Launcher(state_output_kernel)
+
+
+def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay, initial_state, flags, *,
+                 store_final, scale, normalize, out_dtype, band):
+    """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
+    [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch."""
+    batch, tokens, key_heads, key_dim = q.shape
+    value_heads, value_dim = v.shape[2], v.shape[3]
+    n_chunks = schedule.events.shape[2]
+    n_events = schedule.max_events
+    snapshots = torch.empty(batch, n_events + value_heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
+    final_state = (torch.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
+                   if store_final else snapshots)
+    o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
+    # The ticket counter and the progress counts of the narrowest chain blocks any config uses (8 columns).
+    counters = torch.zeros(1 + batch * value_heads * cdiv(value_dim, 8), dtype=torch.int32, device=w.device)
+
+    order = ready_order(schedule) if READY_ORDER else counters
+
+    def grid(meta):
+        chains = batch * value_heads * cdiv(value_dim, meta["STATE_BV"])
+        outputs = batch * n_chunks * value_heads * cdiv(value_dim, meta["BV"])
+        return (chains + outputs,)
+
+    launch_state_output(
+        grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
+        schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
+        initial_state if initial_state is not None else snapshots, snapshots, final_state, flags, counters, order,
+        q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
+        n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
+        *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
+        HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH, VP=padded(value_dim),
+        READY=READY_ORDER)
+    return o, (final_state if store_final else None)
+
+
+def ready_order(schedule):
+    """int64 [B * HV * NC]: every (batch row, head pair, chunk) as (b * HV + hv) * NC + c, sorted by the
+    number of commits its snapshot comes after (stable: chunk order among equals)."""
+    batch, heads, n_chunks = schedule.events.shape
+    rows = torch.arange(batch * heads, device=schedule.first_event.device).view(batch, heads)
+    base = (rows // heads) * (schedule.max_events + heads) + schedule.first_event + rows % heads
+    commits_before = schedule.snapshot_of_chunk - base.unsqueeze(-1)
+    return torch.argsort(commits_before.flatten(), stable=True)
