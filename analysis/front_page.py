@@ -38,8 +38,7 @@ def render(name: str, results_dir: Path = measurements.RESULTS_DIR) -> str:
     if name.startswith("multi_gpu_run"):
         return f"`{name}`: " + measurements.multi_gpu_report(json.loads(path.read_text(encoding="utf-8")))
     if name.startswith("ruler"):
-        meta, frame = measurements.ruler(path)
-        return measurements.perplexity_table(meta, frame, name)
+        return measurements.evaluation_table(path, name)
     raise ValueError(f"{name}: no table is rendered from this kind of result file")
 
 

@@ -48,6 +48,27 @@ SETTINGS = {
 }
 
 
+def reading(rows: list[tuple[str, int, dict]]) -> list[str]:
+    """What the table says, per length: whether the look-up needs the GDN state carried across chunks (the
+    starved setting against dense) and the GDN layers at all (the zeroed one)."""
+    dense_name, starved_name, zeroed_name = SETTINGS
+    means = {(name, length): float(np.mean(list(accuracy.values()))) for name, length, accuracy in rows}
+    lines = []
+    for length in sorted({length for _, length, _ in rows}):
+        dense, starved, zeroed = (means[(name, length)] for name in (dense_name, starved_name, zeroed_name))
+        if starved >= 0.9 * dense:
+            state = ("the look-up does not pass through the GDN state carried across chunks, so skipping events "
+                     "cannot lose it and the selectors cannot be told apart on these tasks")
+        elif starved <= 0.5 * dense:
+            state = ("the look-up passes through the GDN state carried across chunks, which is what the selectors "
+                     "keep or skip")
+        else:
+            state = "part of the look-up passes through the GDN state carried across chunks"
+        lines.append(f"At {length} tokens, with almost no events the mean goes from {dense:.3f} to {starved:.3f}: {state}. "
+                     f"With the GDN output zeroed it is {zeroed:.3f}.")
+    return lines
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=Path("data/default-model"))
@@ -91,6 +112,7 @@ def main(argv=None) -> None:
         cells = [f"{accuracy[task]:.2f} ({low:.2f}-{high:.2f})"
                  for task in args.tasks for low, high in [evaluation.wilson_interval(accuracy[task], args.samples)]]
         lines.append(f"| {name} | {length} | {np.mean(list(accuracy.values())):.3f} | " + " | ".join(cells) + " |")
+    lines += [""] + reading(rows)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

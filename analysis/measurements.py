@@ -229,53 +229,23 @@ def selector_table(meta: dict, means: pl.DataFrame, name: str) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------- default model evaluation
+# ---------------------------------------------------------------------------------- model evaluation
 
-def perplexity_table(meta: dict, ruler_frame: pl.DataFrame, name: str, config: SparseConfig = SparseConfig()) -> str:
-    """The README's evaluation table: held-out perplexity of every selector at `config`'s budget and
-    band against dense, and dense's mean RULER accuracy per length."""
-    change = perplexity_change(ruler_frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
-    accuracy = ruler_accuracy(ruler_frame).filter(pl.col("selector") == "dense")
-    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
-             f"`{meta['command']}`. Perplexity on held-out windows at budget {config.budget:g}, band {config.band}:", "",
-             "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
-    lines += [f"| {row['selector']} | {row['source']} | {row['dense']:.2f} | {row['perplexity']:.2f} | "
-              f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
-    lines += ["", "Dense mean RULER accuracy (five tasks): "
-              + ", ".join(f"{_tokens(row['length'])} {row['accuracy']:.2f}" for row in accuracy.iter_rows(named=True))
-              + ".", "", selector_accuracy_table(ruler_frame, band=config.band)]
-    return "\n".join(lines)
-
-
-def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
-    """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
-    five tasks, and `niah_single` with its sample count in brackets."""
-    acc = ruler_rows(ruler_frame).filter((pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets))))
-    lengths = sorted(acc["length"].unique().to_list())
-    lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single` (samples per task in brackets):", "",
-             "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
-    for config in acc.sort("budget", "selector", descending=[True, False])["config"].unique(maintain_order=True):
-        cells = []
-        for length in lengths:
-            cell = acc.filter((pl.col("config") == config) & (pl.col("length") == length))
-            single = cell.filter(pl.col("task") == "niah_single")
-            if cell.is_empty():
-                cells.append("–")
-            elif single.is_empty():     # an evaluation without the single-needle task: the mean alone
-                cells.append(f"{cell['accuracy'].mean():.2f}")
-            else:
-                cells.append(f"{cell['accuracy'].mean():.2f} / {single['accuracy'][0]:.2f} ({single['samples'][0]})")
-        lines.append(f"| {config} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+Z95 = 1.96                  # the normal quantile of the accuracy means' 95% intervals
+PERPLEXITY_TARGET = 3.0     # the default model's target: sparse perplexity within 3% of dense
+TARGET_LENGTHS = (4096, 8192)
 
 
 def ruler(path: Path) -> tuple[dict, pl.DataFrame]:
-    """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame)."""
+    """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame).
+    The provenance: model, device, date, command, checkpoint (sha256, 16 digits), samples (per task, by
+    length; {} when not recorded), ppl_length."""
     from .ruler_report import records_frame
 
     data = json.loads(Path(path).read_text())
-    meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command")}
+    meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command", "ppl_length")}
     meta["checkpoint"] = data.get("checkpoint_sha256", "not recorded")[:16]
+    meta["samples"] = {int(length): count for length, count in data.get("samples", {}).items()}
     return meta, records_frame(path)
 
 
@@ -297,11 +267,163 @@ def ruler_rows(ruler_frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def ruler_accuracy(ruler_frame: pl.DataFrame) -> pl.DataFrame:
-    """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense')."""
+    """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense'),
+    with its 95% interval: a normal approximation over the samples (each task's sample variance over its
+    sample count, summed, the root over the number of tasks). `samples`: all tasks' together."""
+    se = (pl.col("sample_var") / pl.col("samples")).sum().sqrt() / pl.len()
     return (ruler_rows(ruler_frame)
             .group_by("config", "budget", "selector", "band", "length")
-            .agg(pl.col("accuracy").mean().alias("accuracy"), pl.col("samples").sum().alias("samples"))
-            .sort("length", "band", "selector", "budget"))
+            .agg(pl.col("accuracy").mean().alias("accuracy"), se.alias("se"), pl.col("samples").sum().alias("samples"),
+                 pl.len().alias("tasks"))
+            .with_columns((pl.col("accuracy") - Z95 * pl.col("se")).clip(0.0, 1.0).alias("ci_low"),
+                          (pl.col("accuracy") + Z95 * pl.col("se")).clip(0.0, 1.0).alias("ci_high"))
+            .drop("se").sort("length", "band", "selector", "budget"))
+
+
+def _with_interval(row: dict | None, digits: int = 3) -> str:
+    if row is None:
+        return "not measured"
+    return f"{row['accuracy']:.{digits}f} [{row['ci_low']:.2f}-{row['ci_high']:.2f}]"
+
+
+def _one(frame: pl.DataFrame, **where) -> dict | None:
+    """The one row of `frame` whose columns equal `where`'s values, or None."""
+    part = frame.filter(*[pl.col(name) == value for name, value in where.items()])
+    return None if part.is_empty() else part.row(0, named=True)
+
+
+def ruler_targets(ruler_frame: pl.DataFrame, config: SparseConfig = SparseConfig()) -> pl.DataFrame:
+    """The default model's targets: target, measured (95% intervals in brackets) and met ('yes', 'no' or
+    'not measured'). Accuracies are means over the five tasks unless a task is named; sparse settings at
+    `config`'s band; the budgets are `config`'s and 0.15."""
+    rows, accuracy = ruler_rows(ruler_frame), ruler_accuracy(ruler_frame)
+    out = []
+
+    def add(target: str, measured: str, met: bool | None) -> None:
+        out.append({"target": target, "measured": measured,
+                    "met": "not measured" if met is None else ("yes" if met else "no")})
+
+    def mean(selector: str, length: int, budget: float = 1.0) -> dict | None:
+        if selector == "dense":
+            return _one(accuracy, selector="dense", length=length)
+        return _one(accuracy, selector=selector, length=length, budget=budget, band=config.band)
+
+    for length in TARGET_LENGTHS:
+        single = _one(rows, selector="dense", length=length, task="niah_single")
+        add(f"dense niah_single at {_tokens(length)} >= 0.90",
+            "not measured" if single is None else f"{_with_interval(single)}, {single['samples']} samples",
+            None if single is None else single["accuracy"] >= 0.9)
+    dense = mean("dense", TARGET_LENGTHS[0])
+    add(f"dense mean over the five tasks at {_tokens(TARGET_LENGTHS[0])} >= 0.60", _with_interval(dense),
+        None if dense is None else dense["accuracy"] >= 0.6)
+    for length in TARGET_LENGTHS:
+        dense, score = mean("dense", length), mean("score", length, config.budget)
+        ratio = score["accuracy"] / dense["accuracy"] if score and dense and dense["accuracy"] else None
+        add(f"score (b={config.budget:g}, band {config.band}) >= 95% of dense at {_tokens(length)}",
+            "not measured" if ratio is None else f"{ratio:.3f} ({score['accuracy']:.3f} against {dense['accuracy']:.3f})",
+            None if ratio is None else ratio >= 0.95)
+        for budget in (config.budget, 0.15):
+            s, u, r = (mean(selector, length, budget) for selector in ("score", "uniform", "random"))
+            margin = 0.10 if budget == 0.15 and dense is not None and dense["accuracy"] >= 0.9 else 0.0
+            met = None if None in (s, u, r) else (
+                s["accuracy"] - max(u["accuracy"], r["accuracy"]) >= margin if margin
+                else s["accuracy"] > max(u["accuracy"], r["accuracy"]))
+            add(f"score above uniform and random at b={budget:g}, {_tokens(length)}"
+                + (" (by >= 0.10: dense >= 0.90)" if margin else ""),
+                f"{_with_interval(s)} against {_with_interval(u)} / {_with_interval(r)}", met)
+    change = perplexity_change(ruler_frame)
+    dense_ppl = ruler_frame.filter((pl.col("kind") == "perplexity") & (pl.col("config") == "dense"))
+    for source in sorted(dense_ppl["source"].to_list()):
+        row = _one(change, selector="score", budget=config.budget, band=config.band, source=source)
+        add(f"perplexity with score (b={config.budget:g}) within {PERPLEXITY_TARGET:g}% of dense ({source})",
+            "not measured" if row is None else
+            f"{row['dense']:.2f} -> {row['perplexity']:.2f} ({row['change_pct']:+.2f}%)",
+            None if row is None else abs(row["change_pct"]) <= PERPLEXITY_TARGET)
+    return pl.DataFrame(out, schema={"target": pl.Utf8, "measured": pl.Utf8, "met": pl.Utf8})
+
+
+def targets_table(targets: pl.DataFrame) -> list[str]:
+    """ruler_targets as markdown lines."""
+    return ["| target | measured | met |", "|---|---|---|"] + [
+        f"| {row['target']} | {row['measured']} | {row['met']} |" for row in targets.iter_rows(named=True)]
+
+
+def not_measured(ruler_frame: pl.DataFrame, lengths=()) -> dict[int, pl.DataFrame]:
+    """Per length (those given, and every length with records), the settings the file measured at some
+    length but not at this one: config, budget, selector, band."""
+    accuracy = ruler_accuracy(ruler_frame)
+    settings = accuracy.select("config", "budget", "selector", "band").unique(maintain_order=True)
+    out = {}
+    for length in sorted(set(lengths) | set(accuracy["length"].to_list())):
+        missing = settings.join(accuracy.filter(pl.col("length") == length).select("config"), on="config", how="anti")
+        if missing.height:
+            out[length] = missing.sort("band", "budget", "selector", descending=[False, True, False])
+    return out
+
+
+def not_measured_text(ruler_frame: pl.DataFrame, lengths=()) -> list[str]:
+    """not_measured in words, one line per length: by band, each budget's selectors."""
+    lines = []
+    for length, missing in not_measured(ruler_frame, lengths).items():
+        bands = []
+        for (band,), part in missing.group_by("band", maintain_order=True):
+            budgets = [f"b={budget:g} " + "/".join(selectors["selector"].to_list())
+                       for (budget,), selectors in part.group_by("budget", maintain_order=True)]
+            bands.append(f"band {band}: " + ", ".join(budgets))
+        lines.append(f"- {_tokens(length)}: " + "; ".join(bands) + f" ({missing.height} settings)")
+    return lines
+
+
+def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
+    """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
+    five tasks and `niah_single`, each with its 95% interval, and the samples per task in brackets."""
+    rows = ruler_rows(ruler_frame)
+    keep = (pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets)))
+    accuracy, rows = ruler_accuracy(ruler_frame).filter(keep), rows.filter(keep)
+    lengths = sorted(accuracy["length"].unique().to_list())
+    lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single`, 95% intervals in square "
+             "brackets, samples per task in round ones:", "",
+             "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    for config in accuracy.sort("budget", "selector", descending=[True, False])["config"].unique(maintain_order=True):
+        cells = []
+        for length in lengths:
+            mean = _one(accuracy, config=config, length=length)
+            single = _one(rows, config=config, length=length, task="niah_single")
+            if mean is None:
+                cells.append("not measured")
+            elif single is None:     # an evaluation without the single-needle task: the mean alone
+                cells.append(f"{_with_interval(mean, 2)} ({mean['samples'] // mean['tasks']})")
+            else:
+                cells.append(f"{_with_interval(mean, 2)} / {_with_interval(single, 2)} ({single['samples']})")
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig()) -> str:
+    """The README's block of a RULER-style evaluation: provenance, the targets met and missed, accuracy
+    per length with intervals and sample counts, held-out perplexity at `config`'s budget and band, and
+    the settings the file did not measure."""
+    meta, frame = ruler(path)
+    counts = meta["samples"]
+    windows = frame.filter(pl.col("kind") == "perplexity")["windows"].drop_nulls()
+    samples = ("samples per task: " + ", ".join(f"{count} at {_tokens(length)}" for length, count in sorted(counts.items()))
+               if counts else "samples per task: in the table")
+    change = perplexity_change(frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
+    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
+             f"`{meta['command']}`. {samples[0].upper() + samples[1:]}; held-out perplexity on "
+             f"{windows.max() if windows.len() else '?'} windows of {meta['ppl_length']} tokens per source. 95% "
+             "intervals in square brackets: Wilson for one task, a normal approximation over the samples for the "
+             "mean over the five tasks.", "", "Targets:", ""]
+    lines += targets_table(ruler_targets(frame, config))
+    lines += ["", selector_accuracy_table(frame, band=config.band), "",
+              f"Held-out perplexity at budget {config.budget:g}, band {config.band}:", "",
+              "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
+    lines += [f"| {row['selector']} | {row['source']} | {row['dense']:.2f} | {row['perplexity']:.2f} | "
+              f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
+    missing = not_measured_text(frame, counts)
+    if missing:
+        lines += ["", "Not measured in this file (settings it measured at other lengths):", ""] + missing
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------- the CPU core

@@ -21,18 +21,35 @@ def records_frame(path: Path = RESULTS):
     """The committed results as one tidy polars table (one row per measurement; for the app).
 
     Columns: kind ('ruler' | 'perplexity'), config, budget, selector, band, length, task,
-    samples, accuracy, ci_low, ci_high (ruler rows: the 95% Wilson interval), source, windows, nll,
-    perplexity (perplexity rows).
+    samples, accuracy, ci_low, ci_high (ruler rows: the 95% Wilson interval), sample_var (ruler rows: the
+    variance of the per-sample scores), source, windows, nll, perplexity (perplexity rows).
     """
+    return records_frame_of(json.loads(Path(path).read_text()))
+
+
+def records_frame_of(results: dict):
+    """records_frame of results already read."""
     import polars as pl
 
-    records = [with_interval(r) for r in json.loads(Path(path).read_text())["records"]]
+    records = [with_interval(r) for r in results["records"]]
     schema = {"kind": pl.Utf8, "config": pl.Utf8, "budget": pl.Float64, "selector": pl.Utf8, "band": pl.Int64,
               "length": pl.Int64, "task": pl.Utf8, "samples": pl.Int64, "accuracy": pl.Float64,
-              "ci_low": pl.Float64, "ci_high": pl.Float64,
+              "ci_low": pl.Float64, "ci_high": pl.Float64, "sample_var": pl.Float64,
               "source": pl.Utf8, "windows": pl.Int64, "nll": pl.Float64, "perplexity": pl.Float64}
-    rows = [{name: r.get(name) for name in schema} for r in records]
+    rows = [{name: r.get(name) for name in schema} | {"sample_var": sample_variance(r)} for r in records]
     return pl.DataFrame(rows, schema=schema)
+
+
+def sample_variance(record: dict) -> float | None:
+    """The variance (n - 1 in the denominator) of a ruler record's per-sample scores; for a record written
+    without them, that of 0/1 outcomes with its accuracy (the most scores in [0, 1] can vary)."""
+    if record["kind"] != "ruler":
+        return None
+    scores = record.get("sample_scores")
+    if scores is not None and len(scores) > 1:
+        return float(np.var(scores, ddof=1))
+    n, p = record["samples"], record["accuracy"]
+    return p * (1 - p) * n / (n - 1) if n > 1 else 0.25
 
 
 def with_interval(record: dict) -> dict:
@@ -115,6 +132,12 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
     if timed:
         lines += ["", "wall s: the seconds of the row's batched forwards, all tasks (perplexity not included)."]
     if only is None:
+        from .measurements import not_measured_text
+
+        missing = not_measured_text(records_frame_of(results), [int(n) for n in results.get("samples", {})])
+        if missing:
+            lines += ["", "## Not measured", "", "Settings this run measured at other lengths but not at these (the "
+                      "evaluation stops starting new work at its time budget):", ""] + missing
         lines += ["", "## Sample counts and 95% intervals (dense; score, uniform, random at budgets 0.29 and 0.15, band 1)", "",
                   "Wilson score intervals over the samples of each cell; a sample with several answers scores the "
                   "fraction it retrieved, which makes the interval conservative.", ""]
