@@ -399,10 +399,48 @@ def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.
     return "\n".join(lines)
 
 
-def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig()) -> str:
-    """The README's block of a RULER-style evaluation: provenance, the targets met and missed, accuracy
-    per length with intervals and sample counts, held-out perplexity at `config`'s budget and band, and
-    the settings the file did not measure."""
+DEFAULT_TRAIN_LOG = Path(__file__).resolve().parents[1] / "data" / "default-model" / "train_log.json"
+
+
+def trained_length(train_log: dict | Path = DEFAULT_TRAIN_LOG) -> int | None:
+    """The longest sequence a training run's curriculum reached (a train_log.json, or its path), or None."""
+    if isinstance(train_log, Path):
+        if not train_log.is_file():
+            return None
+        train_log = json.loads(train_log.read_text())
+    curriculum = (train_log.get("recipe") or train_log).get("curriculum")
+    return max(length for _, length in curriculum) if curriculum else None
+
+
+def length_text(ruler_frame: pl.DataFrame, trained: int | None = None) -> str:
+    """Dense accuracy against length, in words, and whether the model holds it past `trained` tokens (the
+    longest it trained on): where dense falls below half its value at the shortest length, it does not
+    extrapolate, and the sparse rows there say little about the selectors."""
+    dense = {row["length"]: row for row in ruler_accuracy(ruler_frame).filter(pl.col("selector") == "dense")
+             .iter_rows(named=True)}
+    if not dense:
+        return "Dense accuracy was not measured."
+    text = ("Dense accuracy (mean over the five tasks) by length: "
+            + ", ".join(f"{_tokens(n)} {_with_interval(row)}" for n, row in sorted(dense.items())) + ".")
+    if trained:
+        beyond = {n: row for n, row in dense.items() if n > trained}
+        text += f" The model was trained on sequences of up to {trained:,} tokens."
+        lost = [n for n, row in sorted(beyond.items()) if row["accuracy"] < dense[min(dense)]["accuracy"] / 2]
+        if lost:
+            text += (f" It does not extrapolate to {', '.join(_tokens(n) for n in lost)}: dense accuracy there is less "
+                     "than half its value at the shortest length, so the sparse rows at that length compare settings "
+                     "of a model that has mostly stopped retrieving, and say little about the selectors.")
+        elif beyond:
+            text += " Past that length dense accuracy keeps at least half its value at the shortest length."
+    return text
+
+
+def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(),
+                     trained_log: Path | None = None) -> str:
+    """The README's block of a RULER-style evaluation: provenance, the targets met and missed, dense accuracy
+    by length (against the longest length of `trained_log`'s curriculum, the evaluated model's training
+    log), accuracy per length with intervals and sample counts, held-out perplexity at `config`'s budget and
+    band, and the settings the file did not measure."""
     meta, frame = ruler(path)
     counts = meta["samples"]
     windows = frame.filter(pl.col("kind") == "perplexity")["windows"].drop_nulls()
@@ -415,6 +453,7 @@ def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(
              "intervals in square brackets: Wilson for one task, a normal approximation over the samples for the "
              "mean over the five tasks.", "", "Targets:", ""]
     lines += targets_table(ruler_targets(frame, config))
+    lines += ["", length_text(frame, trained_length(trained_log) if trained_log else None)]
     lines += ["", selector_accuracy_table(frame, band=config.band), "",
               f"Held-out perplexity at budget {config.budget:g}, band {config.band}:", "",
               "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
@@ -423,6 +462,54 @@ def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(
     missing = not_measured_text(frame, counts)
     if missing:
         lines += ["", "Not measured in this file (settings it measured at other lengths):", ""] + missing
+    return "\n".join(lines)
+
+
+def cross_check(path: Path, reference: Path) -> tuple[dict, pl.DataFrame]:
+    """Two evaluations of one checkpoint (e.g. the CPU torch backend against the GPU Triton one), compared on
+    the samples both ran: (provenance of both, one row per setting and length both measured: samples over all
+    tasks, equal per-sample scores, each one's mean over tasks on those samples). Refuses other weights."""
+    from .ruler_report import sample_agreement
+
+    other, base = (json.loads(Path(p).read_text()) for p in (path, reference))
+    digests = other.get("checkpoint_sha256"), base.get("checkpoint_sha256")
+    if None in digests or digests[0] != digests[1]:
+        raise ValueError(f"{Path(path).name} and {Path(reference).name} did not evaluate one checkpoint (sha256 "
+                         f"{str(digests[0])[:12]} and {str(digests[1])[:12]})")
+    keys = ("model", "device", "date", "command", "backend", "cpu_cores", "torch_threads", "ppl_length")
+    meta = {"checkpoint": digests[0][:16], **{f"{side}_{key}": data.get(key, "not recorded")
+                                               for side, data in (("this", other), ("reference", base)) for key in keys}}
+    meta["this_windows"], meta["reference_windows"] = (
+        max((r["windows"] for r in data["records"] if r["kind"] == "perplexity"), default=0) for data in (other, base))
+    rows = pl.DataFrame(sample_agreement(base, other), schema={
+        "config": pl.Utf8, "length": pl.Int64, "samples": pl.Int64, "equal": pl.Int64, "reference_mean": pl.Float64,
+        "other_mean": pl.Float64})
+    return meta, rows.rename({"other_mean": "mean", "reference_mean": "reference mean"})
+
+
+def cross_check_table(path: Path, name: str, reference: Path) -> str:
+    """The README's block of a cross-check evaluation: where each ran, per setting and length the per-sample
+    scores that agree and both means, in all how many agree, and whether the perplexities compare."""
+    meta, rows = cross_check(path, reference)
+    where = {side: f"{meta[f'{side}_device']}" + (f" ({meta[f'{side}_cpu_cores']} cores, {meta[f'{side}_torch_threads']} "
+                                                  "torch thread(s))" if meta[f"{side}_device"] == "cpu" else "")
+             + f", {meta[f'{side}_backend']} backend, {meta[f'{side}_date']}" for side in ("this", "reference")}
+    lines = [f"`{name}`: {where['this']}; `{meta['this_command']}`. Against `{Path(reference).name}` ({where['reference']}): "
+             f"the same checkpoint (sha256 {meta['checkpoint']}) on the same samples (equal seeds; where one ran fewer "
+             "samples per task, its are the other's first).", "",
+             "| config | length | samples (all tasks) | per-sample scores equal | mean | reference mean, same samples |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {row['config']} | {_tokens(row['length'])} | {row['samples']} | {row['equal']} | {row['mean']:.3f} | "
+              f"{row['reference mean']:.3f} |" for row in rows.iter_rows(named=True)]
+    if rows.height:
+        total, equal = rows["samples"].sum(), rows["equal"].sum()
+        gap = (rows["mean"] - rows["reference mean"]).abs().max()
+        lines += ["", f"In all {equal:,} of {total:,} per-sample scores are equal ({equal / total:.1%}); the means differ "
+                  f"by at most {gap:.3f}."]
+    same_ppl = (meta["this_ppl_length"], meta["this_windows"]) == (meta["reference_ppl_length"], meta["reference_windows"])
+    lines += ["", "Perplexity " + ("is measured on the same windows in both." if same_ppl else
+              f"is not compared: this run measured {meta['this_windows']} windows of {meta['this_ppl_length']} tokens per "
+              f"source, the reference {meta['reference_windows']} of {meta['reference_ppl_length']}.")]
     return "\n".join(lines)
 
 

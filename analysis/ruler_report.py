@@ -193,6 +193,32 @@ def figure_html(results: dict) -> str:
     return fig.to_html(include_plotlyjs="cdn", full_html=True)
 
 
+def sample_agreement(reference: dict, other: dict) -> list[dict]:
+    """Per (config, length) that both evaluations measured, on the samples both ran (sample i has seed
+    `seed` + i, so equal seeds mean equal samples): how many per-sample scores are equal (samples: over all
+    tasks), and each evaluation's mean over tasks on those samples. Refuses evaluations of other seeds."""
+    if reference.get("seed", 0) != other.get("seed", 0):
+        raise ValueError(f"the evaluations drew other samples (seeds {reference.get('seed', 0)} and {other.get('seed', 0)})")
+    by_key = {(r["config"], r["length"], r["task"]): r for r in reference["records"] if r["kind"] == "ruler"}
+    rows: dict[tuple[str, int], dict] = {}
+    for r in other["records"]:
+        match = by_key.get((r.get("config"), r.get("length"), r.get("task")))
+        if r["kind"] != "ruler" or match is None or "sample_scores" not in r or "sample_scores" not in match:
+            continue
+        n = min(len(r["sample_scores"]), len(match["sample_scores"]))
+        mine, theirs = np.asarray(r["sample_scores"][:n]), np.asarray(match["sample_scores"][:n])
+        row = rows.setdefault((r["config"], r["length"]), {"config": r["config"], "length": r["length"],
+                                                           "samples": 0, "equal": 0, "means": []})
+        row["samples"] += n
+        row["equal"] += int((mine == theirs).sum())
+        row["means"].append((float(theirs.mean()), float(mine.mean())))
+    out = []
+    for row in rows.values():
+        reference_mean, other_mean = np.mean(row.pop("means"), axis=0)
+        out.append({**row, "reference_mean": float(reference_mean), "other_mean": float(other_mean)})
+    return sorted(out, key=lambda r: (r["length"], r["config"] != DENSE.name, r["config"]))
+
+
 def write_report(json_path: Path) -> None:
     results = json.loads(json_path.read_text())
     json_path.with_suffix(".md").write_text(markdown(results))

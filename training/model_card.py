@@ -238,30 +238,6 @@ def job_logs(train_log: dict) -> Path | None:
     return None
 
 
-def length_lines(frame, train_log: dict) -> list[str]:
-    """Dense accuracy against length, and whether the model holds it past the longest length it trained on."""
-    trained = max(length for _, length in train_log["recipe"]["curriculum"]) if "recipe" in train_log else None
-    dense = {row["length"]: row for row in measurements.ruler_accuracy(frame).filter(
-        measurements.pl.col("selector") == "dense").iter_rows(named=True)}
-    if not dense:
-        return []
-    shortest = dense[min(dense)]
-    text = ("Dense accuracy (mean over the five tasks) by length: "
-            + ", ".join(f"{n // 1024}K {row['accuracy']:.3f} [{row['ci_low']:.2f}-{row['ci_high']:.2f}]"
-                        for n, row in sorted(dense.items())) + ".")
-    if trained:
-        beyond = {n: row for n, row in dense.items() if n > trained}
-        text += f" It was trained on sequences of up to {trained} tokens."
-        lost = [n for n, row in beyond.items() if row["accuracy"] < shortest["accuracy"] / 2]
-        if lost:
-            text += (f" It does not extrapolate to {', '.join(f'{n // 1024}K' for n in lost)}: dense accuracy there is "
-                     "less than half its value at the shortest length, so the sparse rows at that length compare "
-                     "settings of a model that has mostly stopped retrieving, and say little about the selectors.")
-        elif beyond:
-            text += " Beyond that length dense accuracy keeps at least half its value at the shortest length."
-    return [text, ""]
-
-
 def render() -> str:
     config = json.loads((MODEL_DIR / "config.json").read_text())
     train_log = json.loads((MODEL_DIR / "train_log.json").read_text())
@@ -336,7 +312,7 @@ def render() -> str:
     lines += measurements.targets_table(measurements.ruler_targets(frame))
     missed = measurements.ruler_targets(frame).filter(measurements.pl.col("met") != "yes")
     lines += ["", f"Missed: {'; '.join(missed['target'].to_list())}." if missed.height else "Every target is met.", ""]
-    lines += length_lines(frame, train_log)
+    lines += [measurements.length_text(frame, measurements.trained_length(train_log)), ""]
     not_measured = measurements.not_measured_text(frame, [int(n) for n in results.get("samples", {})])
     if not_measured:
         lines += ["Not measured (settings the evaluation reached at other lengths, not at these):", ""] + not_measured + [""]
