@@ -568,7 +568,9 @@ def cpu_core_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
 # ---------------------------------------------------------------------------------- the app's runs
 
 def app_runs(path: Path) -> tuple[dict, pl.DataFrame]:
-    """(meta, one row per model) of benchmarks/app_run.py's JSON: the app's own runs and their timings."""
+    """(meta, one row per model) of benchmarks/app_run.py's JSON: the app's own runs and their timings. A
+    `note` in the meta (written by hand after the run, e.g. which weights "default" was then) is shown
+    with the table."""
     data = json.loads(Path(path).read_text())
     rows = []
     for run in data["runs"]:
@@ -593,7 +595,8 @@ def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
     lines = [f"`{name}`: {meta['device']} ({meta['machine']}), {meta['date']}, build {meta['build']}; "
              f"`{meta['command']}`. Load average (1 min) {meta['load_before']:.2f} before, {meta['load_after']:.2f} "
              "after. Each row is one run of the app's run page (AppTest): median [min-max] of its interleaved "
-             "timing repeats, ms, after an untimed warm-up; budget 0.29, score, band 1.", "",
+             "timing repeats, ms, after an untimed warm-up; budget 0.29, score, band 1."
+             + (f" **Note: {meta['note']}**" if meta.get("note") else ""), "",
              "| model | device | tokens | repeats, threads | prefill dense | prefill sparse | sparse vs dense "
              "| GDN core dense | GDN core sparse | sparse vs dense | warm-up (not counted) | whole run s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]

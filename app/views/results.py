@@ -62,6 +62,8 @@ for path in sorted(RESULTS.glob("app_run*.json")):
     meta, rows = measurements.app_runs(path)
     caption(path.name, {"device": f"{meta['device']} ({meta['machine']})", "date": meta["date"],
                         "build": meta["build"], "command": meta["command"]})
+    if meta.get("note"):
+        st.warning(f"{path.name}: {meta['note']}")
     st.dataframe(tables.readable(rows.select("model", "device_name", "n_tokens", "repeats", "prefill_dense_median",
                                              "prefill_sparse_median", "core_dense_median", "core_sparse_median",
                                              "wall_s")), hide_index=True)
