@@ -423,7 +423,12 @@ def _load_checkpoint(directory: Path, *, name: str, device: str, dtype, device_m
     checkpoints.check_loading_report(report, name)
     if not gpus:
         model = model.to(device)
-    description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
+    count = sum(p.numel() for p in model.parameters())
+    size = f"{count / 1e9:.2f}B" if count >= 1e9 else f"{count / 1e6:.2f}M"
+    kinds = getattr(model.config.get_text_config(), "layer_types", None) or []
+    attention = sum(kind != "linear_attention" for kind in kinds)
+    layers = (f", {len(kinds)} layers: {len(kinds) - attention} Gated DeltaNet, {attention} attention" if kinds else "")
+    description = f"{name} ({model_type}, {size} parameters{layers})"
     return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
                       device=device, dtype=dtype, device_map=device_map)
 
