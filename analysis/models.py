@@ -532,7 +532,7 @@ def list_models(roots=None) -> list[ModelChoice]:
     choices = []
     if _has_checkpoint(DEFAULT_MODEL_DIR):
         choices.append(ModelChoice("default", "Default (embedded, trained)",
-                                   "The small Qwen3.5 trained for this app (data/default-model).", False))
+                                   "The small Qwen3.5 trained for this app, every layer Gated DeltaNet (data/default-model).", False))
     else:
         choices.append(ModelChoice("default", "Default (random weights)",
                                    "Small random-weight Qwen3.5 until the trained default lands.", True))
