@@ -496,7 +496,7 @@ def cross_check_table(path: Path, name: str, reference: Path) -> str:
              + f", {meta[f'{side}_backend']} backend, {meta[f'{side}_date']}" for side in ("this", "reference")}
     lines = [f"`{name}`: {where['this']}; `{meta['this_command']}`. Against `{Path(reference).name}` ({where['reference']}): "
              f"the same checkpoint (sha256 {meta['checkpoint']}) on the same samples (equal seeds; where one ran fewer "
-             "samples per task, its are the other's first).", "",
+             "samples per task, the smaller run's samples are the first of the larger's).", "",
              "| config | length | samples (all tasks) | per-sample scores equal | mean | reference mean, same samples |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {row['config']} | {_tokens(row['length'])} | {row['samples']} | {row['equal']} | {row['mean']:.3f} | "
