@@ -1,16 +1,21 @@
-"""Which layers carry the default model's retrieval: the RULER tasks with the GDN cores' output removed.
+"""Which layers carry a model's retrieval: the RULER tasks with the GDN cores' output removed.
 
     python -m analysis.layer_ablation [--lengths 4096] [--samples 16] [--tasks niah_single ...]
+
+The committed analysis/results/layer_ablation.md is the embedded default's (data/default-model), made by
+    python -m analysis.layer_ablation --lengths 4096 --samples 8 --tasks niah_single
 
 Settings, on the evaluation's own samples (analysis/evaluation.py, same seeds): the model as trained
 (dense, through sparsegdn's dense torch core: every event, exact solve; faster on the CPU than
 transformers' own); SparseGDN with almost no events (`uniform` at budget 0.01: each head pair keeps
 about one commit in a hundred, so little crosses from one chunk to the next); and every GDN layer's core
-output replaced by zeros (the attention layers, the MLPs and the GDN layers' gates and convolutions
-stay). If accuracy survives the second, the look-up does not pass through the GDN state carried
-across chunks, so dropping events cannot lose it and the selectors cannot be told apart on these
-tasks (the model card says so); the third shows whether the GDN layers are needed at all.
-Runs on the CPU in a few minutes.
+output replaced by zeros (the attention layers if any, the MLPs and the GDN layers' gates and
+convolutions stay). If accuracy survives the second, the look-up does not pass through the GDN state
+carried across chunks, so dropping events cannot lose it and the selectors cannot be told apart on these
+tasks (so it was on the previous, hybrid default: its attention layers did the look-up); if it falls,
+the needle crosses the chunks in the GDN state, which is what the selectors decide (the GDN-only
+default). The third shows whether the GDN layers are needed at all. The report names the model's
+layers. Runs on the CPU in a few minutes.
 """
 from __future__ import annotations
 
@@ -43,6 +48,27 @@ SETTINGS = {
 }
 
 
+def reading(rows: list[tuple[str, int, dict]]) -> list[str]:
+    """What the table says, per length: whether the look-up needs the GDN state carried across chunks (the
+    starved setting against dense) and the GDN layers at all (the zeroed one)."""
+    dense_name, starved_name, zeroed_name = SETTINGS
+    means = {(name, length): float(np.mean(list(accuracy.values()))) for name, length, accuracy in rows}
+    lines = []
+    for length in sorted({length for _, length, _ in rows}):
+        dense, starved, zeroed = (means[(name, length)] for name in (dense_name, starved_name, zeroed_name))
+        if starved >= 0.9 * dense:
+            state = ("the look-up does not pass through the GDN state carried across chunks, so skipping events "
+                     "cannot lose it and the selectors cannot be told apart on these tasks")
+        elif starved <= 0.5 * dense:
+            state = ("the look-up passes through the GDN state carried across chunks, which is what the selectors "
+                     "keep or skip")
+        else:
+            state = "part of the look-up passes through the GDN state carried across chunks"
+        lines.append(f"At {length} tokens, with almost no events the mean goes from {dense:.3f} to {starved:.3f}: {state}. "
+                     f"With the GDN output zeroed it is {zeroed:.3f}.")
+    return lines
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=Path("data/default-model"))
@@ -66,13 +92,16 @@ def main(argv=None) -> None:
                 print(f"  {name} {length} {task} {accuracy[task]:.2f}", flush=True)
             rows.append((name, length, accuracy))
             print(f"{name:30s} {length:6d} " + " ".join(f"{task} {a:.2f}" for task, a in accuracy.items()), flush=True)
+    kinds = ["GDN" if kind == "linear_attention" else "ATT" for kind in model.config.layer_types]
+    layout = (f"all {len(kinds)} Gated DeltaNet, no attention layer" if "ATT" not in kinds else
+              f"{kinds.count('GDN')} Gated DeltaNet and {kinds.count('ATT')} attention: `{' '.join(kinds)}`")
     lines = [
-        "# Which layers carry the default model's retrieval",
+        "# Which layers carry the model's retrieval",
         "",
         f"`python -m analysis.layer_ablation --lengths {' '.join(map(str, args.lengths))} --samples {args.samples} "
         f"--tasks {' '.join(args.tasks)}` "
-        f"(CPU, float32; {args.samples} samples per task and length, the evaluation's seeds), checkpoint sha256 "
-        f"`{evaluation.checkpoint_digest(args.model / 'model.safetensors')[:16]}`. "
+        f"(CPU, float32; {args.samples} samples per task and length, the evaluation's seeds), model `{args.model}`, "
+        f"checkpoint sha256 `{evaluation.checkpoint_digest(args.model / 'model.safetensors')[:16]}`; layers: {layout}. "
         "Accuracy as in `ruler.md` (answer spans predicted exactly, teacher forcing), 95% Wilson interval in "
         "brackets.",
         "",
@@ -83,6 +112,7 @@ def main(argv=None) -> None:
         cells = [f"{accuracy[task]:.2f} ({low:.2f}-{high:.2f})"
                  for task in args.tasks for low, high in [evaluation.wilson_interval(accuracy[task], args.samples)]]
         lines.append(f"| {name} | {length} | {np.mean(list(accuracy.values())):.3f} | " + " | ".join(cells) + " |")
+    lines += [""] + reading(rows)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

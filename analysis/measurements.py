@@ -229,53 +229,23 @@ def selector_table(meta: dict, means: pl.DataFrame, name: str) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------- default model evaluation
+# ---------------------------------------------------------------------------------- model evaluation
 
-def perplexity_table(meta: dict, ruler_frame: pl.DataFrame, name: str, config: SparseConfig = SparseConfig()) -> str:
-    """The README's evaluation table: held-out perplexity of every selector at `config`'s budget and
-    band against dense, and dense's mean RULER accuracy per length."""
-    change = perplexity_change(ruler_frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
-    accuracy = ruler_accuracy(ruler_frame).filter(pl.col("selector") == "dense")
-    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
-             f"`{meta['command']}`. Perplexity on held-out windows at budget {config.budget:g}, band {config.band}:", "",
-             "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
-    lines += [f"| {row['selector']} | {row['source']} | {row['dense']:.2f} | {row['perplexity']:.2f} | "
-              f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
-    lines += ["", "Dense mean RULER accuracy (five tasks): "
-              + ", ".join(f"{_tokens(row['length'])} {row['accuracy']:.2f}" for row in accuracy.iter_rows(named=True))
-              + ".", "", selector_accuracy_table(ruler_frame, band=config.band)]
-    return "\n".join(lines)
-
-
-def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
-    """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
-    five tasks, and `niah_single` with its sample count in brackets."""
-    acc = ruler_rows(ruler_frame).filter((pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets))))
-    lengths = sorted(acc["length"].unique().to_list())
-    lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single` (samples per task in brackets):", "",
-             "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
-    for config in acc.sort("budget", "selector", descending=[True, False])["config"].unique(maintain_order=True):
-        cells = []
-        for length in lengths:
-            cell = acc.filter((pl.col("config") == config) & (pl.col("length") == length))
-            single = cell.filter(pl.col("task") == "niah_single")
-            if cell.is_empty():
-                cells.append("–")
-            elif single.is_empty():     # an evaluation without the single-needle task: the mean alone
-                cells.append(f"{cell['accuracy'].mean():.2f}")
-            else:
-                cells.append(f"{cell['accuracy'].mean():.2f} / {single['accuracy'][0]:.2f} ({single['samples'][0]})")
-        lines.append(f"| {config} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+Z95 = 1.96                  # the normal quantile of the accuracy means' 95% intervals
+PERPLEXITY_TARGET = 3.0     # the default model's target: sparse perplexity within 3% of dense
+TARGET_LENGTHS = (4096, 8192)
 
 
 def ruler(path: Path) -> tuple[dict, pl.DataFrame]:
-    """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame)."""
+    """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame).
+    The provenance: model, device, date, command, checkpoint (sha256, 16 digits), samples (per task, by
+    length; {} when not recorded), ppl_length."""
     from .ruler_report import records_frame
 
     data = json.loads(Path(path).read_text())
-    meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command")}
+    meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command", "ppl_length")}
     meta["checkpoint"] = data.get("checkpoint_sha256", "not recorded")[:16]
+    meta["samples"] = {int(length): count for length, count in data.get("samples", {}).items()}
     return meta, records_frame(path)
 
 
@@ -297,11 +267,250 @@ def ruler_rows(ruler_frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def ruler_accuracy(ruler_frame: pl.DataFrame) -> pl.DataFrame:
-    """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense')."""
+    """Mean accuracy over tasks per configuration and length (dense has budget 1 and selector 'dense'),
+    with its 95% interval: a normal approximation over the samples (each task's sample variance over its
+    sample count, summed, the root over the number of tasks). `samples`: all tasks' together."""
+    se = (pl.col("sample_var") / pl.col("samples")).sum().sqrt() / pl.len()
     return (ruler_rows(ruler_frame)
             .group_by("config", "budget", "selector", "band", "length")
-            .agg(pl.col("accuracy").mean().alias("accuracy"), pl.col("samples").sum().alias("samples"))
-            .sort("length", "band", "selector", "budget"))
+            .agg(pl.col("accuracy").mean().alias("accuracy"), se.alias("se"), pl.col("samples").sum().alias("samples"),
+                 pl.len().alias("tasks"))
+            .with_columns((pl.col("accuracy") - Z95 * pl.col("se")).clip(0.0, 1.0).alias("ci_low"),
+                          (pl.col("accuracy") + Z95 * pl.col("se")).clip(0.0, 1.0).alias("ci_high"))
+            .drop("se").sort("length", "band", "selector", "budget"))
+
+
+def _with_interval(row: dict | None, digits: int = 3) -> str:
+    if row is None:
+        return "not measured"
+    return f"{row['accuracy']:.{digits}f} [{row['ci_low']:.2f}-{row['ci_high']:.2f}]"
+
+
+def _one(frame: pl.DataFrame, **where) -> dict | None:
+    """The one row of `frame` whose columns equal `where`'s values, or None."""
+    part = frame.filter(*[pl.col(name) == value for name, value in where.items()])
+    return None if part.is_empty() else part.row(0, named=True)
+
+
+def ruler_targets(ruler_frame: pl.DataFrame, config: SparseConfig = SparseConfig()) -> pl.DataFrame:
+    """The default model's targets: target, measured (95% intervals in brackets) and met ('yes', 'no' or
+    'not measured'). Accuracies are means over the five tasks unless a task is named; sparse settings at
+    `config`'s band; the budgets are `config`'s and 0.15."""
+    rows, accuracy = ruler_rows(ruler_frame), ruler_accuracy(ruler_frame)
+    out = []
+
+    def add(target: str, measured: str, met: bool | None) -> None:
+        out.append({"target": target, "measured": measured,
+                    "met": "not measured" if met is None else ("yes" if met else "no")})
+
+    def mean(selector: str, length: int, budget: float = 1.0) -> dict | None:
+        if selector == "dense":
+            return _one(accuracy, selector="dense", length=length)
+        return _one(accuracy, selector=selector, length=length, budget=budget, band=config.band)
+
+    for length in TARGET_LENGTHS:
+        single = _one(rows, selector="dense", length=length, task="niah_single")
+        add(f"dense niah_single at {_tokens(length)} >= 0.90",
+            "not measured" if single is None else f"{_with_interval(single)}, {single['samples']} samples",
+            None if single is None else single["accuracy"] >= 0.9)
+    dense = mean("dense", TARGET_LENGTHS[0])
+    add(f"dense mean over the five tasks at {_tokens(TARGET_LENGTHS[0])} >= 0.60", _with_interval(dense),
+        None if dense is None else dense["accuracy"] >= 0.6)
+    for length in TARGET_LENGTHS:
+        dense, score = mean("dense", length), mean("score", length, config.budget)
+        ratio = score["accuracy"] / dense["accuracy"] if score and dense and dense["accuracy"] else None
+        add(f"score (b={config.budget:g}, band {config.band}) >= 95% of dense at {_tokens(length)}",
+            "not measured" if ratio is None else f"{ratio:.3f} ({score['accuracy']:.3f} against {dense['accuracy']:.3f})",
+            None if ratio is None else ratio >= 0.95)
+        for budget in (config.budget, 0.15):
+            s, u, r = (mean(selector, length, budget) for selector in ("score", "uniform", "random"))
+            margin = 0.10 if budget == 0.15 and dense is not None and dense["accuracy"] >= 0.9 else 0.0
+            met = None if None in (s, u, r) else (
+                s["accuracy"] - max(u["accuracy"], r["accuracy"]) >= margin if margin
+                else s["accuracy"] > max(u["accuracy"], r["accuracy"]))
+            add(f"score above uniform and random at b={budget:g}, {_tokens(length)}"
+                + (" (by >= 0.10: dense >= 0.90)" if margin else ""),
+                f"{_with_interval(s)} against {_with_interval(u)} / {_with_interval(r)}", met)
+    change = perplexity_change(ruler_frame)
+    dense_ppl = ruler_frame.filter((pl.col("kind") == "perplexity") & (pl.col("config") == "dense"))
+    for source in sorted(dense_ppl["source"].to_list()):
+        row = _one(change, selector="score", budget=config.budget, band=config.band, source=source)
+        add(f"perplexity with score (b={config.budget:g}) within {PERPLEXITY_TARGET:g}% of dense ({source})",
+            "not measured" if row is None else
+            f"{row['dense']:.2f} -> {row['perplexity']:.2f} ({row['change_pct']:+.2f}%)",
+            None if row is None else abs(row["change_pct"]) <= PERPLEXITY_TARGET)
+    return pl.DataFrame(out, schema={"target": pl.Utf8, "measured": pl.Utf8, "met": pl.Utf8})
+
+
+def targets_table(targets: pl.DataFrame) -> list[str]:
+    """ruler_targets as markdown lines."""
+    return ["| target | measured | met |", "|---|---|---|"] + [
+        f"| {row['target']} | {row['measured']} | {row['met']} |" for row in targets.iter_rows(named=True)]
+
+
+def not_measured(ruler_frame: pl.DataFrame, lengths=()) -> dict[int, pl.DataFrame]:
+    """Per length (those given, and every length with records), the settings the file measured at some
+    length but not at this one: config, budget, selector, band."""
+    accuracy = ruler_accuracy(ruler_frame)
+    settings = accuracy.select("config", "budget", "selector", "band").unique(maintain_order=True)
+    out = {}
+    for length in sorted(set(lengths) | set(accuracy["length"].to_list())):
+        missing = settings.join(accuracy.filter(pl.col("length") == length).select("config"), on="config", how="anti")
+        if missing.height:
+            out[length] = missing.sort("band", "budget", "selector", descending=[False, True, False])
+    return out
+
+
+def not_measured_text(ruler_frame: pl.DataFrame, lengths=()) -> list[str]:
+    """not_measured in words, one line per length: by band, each budget's selectors."""
+    lines = []
+    for length, missing in not_measured(ruler_frame, lengths).items():
+        bands = []
+        for (band,), part in missing.group_by("band", maintain_order=True):
+            budgets = [f"b={budget:g} " + "/".join(selectors["selector"].to_list())
+                       for (budget,), selectors in part.group_by("budget", maintain_order=True)]
+            bands.append(f"band {band}: " + ", ".join(budgets))
+        lines.append(f"- {_tokens(length)}: " + "; ".join(bands) + f" ({missing.height} settings)")
+    return lines
+
+
+def selector_accuracy_table(ruler_frame: pl.DataFrame, *, band: int, budgets=(0.29, 0.15)) -> str:
+    """RULER accuracy of dense and every selector at `budgets` and `band`, per length: the mean over the
+    five tasks and `niah_single`, each with its 95% interval, and the samples per task in brackets."""
+    rows = ruler_rows(ruler_frame)
+    keep = (pl.col("selector") == "dense") | ((pl.col("band") == band) & pl.col("budget").is_in(list(budgets)))
+    accuracy, rows = ruler_accuracy(ruler_frame).filter(keep), rows.filter(keep)
+    lengths = sorted(accuracy["length"].unique().to_list())
+    lines = [f"RULER accuracy, band {band}: mean over the five tasks / `niah_single`, 95% intervals in square "
+             "brackets, samples per task in round ones:", "",
+             "| config | " + " | ".join(_tokens(n) for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    for config in accuracy.sort("budget", "selector", descending=[True, False])["config"].unique(maintain_order=True):
+        cells = []
+        for length in lengths:
+            mean = _one(accuracy, config=config, length=length)
+            single = _one(rows, config=config, length=length, task="niah_single")
+            if mean is None:
+                cells.append("not measured")
+            elif single is None:     # an evaluation without the single-needle task: the mean alone
+                cells.append(f"{_with_interval(mean, 2)} ({mean['samples'] // mean['tasks']})")
+            else:
+                cells.append(f"{_with_interval(mean, 2)} / {_with_interval(single, 2)} ({single['samples']})")
+        lines.append(f"| {config} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+DEFAULT_TRAIN_LOG = Path(__file__).resolve().parents[1] / "data" / "default-model" / "train_log.json"
+
+
+def trained_length(train_log: dict | Path = DEFAULT_TRAIN_LOG) -> int | None:
+    """The longest sequence a training run's curriculum reached (a train_log.json, or its path), or None."""
+    if isinstance(train_log, Path):
+        if not train_log.is_file():
+            return None
+        train_log = json.loads(train_log.read_text())
+    curriculum = (train_log.get("recipe") or train_log).get("curriculum")
+    return max(length for _, length in curriculum) if curriculum else None
+
+
+def length_text(ruler_frame: pl.DataFrame, trained: int | None = None) -> str:
+    """Dense accuracy against length, in words, and whether the model holds it past `trained` tokens (the
+    longest it trained on): where dense falls below half its value at the shortest length, it does not
+    extrapolate, and the sparse rows there say little about the selectors."""
+    dense = {row["length"]: row for row in ruler_accuracy(ruler_frame).filter(pl.col("selector") == "dense")
+             .iter_rows(named=True)}
+    if not dense:
+        return "Dense accuracy was not measured."
+    text = ("Dense accuracy (mean over the five tasks) by length: "
+            + ", ".join(f"{_tokens(n)} {_with_interval(row)}" for n, row in sorted(dense.items())) + ".")
+    if trained:
+        beyond = {n: row for n, row in dense.items() if n > trained}
+        text += f" The model was trained on sequences of up to {trained:,} tokens."
+        lost = [n for n, row in sorted(beyond.items()) if row["accuracy"] < dense[min(dense)]["accuracy"] / 2]
+        if lost:
+            text += (f" It does not extrapolate to {', '.join(_tokens(n) for n in lost)}: dense accuracy there is less "
+                     "than half its value at the shortest length, so the sparse rows at that length compare settings "
+                     "of a model that has mostly stopped retrieving, and say little about the selectors.")
+        elif beyond:
+            text += " Past that length dense accuracy keeps at least half its value at the shortest length."
+    return text
+
+
+def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(),
+                     trained_log: Path | None = None) -> str:
+    """The README's block of a RULER-style evaluation: provenance, the targets met and missed, dense accuracy
+    by length (against the longest length of `trained_log`'s curriculum, the evaluated model's training
+    log), accuracy per length with intervals and sample counts, held-out perplexity at `config`'s budget and
+    band, and the settings the file did not measure."""
+    meta, frame = ruler(path)
+    counts = meta["samples"]
+    windows = frame.filter(pl.col("kind") == "perplexity")["windows"].drop_nulls()
+    samples = ("samples per task: " + ", ".join(f"{count} at {_tokens(length)}" for length, count in sorted(counts.items()))
+               if counts else "samples per task: in the table")
+    change = perplexity_change(frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
+    lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
+             f"`{meta['command']}`. {samples[0].upper() + samples[1:]}; held-out perplexity on "
+             f"{windows.max() if windows.len() else '?'} windows of {meta['ppl_length']} tokens per source. 95% "
+             "intervals in square brackets: Wilson for one task, a normal approximation over the samples for the "
+             "mean over the five tasks.", "", "Targets:", ""]
+    lines += targets_table(ruler_targets(frame, config))
+    lines += ["", length_text(frame, trained_length(trained_log) if trained_log else None)]
+    lines += ["", selector_accuracy_table(frame, band=config.band), "",
+              f"Held-out perplexity at budget {config.budget:g}, band {config.band}:", "",
+              "| selector | source | dense | sparse | change |", "|---|---|---|---|---|"]
+    lines += [f"| {row['selector']} | {row['source']} | {row['dense']:.2f} | {row['perplexity']:.2f} | "
+              f"{row['change_pct']:+.2f}% |" for row in change.iter_rows(named=True)]
+    missing = not_measured_text(frame, counts)
+    if missing:
+        lines += ["", "Not measured in this file (settings it measured at other lengths):", ""] + missing
+    return "\n".join(lines)
+
+
+def cross_check(path: Path, reference: Path) -> tuple[dict, pl.DataFrame]:
+    """Two evaluations of one checkpoint (e.g. the CPU torch backend against the GPU Triton one), compared on
+    the samples both ran: (provenance of both, one row per setting and length both measured: samples over all
+    tasks, equal per-sample scores, each one's mean over tasks on those samples). Refuses other weights."""
+    from .ruler_report import sample_agreement
+
+    other, base = (json.loads(Path(p).read_text()) for p in (path, reference))
+    digests = other.get("checkpoint_sha256"), base.get("checkpoint_sha256")
+    if None in digests or digests[0] != digests[1]:
+        raise ValueError(f"{Path(path).name} and {Path(reference).name} did not evaluate one checkpoint (sha256 "
+                         f"{str(digests[0])[:12]} and {str(digests[1])[:12]})")
+    keys = ("model", "device", "date", "command", "backend", "cpu_cores", "torch_threads", "ppl_length")
+    meta = {"checkpoint": digests[0][:16], **{f"{side}_{key}": data.get(key, "not recorded")
+                                               for side, data in (("this", other), ("reference", base)) for key in keys}}
+    meta["this_windows"], meta["reference_windows"] = (
+        max((r["windows"] for r in data["records"] if r["kind"] == "perplexity"), default=0) for data in (other, base))
+    rows = pl.DataFrame(sample_agreement(base, other), schema={
+        "config": pl.Utf8, "length": pl.Int64, "samples": pl.Int64, "equal": pl.Int64, "reference_mean": pl.Float64,
+        "other_mean": pl.Float64})
+    return meta, rows.rename({"other_mean": "mean", "reference_mean": "reference mean"})
+
+
+def cross_check_table(path: Path, name: str, reference: Path) -> str:
+    """The README's block of a cross-check evaluation: where each ran, per setting and length the per-sample
+    scores that agree and both means, in all how many agree, and whether the perplexities compare."""
+    meta, rows = cross_check(path, reference)
+    where = {side: f"{meta[f'{side}_device']}" + (f" ({meta[f'{side}_cpu_cores']} cores, {meta[f'{side}_torch_threads']} "
+                                                  "torch thread(s))" if meta[f"{side}_device"] == "cpu" else "")
+             + f", {meta[f'{side}_backend']} backend, {meta[f'{side}_date']}" for side in ("this", "reference")}
+    lines = [f"`{name}`: {where['this']}; `{meta['this_command']}`. Against `{Path(reference).name}` ({where['reference']}): "
+             f"the same checkpoint (sha256 {meta['checkpoint']}) on the same samples (equal seeds; where one ran fewer "
+             "samples per task, the smaller run's samples are the first of the larger's).", "",
+             "| config | length | samples (all tasks) | per-sample scores equal | mean | reference mean, same samples |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {row['config']} | {_tokens(row['length'])} | {row['samples']} | {row['equal']} | {row['mean']:.3f} | "
+              f"{row['reference mean']:.3f} |" for row in rows.iter_rows(named=True)]
+    if rows.height:
+        total, equal = rows["samples"].sum(), rows["equal"].sum()
+        gap = (rows["mean"] - rows["reference mean"]).abs().max()
+        lines += ["", f"In all {equal:,} of {total:,} per-sample scores are equal ({equal / total:.1%}); the means differ "
+                  f"by at most {gap:.3f}."]
+    same_ppl = (meta["this_ppl_length"], meta["this_windows"]) == (meta["reference_ppl_length"], meta["reference_windows"])
+    lines += ["", "Perplexity " + ("is measured on the same windows in both." if same_ppl else
+              f"is not compared: this run measured {meta['this_windows']} windows of {meta['this_ppl_length']} tokens per "
+              f"source, the reference {meta['reference_windows']} of {meta['reference_ppl_length']}.")]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------- the CPU core
@@ -359,7 +568,9 @@ def cpu_core_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
 # ---------------------------------------------------------------------------------- the app's runs
 
 def app_runs(path: Path) -> tuple[dict, pl.DataFrame]:
-    """(meta, one row per model) of benchmarks/app_run.py's JSON: the app's own runs and their timings."""
+    """(meta, one row per model) of benchmarks/app_run.py's JSON: the app's own runs and their timings. A
+    `note` in the meta (written by hand after the run, e.g. which weights "default" was then) is shown
+    with the table."""
     data = json.loads(Path(path).read_text())
     rows = []
     for run in data["runs"]:
@@ -384,7 +595,8 @@ def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
     lines = [f"`{name}`: {meta['device']} ({meta['machine']}), {meta['date']}, build {meta['build']}; "
              f"`{meta['command']}`. Load average (1 min) {meta['load_before']:.2f} before, {meta['load_after']:.2f} "
              "after. Each row is one run of the app's run page (AppTest): median [min-max] of its interleaved "
-             "timing repeats, ms, after an untimed warm-up; budget 0.29, score, band 1.", "",
+             "timing repeats, ms, after an untimed warm-up; budget 0.29, score, band 1."
+             + (f" **Note: {meta['note']}**" if meta.get("note") else ""), "",
              "| model | device | tokens | repeats, threads | prefill dense | prefill sparse | sparse vs dense "
              "| GDN core dense | GDN core sparse | sparse vs dense | warm-up (not counted) | whole run s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]

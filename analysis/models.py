@@ -423,7 +423,12 @@ def _load_checkpoint(directory: Path, *, name: str, device: str, dtype, device_m
     checkpoints.check_loading_report(report, name)
     if not gpus:
         model = model.to(device)
-    description = f"{name} ({model_type}, {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters)"
+    count = sum(p.numel() for p in model.parameters())
+    size = f"{count / 1e9:.2f}B" if count >= 1e9 else f"{count / 1e6:.2f}M"
+    kinds = getattr(model.config.get_text_config(), "layer_types", None) or []
+    attention = sum(kind != "linear_attention" for kind in kinds)
+    layers = (f", {len(kinds)} layers: {len(kinds) - attention} Gated DeltaNet, {attention} attention" if kinds else "")
+    description = f"{name} ({model_type}, {size} parameters{layers})"
     return wrap_model(model, tokenizer, name=name, description=description, random_weights=False,
                       device=device, dtype=dtype, device_map=device_map)
 
@@ -527,7 +532,7 @@ def list_models(roots=None) -> list[ModelChoice]:
     choices = []
     if _has_checkpoint(DEFAULT_MODEL_DIR):
         choices.append(ModelChoice("default", "Default (embedded, trained)",
-                                   "The small Qwen3.5 trained for this app (data/default-model).", False))
+                                   "The small Qwen3.5 trained for this app, every layer Gated DeltaNet (data/default-model).", False))
     else:
         choices.append(ModelChoice("default", "Default (random weights)",
                                    "Small random-weight Qwen3.5 until the trained default lands.", True))

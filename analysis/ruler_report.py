@@ -21,18 +21,35 @@ def records_frame(path: Path = RESULTS):
     """The committed results as one tidy polars table (one row per measurement; for the app).
 
     Columns: kind ('ruler' | 'perplexity'), config, budget, selector, band, length, task,
-    samples, accuracy, ci_low, ci_high (ruler rows: the 95% Wilson interval), source, windows, nll,
-    perplexity (perplexity rows).
+    samples, accuracy, ci_low, ci_high (ruler rows: the 95% Wilson interval), sample_var (ruler rows: the
+    variance of the per-sample scores), source, windows, nll, perplexity (perplexity rows).
     """
+    return records_frame_of(json.loads(Path(path).read_text()))
+
+
+def records_frame_of(results: dict):
+    """records_frame of results already read."""
     import polars as pl
 
-    records = [with_interval(r) for r in json.loads(Path(path).read_text())["records"]]
+    records = [with_interval(r) for r in results["records"]]
     schema = {"kind": pl.Utf8, "config": pl.Utf8, "budget": pl.Float64, "selector": pl.Utf8, "band": pl.Int64,
               "length": pl.Int64, "task": pl.Utf8, "samples": pl.Int64, "accuracy": pl.Float64,
-              "ci_low": pl.Float64, "ci_high": pl.Float64,
+              "ci_low": pl.Float64, "ci_high": pl.Float64, "sample_var": pl.Float64,
               "source": pl.Utf8, "windows": pl.Int64, "nll": pl.Float64, "perplexity": pl.Float64}
-    rows = [{name: r.get(name) for name in schema} for r in records]
+    rows = [{name: r.get(name) for name in schema} | {"sample_var": sample_variance(r)} for r in records]
     return pl.DataFrame(rows, schema=schema)
+
+
+def sample_variance(record: dict) -> float | None:
+    """The variance (n - 1 in the denominator) of a ruler record's per-sample scores; for a record written
+    without them, that of 0/1 outcomes with its accuracy (the most scores in [0, 1] can vary)."""
+    if record["kind"] != "ruler":
+        return None
+    scores = record.get("sample_scores")
+    if scores is not None and len(scores) > 1:
+        return float(np.var(scores, ddof=1))
+    n, p = record["samples"], record["accuracy"]
+    return p * (1 - p) * n / (n - 1) if n > 1 else 0.25
 
 
 def with_interval(record: dict) -> dict:
@@ -115,6 +132,12 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
     if timed:
         lines += ["", "wall s: the seconds of the row's batched forwards, all tasks (perplexity not included)."]
     if only is None:
+        from .measurements import not_measured_text
+
+        missing = not_measured_text(records_frame_of(results), [int(n) for n in results.get("samples", {})])
+        if missing:
+            lines += ["", "## Not measured", "", "Settings this run measured at other lengths but not at these (the "
+                      "evaluation stops starting new work at its time budget):", ""] + missing
         lines += ["", "## Sample counts and 95% intervals (dense; score, uniform, random at budgets 0.29 and 0.15, band 1)", "",
                   "Wilson score intervals over the samples of each cell; a sample with several answers scores the "
                   "fraction it retrieved, which makes the interval conservative.", ""]
@@ -168,6 +191,32 @@ def figure_html(results: dict) -> str:
     fig.update_layout(title=f"SparseGDN on {results.get('model', '?')}: RULER-style accuracy and held-out perplexity",
                       height=760, width=300 * cols + 220)
     return fig.to_html(include_plotlyjs="cdn", full_html=True)
+
+
+def sample_agreement(reference: dict, other: dict) -> list[dict]:
+    """Per (config, length) that both evaluations measured, on the samples both ran (sample i has seed
+    `seed` + i, so equal seeds mean equal samples): how many per-sample scores are equal (samples: over all
+    tasks), and each evaluation's mean over tasks on those samples. Refuses evaluations of other seeds."""
+    if reference.get("seed", 0) != other.get("seed", 0):
+        raise ValueError(f"the evaluations drew other samples (seeds {reference.get('seed', 0)} and {other.get('seed', 0)})")
+    by_key = {(r["config"], r["length"], r["task"]): r for r in reference["records"] if r["kind"] == "ruler"}
+    rows: dict[tuple[str, int], dict] = {}
+    for r in other["records"]:
+        match = by_key.get((r.get("config"), r.get("length"), r.get("task")))
+        if r["kind"] != "ruler" or match is None or "sample_scores" not in r or "sample_scores" not in match:
+            continue
+        n = min(len(r["sample_scores"]), len(match["sample_scores"]))
+        mine, theirs = np.asarray(r["sample_scores"][:n]), np.asarray(match["sample_scores"][:n])
+        row = rows.setdefault((r["config"], r["length"]), {"config": r["config"], "length": r["length"],
+                                                           "samples": 0, "equal": 0, "means": []})
+        row["samples"] += n
+        row["equal"] += int((mine == theirs).sum())
+        row["means"].append((float(theirs.mean()), float(mine.mean())))
+    out = []
+    for row in rows.values():
+        reference_mean, other_mean = np.mean(row.pop("means"), axis=0)
+        out.append({**row, "reference_mean": float(reference_mean), "other_mean": float(other_mean)})
+    return sorted(out, key=lambda r: (r["length"], r["config"] != DENSE.name, r["config"]))
 
 
 def write_report(json_path: Path) -> None:

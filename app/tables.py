@@ -34,6 +34,8 @@ COLUMN_LABELS = {
     "dense_api": "dense, same path (ms)", "sparse_api_1slab": "sparse, one slab (ms)", "model": "model",
     "device_name": "device", "prefill_dense_median": "prefill, dense (ms)", "prefill_sparse_median": "prefill, sparse (ms)",
     "core_dense_median": "GDN core, dense (ms)", "core_sparse_median": "GDN core, sparse (ms)",
+    "ci_low": "95% interval, low", "ci_high": "95% interval, high", "tasks": "tasks",
+    "equal": "per-sample scores equal", "mean": "mean accuracy", "reference mean": "reference's mean, same samples",
 }
 SIGNIFICANT_DIGITS = 4
 

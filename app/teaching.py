@@ -52,10 +52,11 @@ NOTES = {
 }
 
 TOUR_EXAMPLE = "passkey-haystack"
-TOUR_NEEDLE = "passkey"
+TOUR_NEEDLE = "special magic number"      # the passkey's line (data/samples/index.json: a held-out RULER sample)
 TOUR_STEPS = (
     ("What an event is",
-     "The document is a long run of filler sentences with one fact hidden in it: a passkey. The model reads "
+     "The document is a long stretch of Milton's poetry with one fact hidden in it: a passkey (\"the special "
+     "magic number for ... is ...\"), asked for again at the end. The model reads "
      "it 64 tokens (one *chunk*) at a time. After each chunk, each *head pair* of each layer may commit what "
      "it read to its long-range memory: that commit is an **event**. Below, one layer: rows are head pairs, "
      "columns are chunks, dark cells are the events SparseGDN kept. The dotted line marks the chunk with the "

@@ -50,6 +50,15 @@ def test_default_is_labelled_random_until_the_trained_model_lands():
     assert loaded.tokenizer.decode(loaded.tokenizer.encode("héllo")) == "héllo"
 
 
+def test_the_embedded_default_is_the_gdn_only_model_and_says_so():
+    """data/default-model: 8 layers, all Gated DeltaNet, 4 head pairs of K = V = 128 (issue #12)."""
+    loaded = load_model("default")
+    assert not loaded.random_weights
+    assert loaded.gdn_layers == list(range(8)) and loaded.n_layers == 8 and loaded.head_pairs == 4
+    assert loaded.description == ("Embedded default: default (qwen3_5_text, 5.21M parameters, 8 layers: "
+                                  "8 Gated DeltaNet, 0 attention)")
+
+
 def test_checkpoint_under_a_root_loads(checkpoint_root):
     loaded = load_model(str(checkpoint_root / "tiny-qwen35"), roots=[checkpoint_root])
     assert not loaded.random_weights

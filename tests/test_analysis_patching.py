@@ -200,3 +200,19 @@ def test_the_ablation_core_removes_every_gdn_layer_output(loaded):
     assert outputs and all(o.abs().max() == 0 and o.shape == call.v.shape for o, _, call in outputs)
     assert all((state is not None) == call.output_final_state for _, state, call in outputs)
     assert (ablated - reference).abs().max().item() > 1e-3
+
+
+def test_the_ablation_report_reads_both_outcomes():
+    """layer_ablation.reading: a look-up that survives almost no events does not need the state carried
+    across chunks (the hybrid default); one that falls with them does (the GDN-only default)."""
+    from analysis.layer_ablation import SETTINGS, reading
+
+    dense, starved, zeroed = SETTINGS
+
+    def rows(kept):
+        return [(dense, 4096, {"niah_single": 1.0}), (starved, 4096, {"niah_single": kept}),
+                (zeroed, 4096, {"niah_single": 0.0})]
+
+    assert "does not pass through the GDN state" in reading(rows(1.0))[0]
+    assert "passes through the GDN state carried across chunks, which is what the selectors" in reading(rows(0.0))[0]
+    assert "part of the look-up" in reading(rows(0.75))[0]

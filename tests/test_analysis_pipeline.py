@@ -239,7 +239,7 @@ def test_a_document_over_the_token_limit_is_refused_before_it_is_tokenised_whole
     from test_analysis_models import spy_on_encode
 
     loaded = load_model("default")
-    text = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8") * 200     # ~4.4 M characters
+    text = (SAMPLES_DIR / "passkey-haystack.txt").read_text(encoding="utf-8") * 200     # ~2.6 M characters
     seen = spy_on_encode(loaded.tokenizer)
     whole = []
     loaded.tokenizer.encode_with_offsets = lambda text: whole.append(len(text))

@@ -236,3 +236,24 @@ def test_the_tour_finds_the_needle_and_how_its_chunk_fared(small):
     fig = figures.scores_kept_and_skipped(small.events, layer, chunk)
     assert [trace.name for trace in fig.data] == ["kept", "skipped", f"chunk {chunk}"]
     assert len(fig.data[0].x) == int(in_layer["selected"].sum())
+
+
+def test_the_tour_finds_the_passkey_of_the_bundled_example():
+    """The bundled passkey sample is a held-out RULER sample: the tour's needle words find the chunk of the
+    needle line, before the question at the end (which repeats them), and that chunk holds the answer."""
+    import json
+    from pathlib import Path
+
+    from analysis.records import RunResult
+    from app import teaching
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "data" / "samples" / "passkey-haystack.txt").read_text(encoding="utf-8")
+    result = RunResult.load(root / "data" / "examples" / teaching.TOUR_EXAMPLE)
+    chunk = tables.needle_chunk(text, result.chunks, teaching.TOUR_NEEDLE)
+    answer = text.rstrip().rsplit(" ", 1)[-1].rstrip(".")                   # "... is: 4229659."
+    assert chunk is not None and chunk < result.chunks.height - 1, chunk
+    assert answer.isdigit() and answer in tables.chunk_text(text, result.chunks, chunk)
+    entry = next(e for e in json.loads((root / "data" / "samples" / "index.json").read_text())
+                 if e.get("example") == teaching.TOUR_EXAMPLE)
+    assert f'("{answer}")' in entry["description"]

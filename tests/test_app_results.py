@@ -91,12 +91,13 @@ def test_the_selector_table_shows_every_selector_with_its_samples(results_dir):
     (results_dir / "ruler.json").write_text(json.dumps({"records": records, **RUN, "model": "m"}))
     _, evaluation = measurements.ruler(results_dir / "ruler.json")
     table = measurements.selector_accuracy_table(evaluation, band=1)
-    assert "| dense | 0.75 / 1.00 (16) | 0.50 / 0.50 (8) |" in table     # mean of the tasks / niah_single (samples)
-    assert "| sparse b=0.15 uniform band=1 | 0.25 / 0.25 (16) | – |" in table   # not evaluated at 8K
+    # mean of the tasks [its interval: 0.75 +- 1.96 * sqrt(0.5 * 0.5 * 16 / 15 / 16) / 2] / niah_single [Wilson] (samples)
+    assert "| dense | 0.75 [0.62-0.88] / 1.00 [0.81-1.00] (16) | 0.50 [0.13-0.87] / 0.50 [0.22-0.78] (8) |" in table
+    assert "| sparse b=0.15 uniform band=1 | 0.25 [0.03-0.47] / 0.25 [0.10-0.49] (16) | not measured |" in table
     assert "band=3" not in table and "b=0.5" not in table       # other bands and budgets are left out
     no_single = measurements.selector_accuracy_table(
         evaluation.filter(pl.col("task") != "niah_single"), band=1)      # an evaluation without that task
-    assert "| dense | 0.50 |" in no_single.splitlines()
+    assert "| dense | 0.50 [0.25-0.75] (16) |" in no_single.splitlines()
 
 
 def test_a_readme_block_is_replaced_by_the_rendering_of_its_file(results_dir):
@@ -188,3 +189,86 @@ def test_the_multi_gpu_runs_report_renders_from_its_committed_record(monkeypatch
     block = front_page.render("multi_gpu_run.json")
     assert block.splitlines()[2] == f"Command: `{record['meta']['command']}`"
     assert "| cuda:0 | NVIDIA H200 | 0-23 | 18 |" in block and "| cuda:1 | NVIDIA H200 | 24-47 | 18 |" in block
+
+
+def evaluation_records(scores: dict[tuple[str, int], list[float]], ppl: dict[str, float]) -> list[dict]:
+    """RULER records of one task (niah_single) from per-sample scores by (config, length), and perplexity
+    records of one source; configs are dense or 'selector@budget' (band 1)."""
+    records = []
+    for (config, length), samples in scores.items():
+        fields = {"config": "dense"} if config == "dense" else {
+            "config": f"sparse b={config.split('@')[1]} {config.split('@')[0]} band=1",
+            "budget": float(config.split("@")[1]), "selector": config.split("@")[0], "band": 1}
+        records.append({"kind": "ruler", **fields, "length": length, "task": "niah_single", "samples": len(samples),
+                        "accuracy": sum(samples) / len(samples), "sample_scores": samples})
+    for config, value in ppl.items():
+        fields = {"config": "dense"} if config == "dense" else {
+            "config": f"sparse b={config.split('@')[1]} {config.split('@')[0]} band=1",
+            "budget": float(config.split("@")[1]), "selector": config.split("@")[0], "band": 1}
+        records.append({"kind": "perplexity", **fields, "source": "a", "length": 8192, "windows": 8,
+                        "perplexity": value})
+    return records
+
+
+def test_the_targets_say_a_miss_and_what_was_not_measured(tmp_path):
+    """A perplexity 4% above dense misses the 3% target; a selector the run did not reach at 8K is 'not
+    measured', never a 'no' or a 'yes'; the settings reached at 4K but not at 8K are listed."""
+    scores = {("dense", 4096): [1.0] * 10, ("score@0.29", 4096): [1.0] * 9 + [0.0],
+              ("uniform@0.29", 4096): [0.0] * 8 + [1.0] * 2, ("random@0.29", 4096): [0.0] * 10,
+              ("dense", 8192): [1.0] * 10, ("score@0.29", 8192): [1.0] * 10}
+    records = evaluation_records(scores, {"dense": 100.0, "score@0.29": 104.0})
+    (tmp_path / "ruler.json").write_text(json.dumps({"records": records, **RUN, "model": "m", "samples": {"4096": 10, "8192": 10}}))
+    _, frame = measurements.ruler(tmp_path / "ruler.json")
+    targets = {row["target"]: row for row in measurements.ruler_targets(frame).iter_rows(named=True)}
+    assert targets["dense niah_single at 4K >= 0.90"]["met"] == "yes"
+    assert targets["dense niah_single at 4K >= 0.90"]["measured"] == "1.000 [0.72-1.00], 10 samples"
+    assert targets["score above uniform and random at b=0.29, 4K"]["met"] == "yes"
+    assert targets["score above uniform and random at b=0.29, 8K"]["met"] == "not measured"
+    assert targets["score above uniform and random at b=0.15, 4K (by >= 0.10: dense >= 0.90)"]["met"] == "not measured"
+    ppl = targets["perplexity with score (b=0.29) within 3% of dense (a)"]
+    assert ppl["met"] == "no" and ppl["measured"] == "100.00 -> 104.00 (+4.00%)"
+    assert measurements.not_measured_text(frame, [4096, 8192]) == ["- 8K: band 1: b=0.29 random/uniform (2 settings)"]
+    block = measurements.evaluation_table(tmp_path / "ruler.json", "ruler.json")
+    assert "| perplexity with score (b=0.29) within 3% of dense (a) | 100.00 -> 104.00 (+4.00%) | no |" in block
+    assert "- 8K: band 1: b=0.29 random/uniform (2 settings)" in block
+
+
+def test_the_mean_over_tasks_has_a_normal_interval_over_the_samples(tmp_path):
+    """Two tasks: 0.5 (scores 0/1, sample variance 0.5 * 0.5 * 8 / 7 over 8) and 1.0 (no variance)."""
+    records = [{"kind": "ruler", "config": "dense", "length": 4096, "task": task, "samples": 8, "accuracy": sum(s) / 8,
+                "sample_scores": s} for task, s in (("t1", [0.0, 1.0] * 4), ("t2", [1.0] * 8))]
+    (tmp_path / "ruler.json").write_text(json.dumps({"records": records, **RUN, "model": "m"}))
+    row = measurements.ruler_accuracy(measurements.ruler(tmp_path / "ruler.json")[1]).row(0, named=True)
+    half_width = 1.96 * (0.25 * 8 / 7 / 8) ** 0.5 / 2
+    assert row["accuracy"] == 0.75 and row["tasks"] == 2 and row["samples"] == 16
+    assert row["ci_low"] == pytest.approx(0.75 - half_width) and row["ci_high"] == pytest.approx(min(1.0, 0.75 + half_width))
+
+
+def test_length_text_says_where_the_model_stops_retrieving(tmp_path):
+    scores = {("dense", 4096): [1.0] * 8, ("dense", 16384): [1.0] * 5 + [0.0] * 3, ("dense", 32768): [1.0] + [0.0] * 7}
+    (tmp_path / "ruler.json").write_text(json.dumps({"records": evaluation_records(scores, {}), **RUN}))
+    _, frame = measurements.ruler(tmp_path / "ruler.json")
+    text = measurements.length_text(frame, trained=8192)
+    assert "It does not extrapolate to 32K:" in text and "16K" not in text.split("extrapolate to")[1]
+    assert "extrapolate" not in measurements.length_text(frame, trained=32768)
+    assert measurements.trained_length({"recipe": {"curriculum": [[0.0, 256], [0.8, 8192]]}}) == 8192
+
+
+def test_the_cross_check_counts_equal_scores_on_the_same_samples_and_refuses_other_weights(tmp_path):
+    reference = {"records": evaluation_records({("dense", 4096): [1.0, 0.0, 1.0, 1.0]}, {"dense": 10.0}),
+                 "checkpoint_sha256": "ab" * 32, "seed": 0, "ppl_length": 8192, **RUN}
+    other = {"records": evaluation_records({("dense", 4096): [1.0, 1.0]}, {"dense": 11.0}),
+             "checkpoint_sha256": "ab" * 32, "seed": 0, "ppl_length": 4096, **RUN, "device": "cpu", "backend": "torch"}
+    (tmp_path / "ruler.json").write_text(json.dumps(reference))
+    (tmp_path / "cpu.json").write_text(json.dumps(other))
+    _, rows = measurements.cross_check(tmp_path / "cpu.json", tmp_path / "ruler.json")
+    assert rows.select("samples", "equal", "mean", "reference mean").row(0) == (2, 1, 1.0, 0.5)   # its first two
+    (tmp_path / "gdn_only_eval_cpu.json").write_text(json.dumps(other))      # the README's block of that file
+    table = front_page.render("gdn_only_eval_cpu.json", tmp_path)
+    assert "In all 1 of 2 per-sample scores are equal (50.0%)" in table and "Perplexity is not compared" in table
+    (tmp_path / "cpu.json").write_text(json.dumps({**other, "checkpoint_sha256": "cd" * 32}))
+    with pytest.raises(ValueError, match="did not evaluate one checkpoint"):
+        measurements.cross_check(tmp_path / "cpu.json", tmp_path / "ruler.json")
+    (tmp_path / "cpu.json").write_text(json.dumps({**other, "seed": 5}))
+    with pytest.raises(ValueError, match="other samples"):
+        measurements.cross_check(tmp_path / "cpu.json", tmp_path / "ruler.json")

@@ -129,7 +129,7 @@ def test_runs_of_a_bundled_sample_are_shared(fresh):
 
 
 def test_twenty_runs_of_a_real_document_keep_memory_flat(fresh, monkeypatch):
-    """20 analyses of the 5.6K-token passkey-haystack sample (distinct budgets, so each computes), a
+    """20 analyses of the 4.1K-token passkey-haystack sample (distinct budgets, so each computes), a
     run cache of 2: the least the process holds over runs 16-20 is within 40 MB of the least over runs 5-9.
 
     "Holds" is the resident set after gc and after the allocator has handed its free heap back

@@ -25,8 +25,15 @@ def synthetic_document(n_chunks: int, chars_per_chunk: int = 64, seed: int = 0) 
 
 def synthetic_result(n_layers: int = 3, head_pairs: int = 4, n_chunks: int = 20, budget: float = 0.29,
                      seed: int = 0, compare_dense: bool = True, selector: str = "score",
-                     with_document: bool = True) -> RunResult:
-    """A RunResult over a byte-tokenised synthetic document (one token per character)."""
+                     with_document: bool = True, gdn_layers: list[int] | None = None,
+                     model_layers: int | None = None) -> RunResult:
+    """A RunResult over a byte-tokenised synthetic document (one token per character).
+
+    `gdn_layers`: the model's layer ids of the GDN layers (default 0 .. n_layers - 1, and then n_layers is
+    their count); the ids it skips, and those up to `model_layers`, are attention layers, which have no
+    records (the summary's gdn_layers and n_layers say so, as the pipeline writes them)."""
+    if gdn_layers is not None:
+        n_layers = len(gdn_layers)
     rng = np.random.default_rng(seed)
     text = synthetic_document(n_chunks, seed=seed)
     n_tokens = len(text)
@@ -70,6 +77,11 @@ def synthetic_result(n_layers: int = 3, head_pairs: int = 4, n_chunks: int = 20,
         "config": {"budget": budget, "selector": selector, "band": 1, "backend": "torch",
                    "compare_dense": compare_dense},
     }
+    if gdn_layers is not None:
+        ids = dict(enumerate(gdn_layers))
+        events, heads, layers = (frame.with_columns(pl.col("layer").replace_strict(ids, return_dtype=pl.Int64))
+                                 for frame in (events, heads, layers))
+        summary.update(gdn_layers=list(gdn_layers), n_layers=model_layers or max(gdn_layers) + 1)
     return RunResult(events=events, heads=heads, layers=layers, chunks=chunks, summary=summary,
                      document=text if with_document else None)
 

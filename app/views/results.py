@@ -62,6 +62,8 @@ for path in sorted(RESULTS.glob("app_run*.json")):
     meta, rows = measurements.app_runs(path)
     caption(path.name, {"device": f"{meta['device']} ({meta['machine']})", "date": meta["date"],
                         "build": meta["build"], "command": meta["command"]})
+    if meta.get("note"):
+        st.warning(f"{path.name}: {meta['note']}")
     st.dataframe(tables.readable(rows.select("model", "device_name", "n_tokens", "repeats", "prefill_dense_median",
                                              "prefill_sparse_median", "core_dense_median", "core_sparse_median",
                                              "wall_s")), hide_index=True)
@@ -80,32 +82,53 @@ if selector_file.is_file():
     st.dataframe(tables.readable(means), hide_index=True)
 
 def evaluation(path, key: str) -> None:
-    """A RULER-style evaluation file: provenance, perplexity change per band, mean accuracy per setting."""
+    """A RULER-style evaluation file: provenance, the targets met and missed, dense accuracy by length,
+    accuracy with intervals and samples, perplexity change per band, and what the file did not measure."""
     meta, records = measurements.ruler(path)
     caption(path.name, {**meta, "build": meta.get("build", "not recorded")})
-    st.caption(f"Model {meta['model']} · checkpoint sha256 {meta['checkpoint']}.")
-    change = measurements.perplexity_change(records)
-    band = st.radio("Band", sorted(change["band"].unique().to_list()), horizontal=True, key=f"{key}_band")
-    st.plotly_chart(figures.perplexity_change(change, band), key=f"{key}_ppl")
+    samples = ", ".join(f"{count} at {length // 1024}K" for length, count in sorted(meta["samples"].items()))
+    st.caption(f"Model {meta['model']} · checkpoint sha256 {meta['checkpoint']}"
+               + (f" · samples per task: {samples}" if samples else "") + ".")
+    targets = measurements.ruler_targets(records)
+    missed = targets.filter(pl.col("met") != "yes")
+    st.dataframe(targets, hide_index=True)
+    if missed.height:
+        st.warning("Missed or not measured: " + "; ".join(f"{row['target']} ({row['measured']})"
+                                                        for row in missed.iter_rows(named=True)) + ".")
+    st.write(measurements.length_text(records, measurements.trained_length()))
     accuracy = measurements.ruler_accuracy(records)
     dense = accuracy.filter(pl.col("selector") == "dense")
     if dense["accuracy"].max() == 0:
         st.warning("This model does not retrieve needles (dense accuracy is 0 at every length), so the "
                    "retrieval rows cannot tell the selectors apart.")
+    st.caption("Mean accuracy over the five tasks with its 95% interval (a normal approximation over the samples); "
+               "samples: all tasks' together.")
     st.dataframe(tables.readable(accuracy), hide_index=True)
+    change = measurements.perplexity_change(records)
+    band = st.radio("Band", sorted(change["band"].unique().to_list()), horizontal=True, key=f"{key}_band")
+    st.plotly_chart(figures.perplexity_change(change, band), key=f"{key}_ppl")
+    missing = measurements.not_measured_text(records, meta["samples"])
+    if missing:
+        st.info("Not measured (settings the run reached at other lengths):\n" + "\n".join(missing))
 
 
-st.subheader("Default model: held-out perplexity and RULER-style retrieval")
+st.subheader("Default model: RULER-style retrieval and held-out perplexity")
 ruler_file = RESULTS / "ruler.json"
 if not ruler_file.is_file():
     st.info("No evaluation committed yet (python -m analysis.ruler_eval writes it).")
 else:
+    st.write("The default has only Gated DeltaNet layers: a needle must pass through the state whose commits "
+             "the selectors keep or skip, so the selectors can be told apart on it (data/default-model/README.md).")
     evaluation(ruler_file, "results")
 
-st.subheader("GDN-only model (no attention layer): does the selector keep the needle?")
-gdn_only_file = RESULTS / "gdn_only_eval_cpu.json"
-if gdn_only_file.is_file():
-    st.write("On the default model the attention layers find the needles, so no selector can lose one. This model "
-             "has only Gated DeltaNet layers: a needle must pass through the state the selectors decide. "
-             "Evaluated on a CPU (torch backend); notes in analysis/results/gdn_only_eval_cpu.notes.md.")
-    evaluation(gdn_only_file, "gdn_only")
+cross_check_file = RESULTS / "gdn_only_eval_cpu.json"
+if ruler_file.is_file() and cross_check_file.is_file():
+    st.subheader("Cross-check: the same evaluation on the CPU")
+    meta, agreement = measurements.cross_check(cross_check_file, ruler_file)
+    caption(cross_check_file.name, {"device": f"{meta['this_device']} ({meta['this_backend']} backend)",
+                                    "date": meta["this_date"], "build": "not recorded", "command": meta["this_command"]})
+    equal, total = agreement["equal"].sum(), agreement["samples"].sum()
+    st.write(f"The same checkpoint on the same samples through the CPU torch backend, against `ruler.json` "
+             f"({meta['reference_device']}, {meta['reference_backend']} backend): {equal:,} of {total:,} per-sample "
+             f"scores are equal. Notes: analysis/results/gdn_only_eval_cpu.notes.md.")
+    st.dataframe(tables.readable(agreement), hide_index=True)

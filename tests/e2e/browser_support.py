@@ -12,6 +12,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 # Timings of the made examples: dense and sparse whole prefills (ms) of three repeats each.
 NOISY = ([10060.8967, 9800.5, 10400.25], [9950.1234, 9700.0, 10900.75])      # ranges overlap
 APART = ([1000.0, 1010.0, 1020.0], [700.0, 705.0, 712.5])                    # ranges apart
+# A made run of a hybrid model: 8 layers, attention at 3 and 7 (GGGA GGGA, Qwen3.5's layout).
+HYBRID_EXAMPLE = "hybrid-layers"
+HYBRID_GDN_LAYERS = [0, 1, 2, 4, 5, 6]
 
 
 def shot(page, name: str) -> None:

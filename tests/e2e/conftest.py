@@ -1,8 +1,9 @@
 """The browser tests' server and browser: `streamlit run` of the app, launched from a folder outside the
 repository (the app's own settings must apply wherever it is started), and Debian's headless chromium.
 
-The server's examples folder holds the bundled examples and two made here whose timings are known
-exactly (their spreads overlap, or do not), so what the Timings page shows is decided, not measured.
+The server's examples folder holds the bundled examples, two made here whose timings are known
+exactly (their spreads overlap, or do not), so what the Timings page shows is decided, not measured, and
+a made run of a hybrid model (attention layers between the GDN layers).
 Needs Debian's `chromium` (apt-get install -y chromium) and Playwright's Python package; skips with
 that reason only when the browser is absent. Screenshots go to test-artifacts/e2e/ (git-ignored).
 """
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import APART, CHROMIUM, CHROMIUM_ARGS, COUNT_RUNS, NOISY, ROOT, shot
+from browser_support import APART, CHROMIUM, CHROMIUM_ARGS, COUNT_RUNS, HYBRID_EXAMPLE, HYBRID_GDN_LAYERS, NOISY, ROOT, shot
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,6 +31,10 @@ def made_examples(directory: Path) -> None:
     for name, (dense, sparse) in (("timing-noise", NOISY), ("timing-apart", APART)):
         with_timings(synthetic_result(n_layers=3, head_pairs=4, n_chunks=20, seed=3), dense, sparse).save(
             directory / name)
+    # a hybrid model's run (8 layers, GGGA GGGA), the layout of Qwen3.5: the GDN-only default has no attention
+    # layer to show
+    with_timings(synthetic_result(head_pairs=4, n_chunks=20, seed=4, gdn_layers=HYBRID_GDN_LAYERS, model_layers=8),
+                 *APART).save(directory / HYBRID_EXAMPLE)
 
 
 @pytest.fixture(scope="session")

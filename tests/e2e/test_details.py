@@ -4,7 +4,7 @@ watcher's tracebacks."""
 import json
 import re
 
-from browser_support import ROOT, chart_titles, finished, open_page, rerun, shot, visit
+from browser_support import HYBRID_EXAMPLE, ROOT, chart_titles, finished, open_page, rerun, shot, visit
 
 EXAMPLE = ROOT / "data" / "examples" / "harbour-log"
 
@@ -39,8 +39,9 @@ def test_the_heatmap_says_output_error_as_the_control_does(server, fresh_page):
 
 
 def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
+    """On a hybrid model's run (made: the GDN-only default has no attention layer), layers 3 and 7."""
     page, _ = fresh_page()
-    visit(page, f"{server}/timings?example=harbour-log", "Prefill timings")
+    visit(page, f"{server}/timings?example={HYBRID_EXAMPLE}", "Prefill timings")
     shot(page, "attention-layers")
     page.get_by_text(re.compile(r"^Layers 3, 7: attention, not Gated DeltaNet")).wait_for()   # 8 layers, GGGA GGGA
     chart = page.locator(".js-plotly-plot").filter(has_text="GDN-core time per layer")
@@ -48,6 +49,11 @@ def test_attention_layers_are_named_where_they_leave_a_gap(server, fresh_page):
     chart.locator(".annotation-text").first.wait_for()
     annotations = chart.locator(".annotation-text").evaluate_all("ns => ns.map(n => n.textContent)")
     assert "attention layer" in annotations, annotations
+    visit(page, f"{server}/timings?example=harbour-log", "Prefill timings")      # the GDN-only default: no gap
+    chart = page.locator(".js-plotly-plot").filter(has_text="GDN-core time per layer")
+    chart.scroll_into_view_if_needed()
+    assert "attention layer" not in chart.inner_text()
+    assert page.get_by_text(re.compile(r"attention, not Gated DeltaNet")).count() == 0
 
 
 def test_the_zoom_is_offered_or_explained(server, fresh_page):
