@@ -59,6 +59,9 @@ VARIANTS = {
     "overlap-bv16-chunk-order": {"ready": False, "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 3)}},
     "overlap-bv16-2stages-chunk-order": {"ready": False,
                                          "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
+    # Tinv solved again where it is used instead of stored by pass 1 (forward.STORE_INVERSE): less memory.
+    "on-chip": {"store": False},
+    "on-chip-separate": {"store": False, "overlap": False},
 }
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -76,7 +79,9 @@ def apply_variant(name):
     variant = VARIANTS[name]
     if not hasattr(forward, "DEFAULT_OVERLAP"):
         forward.DEFAULT_OVERLAP, state_output.DEFAULT_READY_ORDER = forward.OVERLAP, state_output.READY_ORDER
+        forward.DEFAULT_STORE_INVERSE = forward.STORE_INVERSE
     forward.OVERLAP = variant.get("overlap", forward.DEFAULT_OVERLAP)
+    forward.STORE_INVERSE = variant.get("store", forward.DEFAULT_STORE_INVERSE)
     state_output.READY_ORDER = variant.get("ready", state_output.DEFAULT_READY_ORDER)
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
@@ -156,8 +161,9 @@ def time_variants_at(names, tokens):
             torch.cuda.synchronize()
             runs = [triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median") for _ in range(2)]
             stages = kernel_bench.stage_times(inputs, config, design)
-            print("TIMED " + json.dumps({"variant": name, "tokens": tokens, "entry_ms": runs, "stage_ms": stages}),
-                  flush=True)
+            peak = kernel_bench.peak_extra_mb(entry)
+            print("TIMED " + json.dumps({"variant": name, "tokens": tokens, "entry_ms": runs, "stage_ms": stages,
+                                         "peak_extra_mb": peak}), flush=True)
         except Exception as error:  # noqa: BLE001 - reported; a CUDA fault ends this process
             print("TIMED " + json.dumps({"variant": name, "error": f"{type(error).__name__}: {str(error)[:160]}"}),
                   flush=True)

@@ -64,8 +64,13 @@ def _compare(inputs, **options):
     return ref, out
 
 
+@pytest.mark.parametrize("store_inverse", [False, True], ids=["tinv_on_chip", "tinv_stored"])
 @pytest.mark.parametrize("shape", SHAPES, ids=_case_id)
-def test_gpu_matches_torch_given_events(shape):
+def test_gpu_matches_torch_given_events(shape, store_inverse, monkeypatch):
+    """Every shape in both designs of the GPU path (Tinv solved where it is used, the default, or stored by
+    the intra-chunk pass)."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "STORE_INVERSE", store_inverse)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
                            initial_state=initial, device="cuda")

@@ -6,11 +6,16 @@
     3 event_prepare  event_prepare (parallel, events)       w, u, k_commit of the selected chunks only
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output
+    4 + 5            state_output (both, one launch)        the default (OVERLAP), timed as state_pass
 
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
 store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
-STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both).
+STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both). Solved on
+chip is the default since passes 4 and 5 became one launch (OVERLAP): there the stored inverses, the
+commit lists and the output are all alive at once. On the H200 (2026-12-01, budget 0.29, backend entry;
+analysis/results/overlap/batch4) on chip was the faster of the two, 1.53 against 1.60 ms at 32K and
+5.68 against 5.44-5.98 at 128K, and its peak extra memory at 128K 2,513 MB against 3,025 (FLA's: 7,714).
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
@@ -46,7 +51,7 @@ from .state_output import state_output
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "1") == "1"
+STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "0") == "1"
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 
