@@ -62,6 +62,10 @@ VARIANTS = {
     # Tinv solved again where it is used instead of stored by pass 1 (forward.STORE_INVERSE): less memory.
     "on-chip": {"store": False},
     "on-chip-separate": {"store": False, "overlap": False},
+    # Commits two at a time on the chain (commit_pairs.py, forward.PAIRED): half the dependent steps, but
+    # compile_report gives the paired chain 139 KB of shared memory (one program per SM in the one launch).
+    "paired": {"paired": True},
+    "paired-separate": {"paired": True, "overlap": False},
 }
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -79,8 +83,9 @@ def apply_variant(name):
     variant = VARIANTS[name]
     if not hasattr(forward, "DEFAULT_OVERLAP"):
         forward.DEFAULT_OVERLAP, state_output.DEFAULT_READY_ORDER = forward.OVERLAP, state_output.READY_ORDER
-        forward.DEFAULT_STORE_INVERSE = forward.STORE_INVERSE
+        forward.DEFAULT_STORE_INVERSE, forward.DEFAULT_PAIRED = forward.STORE_INVERSE, forward.PAIRED
     forward.OVERLAP = variant.get("overlap", forward.DEFAULT_OVERLAP)
+    forward.PAIRED = variant.get("paired", forward.DEFAULT_PAIRED)
     forward.STORE_INVERSE = variant.get("store", forward.DEFAULT_STORE_INVERSE)
     state_output.READY_ORDER = variant.get("ready", state_output.DEFAULT_READY_ORDER)
     for kernel_name, module in kernels().items():

@@ -5,16 +5,17 @@
 #
 #   OUT=runs/kernel-batch bash benchmarks/kernel_batch.sh
 #
-# Batch of 2026-12-01: passes 4 and 5 in one launch (sparsegdn/triton/state_output.py), output programs
-# waiting for their snapshots while the long commit chains run.
-# 1. the GPU matrix (with the new skewed-chain test of both designs, repeated) beside config_probe's
-#    checks of the overlapped configs and of the separate passes;
-# 2. then, alone on the GPU, the separate passes and each overlapped config timed at 8K, 32K and 128K
-#    (backend entry, stage times; benchmark inputs, budget 0.29, band 1, score).
+# Batches of 2026-12-01: passes 4 and 5 in one launch (sparsegdn/triton/state_output.py), output programs
+# waiting for their snapshots while the long commit chains run (analysis/results/overlap/).
+# 1. the GPU matrix (every shape in both designs of Tinv; the skewed-chain test of one launch and two,
+#    commits one or two at a time, repeated) beside config_probe's checks of the variants;
+# 2. then, alone on the GPU, the variants timed at the lengths (backend entry, stage times, peak memory;
+#    benchmark inputs, budget 0.29, band 1, score).
+# Next batch (its defaults): the final default's matrix, and the paired commits (commit_pairs.py) against it.
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"separate overlap-bv16 overlap-bv32 overlap-bv16-2stages"}
-LENGTHS=${LENGTHS:-"8192 32768 131072"}
+VARIANTS=${VARIANTS:-"separate paired paired-separate"}
+LENGTHS=${LENGTHS:-"32768 131072"}
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
 summary() { echo "$*" | tee -a "$WORK/summary.txt"; }
@@ -22,7 +23,7 @@ summary() { echo "$*" | tee -a "$WORK/summary.txt"; }
 summary "date $(date -u +%FT%TZ) build $(python benchmarks/kernel_bench.py --digest 2>&1 | tail -1)"
 summary "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
-timeout 240 python -m pytest -q -n 6 tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
+timeout 330 python -m pytest -q -n 8 tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
   tests/test_stages.py tests/test_triton_launch.py > "$WORK/gpu_matrix.log" 2>&1 &
 MATRIX=$!
 timeout 240 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \

@@ -241,3 +241,35 @@ def test_values_with_tokens_innermost_are_read_in_place():
     o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, transposed, g, beta, **options)
     o_ref, s_ref, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
     assert torch.equal(o, o_ref) and torch.equal(s, s_ref)
+
+
+@small_shapes
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_commits_in_pairs_equal_single_commits(overlap, dtype, monkeypatch):
+    """The chain walking its events two at a time (commit_pairs.py: the second event of each pair rewritten
+    against the first) computes what single commits compute, for chains of even, odd, one and no events,
+    with the commit chain and outputs in one launch or two, and matches the torch backend."""
+    from sparsegdn.triton import forward, state_output
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
+    monkeypatch.setattr(state_output, "PUBLISH", 4)
+    tokens = 64 * 13 - 9
+    q, k, v, g, beta, s0 = random_inputs(2, tokens, 2, 4, 16, 32, dtype=dtype, initial_state=True, device=DEVICE)
+    events = random_events(2, 4, sparsegdn.num_chunks(tokens), seed=5, p=0.5).to(DEVICE)
+    events[0, 0] = True                     # 13 events: six pairs and one alone
+    events[0, 1] = False
+    events[0, 1, 4] = True                  # one event
+    events[1, 2] = False                    # none
+    events[1, 3, :12] = True                # an even run
+    events[1, 3, 12] = False
+    out = {}
+    for paired in (False, True):
+        monkeypatch.setattr(forward, "PAIRED", paired)
+        out[paired] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, initial_state=s0,
+                                                        output_final_state=True, backend="triton")
+    ref = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, initial_state=s0,
+                                            output_final_state=True, backend="torch")
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert rel_err(out[True][0], out[False][0]) <= tolerance, rel_err(out[True][0], out[False][0])
+    assert rel_err(out[True][1], out[False][1]) <= tolerance, rel_err(out[True][1], out[False][1])
+    assert rel_err(out[True][0], ref[0]) <= TOLERANCE[dtype] and rel_err(out[True][1], ref[1]) <= TOLERANCE[dtype]

@@ -22,6 +22,9 @@ commit chains still run, each waiting for its own snapshot. Its time is counted 
 stage; the output stage then reads about zero. SPARSEGDN_OVERLAP=0/1 overrides it; segments
 (COMMIT_SEGMENT > 0) take the two separate passes.
 
+PAIRED (off by default, not yet measured on a GPU) walks each chain two commits at a time
+(commit_pairs.py): half the dependent steps, after a pass that rewrites the second event of each pair.
+
 COMMIT_SEGMENT > 0 cuts each head pair's commit chain into segments of that many commits run side by
 side (segment_maps.py, segment_scan.py, then state_pass.py per segment): the sequential pass is as
 long as its longest head pair, and the shared budget can give one head pair nearly every chunk.
@@ -43,6 +46,7 @@ import os
 
 from .chunk_loads import NUM_FLAGS, rows_view
 from .chunk_output import chunk_output
+from .commit_pairs import pair_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
 from .intra_chunk import intra_chunk
@@ -54,6 +58,9 @@ DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "0") == "1"
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
+# Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
+# Off until measured on a GPU; SPARSEGDN_PAIRED=1 turns it on (whole chains only, not with COMMIT_SEGMENT).
+PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -95,16 +102,20 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[1])
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
+    paired = PAIRED and COMMIT_SEGMENT == 0
+    if paired:
+        pair_prepare(w, u, k_commit, schedule, chunk_log_decay)
     hook(STAGES[2])
     if OVERLAP and COMMIT_SEGMENT == 0:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay,
                                       initial_state, flags, store_final=output_final_state, scale=scale,
-                                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band)
+                                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
+                                      paired=paired)
         hook(STAGES[3])
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
-                                        store_final=output_final_state, segment=COMMIT_SEGMENT)
+                                        store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired)
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,

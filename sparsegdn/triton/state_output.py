@@ -56,7 +56,7 @@ def _prune(configs, named_args, **kwargs):
     return kept or [triton.Config({"STATE_BV": 16, "BV": widest}, num_warps=4, num_stages=2)]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
@@ -68,7 +68,8 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, HAS_INITIAL: tl.constexpr,
                         STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
-                        VP: tl.constexpr, READY: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
+                        VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, STATE_BV: tl.constexpr,
+                        BV: tl.constexpr):
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
     ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
@@ -78,7 +79,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
         walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
                    first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr,
                    initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E,
-                   NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY)
+                   NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY, PAIRED)
     else:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -104,9 +105,10 @@ launch_state_output = Launcher(state_output_kernel)
 
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay, initial_state, flags, *,
-                 store_final, scale, normalize, out_dtype, band):
+                 store_final, scale, normalize, out_dtype, band, paired=False):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
-    [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch."""
+    [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
+    paired: the lists were rewritten by commit_pairs.pair_prepare."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
@@ -134,7 +136,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
         *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH, VP=padded(value_dim),
-        READY=READY_ORDER)
+        READY=READY_ORDER, PAIRED=paired)
     return o, (final_state if store_final else None)
 
 

@@ -22,6 +22,7 @@ import triton.language as tl
 
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, cdiv, mma, not_finite, padded,
                           raise_flag, round_to)
+from .commit_pairs import commit_pair
 from .launch import Launcher
 
 # Value columns per program, warps and pipeline depth. On the H200 (2026-11-30, `benchmarks/config_probe.py
@@ -111,8 +112,10 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
                log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-               HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr):
+               HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr, PAIRED: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
+
+    PAIRED (whole chains only, lists rewritten by commit_pairs.pair_prepare): the events two at a time.
 
     PUBLISH > 0 (overlapped passes, state_output.py): every PUBLISH commits, and once at the end, the
     number of snapshots stored so far goes to progress[row, i_v] with release semantics, after a barrier
@@ -149,13 +152,13 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, hv, row, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot,
-                                   snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask)
+                                   snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
                 publish(progress_ptr, row, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
             publish(progress_ptr, row, i_v, V, BV, end + 1)       # the chain done (also when it has no events)
         else:
             state = commit_run(state, begin, end, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
                                event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr,
-                               NC, E, K, V, ck, cv, rows, state_offsets, state_mask)
+                               NC, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
 
         if STORE_FINAL and segment == n_segments - 1:
             state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -166,14 +169,43 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
 @triton.jit
 def commit_run(state, start, stop, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
                log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv, rows,
-               state_offsets, state_mask):
-    """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`)."""
-    for i in range(start, stop):
-        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
-        state = commit(state, decay, chunk_decay, w, u, k)
-        tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
-                 mask=state_mask)
+               state_offsets, state_mask, PAIRED: tl.constexpr):
+    """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`).
+    PAIRED: two at a time from `start` (even: pairs are (0, 1), (2, 3), ... of the head pair), an odd last
+    one alone."""
+    if PAIRED:
+        for pair in range(0, (stop - start) // 2):
+            i = start + 2 * pair
+            d1, c1, w1, u1, k1 = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                            log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+            d2, c2, w2, u2, k2 = load_event(i + 1, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                            log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+            after_first, state = commit_pair(state, d1, c1, w1, u1, k1, d2, c2, w2, u2, k2)
+            tl.store(snapshot + (i - begin + 1) * K * V + state_offsets,
+                     round_to(after_first, snapshot_ptr.dtype.element_ty), mask=state_mask)
+            tl.store(snapshot + (i - begin + 2) * K * V + state_offsets,
+                     round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+        if (stop - start) % 2 == 1:
+            state = commit_one(state, stop - 1, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
+                               event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC,
+                               E, K, V, ck, cv, rows, state_offsets, state_mask)
+    else:
+        for i in range(start, stop):
+            state = commit_one(state, i, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                               log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv,
+                               rows, state_offsets, state_mask)
+    return state
+
+
+@triton.jit
+def commit_one(state, i, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
+               chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask):
+    """Event i of the chain committed and stored as its snapshot."""
+    decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
+                                             log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+    state = commit(state, decay, chunk_decay, w, u, k)
+    tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
+             mask=state_mask)
     return state
 
 
@@ -185,29 +217,31 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
                       log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                       final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-                      HAS_STARTS: tl.constexpr):
+                      HAS_STARTS: tl.constexpr, PAIRED: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_chunks_ptr, first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr,
                final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
-               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0)
+               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0, PAIRED)
 
 
 launch_state_pass = Launcher(state_pass_kernel)
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0):
+def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0,
+               paired=False):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
     come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole, and
-    so does a key head wider than SEGMENT_MAX_KEY_DIM.
+    so does a key head wider than SEGMENT_MAX_KEY_DIM. paired: the lists were rewritten by
+    commit_pairs.pair_prepare (whole chains only: the caller pairs only when it walks them whole).
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -228,5 +262,5 @@ def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, 
         initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
         starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=starts is not None)
+        HAS_STARTS=starts is not None, PAIRED=paired and starts is None)
     return snapshots, (final_state if store_final else None)
