@@ -273,3 +273,22 @@ def test_commits_in_pairs_equal_single_commits(overlap, dtype, monkeypatch):
     assert rel_err(out[True][0], out[False][0]) <= tolerance, rel_err(out[True][0], out[False][0])
     assert rel_err(out[True][1], out[False][1]) <= tolerance, rel_err(out[True][1], out[False][1])
     assert rel_err(out[True][0], ref[0]) <= TOLERANCE[dtype] and rel_err(out[True][1], ref[1]) <= TOLERANCE[dtype]
+
+
+@small_shapes
+def test_schedule_counts_the_commits_before_every_chunk():
+    """What the one launch's output programs wait for (chunk_output.wait_for_snapshot): the snapshot a chunk
+    starts from is its head pair's snapshot number `commits before the chunk`, numbered from the head pair's
+    own first snapshot (state before any commit); the chain publishes `commits done + 1` snapshots."""
+    from sparsegdn.triton.schedule import build_schedule
+    batch, heads, n_chunks = 2, 5, 23
+    events = random_events(batch, heads, n_chunks, seed=9, p=0.4).to(DEVICE)
+    events[0, 1] = True
+    events[1, 3] = False
+    schedule = build_schedule(events, torch.zeros(batch, heads, n_chunks, device=DEVICE))
+    rows = torch.arange(batch * heads).view(batch, heads)
+    own_first = (rows // heads) * (schedule.max_events + heads) + schedule.first_event.long().cpu() + rows % heads
+    commits_before = events.long().cumsum(-1).cpu() - events.long().cpu()
+    assert torch.equal(schedule.snapshot_of_chunk.long().cpu() - own_first.unsqueeze(-1), commits_before)
+    assert torch.equal(schedule.per_head.cpu(), events.sum(-1).cpu())
+    assert (commits_before + 1 <= schedule.per_head.cpu().unsqueeze(-1) + 1).all()

@@ -1,8 +1,8 @@
 """Tile loaders, the matrix products, rounding and checks shared by the SparseGDN kernels.
 
-Every input is read through explicit strides (batch, token, head; q, k, g and beta with the last
-dimension contiguous, v through its head-dimension stride too), so the views a model hands over (q, k,
-v split from one projection; v with the tokens innermost) are read in place, not copied.
+Every input is read through explicit strides: batch, token and head (q and k with the last dimension
+contiguous), v through its head-dimension stride too, g and beta through all of theirs. So the views a
+model hands over (q, k, v split from one projection; v with the tokens innermost) are read in place.
 Loaders read one chunk's rows, zero past T. Zero rows past T are neutral everywhere (g = 0: no
 decay, beta = 0 and k = 0: no write), the same padding as `sparsegdn.reference.to_chunks`.
 """

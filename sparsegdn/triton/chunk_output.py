@@ -64,7 +64,9 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
                   STATE_BLOCKS: tl.constexpr):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
-    program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot."""
+    program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
+    program (with more, the pipeliner could fetch the next chunk's snapshot before its wait)."""
+    tl.static_assert(STATE_BLOCKS == 0 or GROUP == 1)
     hk = hv // (HV // H)
     row = b * HV + hv
     dot_dtype = k_ptr.dtype.element_ty

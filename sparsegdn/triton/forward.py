@@ -14,8 +14,8 @@ store and two reads of 8 KB per chunk and head pair for a second solve of the se
 STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both). Solved on
 chip is the default since passes 4 and 5 became one launch (OVERLAP): there the stored inverses, the
 commit lists and the output are all alive at once. On the H200 (2026-12-01, budget 0.29, backend entry;
-analysis/results/overlap/batch4) on chip was the faster of the two, 1.53 against 1.60 ms at 32K and
-5.68 against 5.44-5.98 at 128K, and its peak extra memory at 128K 2,513 MB against 3,025 (FLA's: 7,714).
+analysis/results/overlap/batch4) on chip was faster at 32K, 1.53 against 1.60 ms, level at 128K (5.68
+against 5.44-5.98), and its peak extra memory at 128K 2,513 MB against 3,025 (FLA's: 7,714).
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass

@@ -18,7 +18,11 @@ The chain programs publish how many snapshots they have stored every PUBLISH com
 an output program spins on its head pair's counters just before its one product that needs the snapshot
 (chunk_output.wait_for_snapshot). The kernel autotunes with the counters zeroed before every run
 (reset_to_zero). Under the interpreter the programs run one after another in grid order, so every
-wait finds its snapshot stored.
+wait finds its snapshot stored: the interpreter tests check the arithmetic, never the waiting (a wait
+that is too long hangs them; one that is too short passes). The waiting is tested on a GPU
+(tests/test_triton_gpu_matrix.py), with the snapshots filled with NaN before each launch (POISON) and a
+progress count after every commit. The snapshot stores must stay plain global stores: bulk (TMA) stores
+would need their own wait and a proxy fence before state_pass.publish.
 
 Measured on the H200 (2026-12-01, analysis/results/overlap/, kernel_bench.notes.md): passes 4 + 5 at
 32K, budget 0.29, 0.79 + 0.63 ms as two launches, 1.11 ms as one; at 128K 3.15 + 2.49 against 4.24.
@@ -40,12 +44,17 @@ from .state_pass import walk_chain
 # 1.23-1.64 / 4.65-4.81; all computed correctly (analysis/results/overlap/).
 CONFIGS = [triton.Config({"STATE_BV": state_bv, "BV": 128}, num_warps=4, num_stages=stages)
            for state_bv, stages in ((16, 3), (16, 2), (32, 3))]
+FALLBACK = triton.Config({"STATE_BV": 16, "BV": 16}, num_warps=4, num_stages=2)   # BV set by _prune
+NARROWEST_STATE_BV = min(config.kwargs["STATE_BV"] for config in CONFIGS + [FALLBACK])
 PUBLISH = 16        # commits between two progress counts of a chain program
 # Output programs in order of readiness (chunks sorted by how many commits their snapshot needs, one
 # argsort per call, so that fewer programs wait holding an SM's slot), or chunk by chunk (the default:
 # readiness order measured slower on the H200, 1.70 against 1.59 ms at 32K, 6.12 against 6.00 at 128K,
 # analysis/results/overlap/batch2). SPARSEGDN_READY_ORDER=1 turns it on.
 READY_ORDER = os.environ.get("SPARSEGDN_READY_ORDER", "0") == "1"
+# Tests only: snapshots filled with NaN before the launch, so an output that reads one before its chain
+# stored it computes NaN (torch.empty would often hand back an earlier call's identical snapshots).
+POISON = False
 
 
 def _prune(configs, named_args, **kwargs):
@@ -53,7 +62,8 @@ def _prune(configs, named_args, **kwargs):
     widest = padded(named_args["V"])
     kept = [config for config in configs
             if config.kwargs["BV"] <= widest and config.kwargs["STATE_BV"] <= widest]
-    return kept or [triton.Config({"STATE_BV": 16, "BV": widest}, num_warps=4, num_stages=2)]
+    return kept or [triton.Config({**FALLBACK.kwargs, "BV": widest}, num_warps=FALLBACK.num_warps,
+                                  num_stages=FALLBACK.num_stages)]
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED"],
@@ -113,12 +123,15 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     n_events = schedule.max_events
-    snapshots = torch.empty(batch, n_events + value_heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
+    snapshots = (torch.full if POISON else torch.empty)(
+        (batch, n_events + value_heads, key_dim, value_dim), *((float("nan"),) if POISON else ()),
+        device=w.device, dtype=w.dtype)
     final_state = (torch.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
-    # The ticket counter and the progress counts of the narrowest chain blocks any config uses (8 columns).
-    counters = torch.zeros(1 + batch * value_heads * cdiv(value_dim, 8), dtype=torch.int32, device=w.device)
+    # The ticket counter and the progress counts of the narrowest chain blocks any config uses.
+    counters = torch.zeros(1 + batch * value_heads * cdiv(value_dim, NARROWEST_STATE_BV), dtype=torch.int32,
+                           device=w.device)
 
     order = ready_order(schedule) if READY_ORDER else counters
 
