@@ -3,6 +3,7 @@
     python -m analysis.ruler_eval --model data/default-model --device cuda --out analysis/results/ruler.json
     python -m analysis.ruler_eval --report analysis/results/ruler.json   # writes ruler.md and ruler.html
     python -m analysis.ruler_eval --budgets 0.29 0.15 --bands 1 --lengths 4096   # part of the grid
+    python -m analysis.ruler_eval --merge runs/more/ruler.json --out analysis/results/ruler.json  # add a later run
 
 --budgets, --selectors and --bands restrict the grid of sparse settings (analysis/evaluation.py's
 setting_grid; dense is always evaluated). On the CPU torch computes with one thread less than the
@@ -22,6 +23,7 @@ from sparsegdn import BANDS, SPARSE_BACKENDS
 
 from .evaluation import BUDGETS, GRID_BANDS, GRID_SELECTORS, Plan, evaluate_to_file, setting_grid
 from .ruler import LENGTHS
+from .ruler_merge import MergeError, merge_files
 from .ruler_report import write_report
 from .timing import use_threads
 
@@ -59,9 +61,23 @@ def main(argv=None) -> None:
                         help="selectors of the grid (budget 1 always runs score: every event is kept)")
     parser.add_argument("--bands", type=int, nargs="+", default=list(GRID_BANDS), choices=BANDS, help="bands of the grid")
     parser.add_argument("--report", type=Path, default=None, help="only render an existing JSON to .md and .html")
+    parser.add_argument("--merge", type=Path, default=None, metavar="JSON",
+                        help="merge this later evaluation of the same checkpoint into --out, then render the report "
+                             "(analysis/ruler_merge.py)")
     args = parser.parse_args(argv)
     if args.report:
         write_report(args.report)
+        return
+    if args.merge:
+        for path in (args.merge, args.out):
+            if not path.is_file():
+                parser.error(f"{path} is missing")
+        try:
+            added, left_out = merge_files(args.out, args.merge)
+        except MergeError as error:
+            parser.error(f"--merge: {error}")
+        print(f"{added} records added to {args.out}, {left_out} left out (already measured there)")
+        write_report(args.out)
         return
     if not args.heldout.is_file():
         parser.error(f"{args.heldout} is missing: build the corpus first (python training/build_corpus.py)")

@@ -111,7 +111,9 @@ def markdown(results: dict, only: set[str] | None = None) -> str:
            if results.get("device") == "cpu" and "torch_threads" in results else "")
     lines = ["# RULER-style evaluation of SparseGDN", "",
              f"Model: {results.get('model', '?')}{digest}. Device: {results.get('device', '?')}{cpu}. "
-             f"Date: {results.get('date', '?')}. Command: `{results.get('command', '?')}`.", "",
+             f"Date: {results.get('date', '?')}. Command: `{results.get('command', '?')}`."
+             + "".join(f" Merged in (analysis/ruler_merge.py): {run.get('device', '?')}, {run.get('date', '?')}, "
+                       f"`{run.get('command', '?')}`." for run in results.get("merged", [])), "",
              "Accuracy: fraction of answer spans whose every token is the model's argmax given the text before it "
              "(teacher forcing; for one answer this is greedy decoding). Samples per cell: "
              f"{results.get('samples', '?')}. Haystacks: held-out text. Perplexity: held-out windows of "

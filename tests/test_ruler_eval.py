@@ -165,3 +165,42 @@ def test_the_report_names_the_weights_and_the_cpu_and_times_each_row():
     assert "| dense | 4096 | 0.500 |" in table and table.split("| dense | 4096 |")[1].split("\n")[0].endswith(" 4 |")
     untimed = ruler_report.markdown({**results, "records": [record]})
     assert "wall s" not in untimed
+
+
+def _results(records, **header):
+    return {"checkpoint_sha256": "ab" * 32, "seed": 0, "haystack": "milton (held out)", "ppl_length": 8192,
+            "samples": {"4096": 8}, "command": "first", "date": "2026-12-01", "device": "NVIDIA H200",
+            "backend": "triton", **header, "records": records}
+
+
+def _record(config, length, task="niah_single", accuracy=1.0):
+    return {"kind": "ruler", "task": task, "length": length, "config": config, "budget": None, "selector": None,
+            "band": None, "samples": 8, "accuracy": accuracy, "ci_low": 0.6, "ci_high": 1.0,
+            "sample_scores": [accuracy] * 8, "seconds": 1.0}
+
+
+def test_a_later_run_merges_in_without_replacing_what_was_measured(tmp_path):
+    """ruler_merge: the second file's new settings are added, its repeats of measured ones left out, its
+    command kept; the report names it."""
+    from analysis.ruler_eval import main
+    base = _results([_record("dense", 4096), _record("dense", 32768, accuracy=0.25)],
+                    samples={"4096": 8, "32768": 4})
+    extra = _results([_record("dense", 32768, accuracy=0.5), _record("sparse b=0.15 score band=1", 32768)],
+                     samples={"32768": 4}, command="second", date="2026-12-02")
+    (tmp_path / "ruler.json").write_text(json.dumps(base))
+    (tmp_path / "more.json").write_text(json.dumps(extra))
+    main(["--merge", str(tmp_path / "more.json"), "--out", str(tmp_path / "ruler.json")])
+    merged = json.loads((tmp_path / "ruler.json").read_text())
+    assert [(r["config"], r["length"], r["accuracy"]) for r in merged["records"]] == [
+        ("dense", 4096, 1.0), ("dense", 32768, 0.25), ("sparse b=0.15 score band=1", 32768, 1.0)]
+    assert merged["merged"] == [{"command": "second", "date": "2026-12-02", "device": "NVIDIA H200",
+                                 "backend": "triton"}]
+    assert "`second`" in (tmp_path / "ruler.md").read_text()
+
+
+@pytest.mark.parametrize("field,value", [("checkpoint_sha256", "cd" * 32), ("seed", 1), ("ppl_length", 4096),
+                                         ("samples", {"4096": 16})])
+def test_a_run_of_other_weights_or_samples_is_refused(tmp_path, field, value):
+    from analysis.ruler_merge import MergeError, merge
+    with pytest.raises(MergeError, match=field.split("_")[0]):
+        merge(_results([_record("dense", 4096)]), _results([_record("dense", 8192)], **{field: value}))
