@@ -11,10 +11,10 @@
 #    commits one or two at a time, repeated) beside config_probe's checks of the variants;
 # 2. then, alone on the GPU, the variants timed at the lengths (backend entry, stage times, peak memory;
 #    benchmark inputs, budget 0.29, band 1, score).
-# Next batch (its defaults): the final default's matrix, and the paired commits (commit_pairs.py) against it.
+# Next batch (its defaults): the final default's matrix; paired commits (commit_pairs.py) and relaxed polling against it.
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"separate paired paired-separate"}
+VARIANTS=${VARIANTS:-"separate paired paired-separate relaxed-poll"}
 LENGTHS=${LENGTHS:-"32768 131072"}
 WORK=$(mktemp -d)
 mkdir -p "$OUT"

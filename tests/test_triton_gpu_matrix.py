@@ -143,12 +143,14 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, monkeypatch):
     assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
 
 
-@pytest.mark.parametrize("overlap,ready,paired", [(False, False, False), (True, False, False), (True, True, False),
-                                                  (True, False, True), (False, False, True)])
-def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, monkeypatch):
+@pytest.mark.parametrize("overlap,ready,paired,relaxed", [
+    (False, False, False, False), (True, False, False, False), (True, True, False, False), (True, False, True, False),
+    (False, False, True, False), (True, False, False, True)])
+def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, relaxed, monkeypatch):
     """The benchmark's head shape with the shared budget's skew (a few head pairs commit every chunk, most
     commit almost none), both designs of passes 4 and 5 (one launch whose output programs wait for their
-    snapshots, in order of readiness or chunk by chunk; or two launches; commits one or two at a time)
+    snapshots, in order of readiness or chunk by chunk, polling with acquire atomics or plain loads; or two
+    launches; commits one or two at a time)
     against the torch backend. After a first call (compiling and autotuning) the snapshots are filled with
     NaN before every launch and the chains publish their progress after every commit (or every 16), so an
     output that reads its snapshot before the chain stored it gives NaN, not an earlier call's values."""
@@ -156,6 +158,7 @@ def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, pair
     monkeypatch.setattr(forward, "OVERLAP", overlap)
     monkeypatch.setattr(state_output, "READY_ORDER", ready)
     monkeypatch.setattr(forward, "PAIRED", paired)
+    monkeypatch.setattr(state_output, "RELAXED_POLL", relaxed)
     inputs = random_inputs(1, 8192, 4, 8, 128, 128, dtype=torch.bfloat16, initial_state=True, device="cuda")
     events = torch.zeros(1, 8, sparsegdn.num_chunks(8192), dtype=torch.bool, device="cuda")
     events[0, :2] = True                   # two chains of every chunk

@@ -203,8 +203,8 @@ def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, monkeyp
 def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim, value_dim, initial, output_final,
                                                      monkeypatch):
     """Passes 4 and 5 in one launch (state_output.py: chain and output programs side by side, each output
-    waiting for its snapshot), with the outputs in order of readiness or chunk by chunk, compute what the
-    two launches compute, for head pairs whose chains are longer than the publishing interval, short, and
+    waiting for its snapshot), with the outputs in order of readiness or chunk by chunk, polling with acquire
+    atomics or plain loads, compute what the two launches compute, for head pairs whose chains are longer than the publishing interval, short, and
     empty."""
     from sparsegdn.triton import forward, state_output
     monkeypatch.setattr(state_output, "PUBLISH", 4)             # a short interval: short inputs cross it often
@@ -215,14 +215,16 @@ def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim
     events[0, 0] = True                    # the longest chain: every chunk
     events[-1, 1] = False                  # an empty chain
     out = {}
-    for overlap, ready in ((False, False), (True, False), (True, True)):
+    for overlap, ready, relaxed in ((False, False, False), (True, False, False), (True, True, False),
+                                    (True, False, True)):
         monkeypatch.setattr(forward, "OVERLAP", overlap)
         monkeypatch.setattr(state_output, "READY_ORDER", ready)
-        out[overlap, ready] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1,
-                                                                initial_state=s0 if initial else None,
-                                                                output_final_state=output_final, backend="triton")
-    separate = out[False, False]
-    for overlapped in (out[True, False], out[True, True]):
+        monkeypatch.setattr(state_output, "RELAXED_POLL", relaxed)
+        out[overlap, ready, relaxed] = sparsegdn.sparse_gated_delta_rule(
+            q, k, v, g, beta, events=events, band=1, initial_state=s0 if initial else None,
+            output_final_state=output_final, backend="triton")
+    separate = out[False, False, False]
+    for overlapped in (out[True, False, False], out[True, True, False], out[True, False, True]):
         assert torch.equal(overlapped[0], separate[0])
         if output_final:
             assert torch.equal(overlapped[1], separate[1])

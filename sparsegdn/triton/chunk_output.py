@@ -40,18 +40,27 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.jit
 def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV: tl.constexpr,
-                      STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr):
+                      STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
     """Spin until every value block of head pair `row`'s chain has stored the snapshot at `snapshot_index`
     (progress counts the snapshots each block stored, published with release semantics by
-    state_pass.publish); the barrier after it orders every thread's snapshot loads after the acquire."""
+    state_pass.publish); the barrier after it orders every thread's snapshot loads after the acquire.
+    RELAXED_POLL: poll with plain volatile loads (no acquire atomics contending with the chains' releases)
+    and acquire once when the counts suffice (counts only grow, so that acquire reads one of them)."""
     needed = snapshot_index - (b * (E + HV) + tl.load(first_event_ptr + row).to(tl.int64) + hv) + 1
     blocks = tl.arange(0, STATE_BLOCKS)
     counters = progress_ptr + row * tl.cdiv(V, STATE_BV) + blocks
     live = blocks < tl.cdiv(V, STATE_BV)
-    stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed), axis=0)
-    while stored < needed:
+    if RELAXED_POLL:
+        stored = tl.min(tl.load(counters, mask=live, other=needed, volatile=True), axis=0)
+        while stored < needed:
+            stored = tl.min(tl.load(counters, mask=live, other=needed, volatile=True), axis=0)
+        tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu")
+    else:
         stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed),
                         axis=0)
+        while stored < needed:
+            stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed),
+                            axis=0)
     tl.debug_barrier()
 
 
@@ -62,7 +71,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
                   beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                   BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
-                  STATE_BLOCKS: tl.constexpr):
+                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
     program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
     program (with more, the pipeliner could fetch the next chunk's snapshot before its wait)."""
@@ -106,7 +115,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
         if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
             wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV, STATE_BV,
-                              STATE_BLOCKS)
+                              STATE_BLOCKS, RELAXED_POLL)
             snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
         o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
@@ -139,7 +148,7 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                   snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
                   0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
-                  16, 0)
+                  16, 0, False)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)

@@ -52,6 +52,10 @@ PUBLISH = 16        # commits between two progress counts of a chain program
 # readiness order measured slower on the H200, 1.70 against 1.59 ms at 32K, 6.12 against 6.00 at 128K,
 # analysis/results/overlap/batch2). SPARSEGDN_READY_ORDER=1 turns it on.
 READY_ORDER = os.environ.get("SPARSEGDN_READY_ORDER", "0") == "1"
+# Output programs poll their counters with plain volatile loads and acquire once (chunk_output.wait_for_snapshot),
+# instead of acquire atomics on every poll: less contention with the chains' releases (helper-13's review).
+# Off until measured on a GPU; SPARSEGDN_RELAXED_POLL=1 turns it on.
+RELAXED_POLL = os.environ.get("SPARSEGDN_RELAXED_POLL", "0") == "1"
 # Tests only: snapshots filled with NaN before the launch, so an output that reads one before its chain
 # stored it computes NaN (torch.empty would often hand back an earlier call's identical snapshots).
 POISON = False
@@ -66,7 +70,7 @@ def _prune(configs, named_args, **kwargs):
                                   num_stages=FALLBACK.num_stages)]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
@@ -78,8 +82,8 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, HAS_INITIAL: tl.constexpr,
                         STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
-                        VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, STATE_BV: tl.constexpr,
-                        BV: tl.constexpr):
+                        VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
+                        STATE_BV: tl.constexpr, BV: tl.constexpr):
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
     ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
@@ -108,7 +112,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
                       snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                       scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
-                      PRECISION, 1, STATE_BV, VP // STATE_BV)
+                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL)
 
 
 launch_state_output = Launcher(state_output_kernel)
@@ -149,7 +153,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
         *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH, VP=padded(value_dim),
-        READY=READY_ORDER, PAIRED=paired)
+        READY=READY_ORDER, PAIRED=paired, RELAXED_POLL=RELAXED_POLL)
     return o, (final_state if store_final else None)
 
 
