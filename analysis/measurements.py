@@ -105,8 +105,8 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
     lines += ["", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
               "included): above 1 the public call is faster. `kernels only` times the Triton backend entry "
               "without the call's checks; it is not the figure that counts."
-              + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (the default; the other design's "
-                 "rows are in the file)." if design else "")]
+              + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (that build's default; the other "
+                 "design's rows are in the file)." if design else "")]
     return "\n".join(lines)
 
 

@@ -308,5 +308,6 @@ def core_implementation(summary: dict) -> str:
     else:
         return "This run was recorded by an earlier version, whose CPU path was the chunked reference."
     dense = {"fla": "FLA's kernels", "torch": "the same torch path with every event and the exact solve (band 3), "
-             "so dense and sparse differ only by what is skipped"}.get(summary.get("dense_backend"), "—")
+             "so dense and sparse differ by what is skipped and, below band 3, by the block-adjacent solve"
+             }.get(summary.get("dense_backend"), "—")
     return f"Sparse core: {sparse}. Dense core: {dense}."

@@ -10,7 +10,9 @@ NOTES = {
         "pages show what was kept, what it cost and what it saved."
     ),
     "events": (
-        "Each cell is one event: a head pair (row) and a chunk of 64 tokens (column). Dark cells were kept: "
+        "In a layer's chart each cell is one event: a head pair (row) and a chunk of 64 tokens (column); the "
+        "overview of all layers shows, per chunk, the share of a layer's head pairs that kept it. "
+        "Dark cells were kept: "
         "that chunk was written into that head pair's long-range memory. Light cells were skipped: every "
         "token still got its output, but the chunk's writes never reached the memory later tokens read. "
         "Click the strip under the chart to read the chunk's text."

@@ -204,8 +204,8 @@ def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim
                                                      monkeypatch):
     """Passes 4 and 5 in one launch (state_output.py: chain and output programs side by side, each output
     waiting for its snapshot), with the outputs in order of readiness or chunk by chunk, polling with acquire
-    atomics or plain loads, compute what the two launches compute, for head pairs whose chains are longer than the publishing interval, short, and
-    empty."""
+    atomics or plain loads, compute what the two launches compute, for head pairs whose chains are longer
+    than the publishing interval, short, and empty."""
     from sparsegdn.triton import forward, state_output
     monkeypatch.setattr(state_output, "PUBLISH", 4)             # a short interval: short inputs cross it often
     tokens = 64 * (3 * state_output.PUBLISH + 3) - 17           # chains past three publishing intervals, ragged T

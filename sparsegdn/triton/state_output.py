@@ -70,7 +70,8 @@ def _prune(configs, named_args, **kwargs):
                                   num_stages=FALLBACK.num_stages)]
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
@@ -152,7 +153,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
         n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
         *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH, VP=padded(value_dim),
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH,
+        VP=padded(value_dim),
         READY=READY_ORDER, PAIRED=paired, RELAXED_POLL=RELAXED_POLL)
     return o, (final_state if store_final else None)
 
