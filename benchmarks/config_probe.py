@@ -65,6 +65,11 @@ VARIANTS = {
     "paired": {"paired": True},
     "paired-separate": {"paired": True, "overlap": False},
 }
+# A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
+DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
+                   "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
+                   "relaxed_poll": ("state_output", "RELAXED_POLL")}
+DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
 
@@ -79,16 +84,11 @@ def apply_variant(name):
     import triton
     from sparsegdn.triton import forward, state_output
     variant = VARIANTS[name]
-    if not hasattr(forward, "DEFAULT_OVERLAP"):
-        forward.DEFAULT_OVERLAP, state_output.DEFAULT_READY_ORDER = forward.OVERLAP, state_output.READY_ORDER
-        forward.DEFAULT_STORE_INVERSE, forward.DEFAULT_PAIRED = forward.STORE_INVERSE, forward.PAIRED
-    forward.OVERLAP = variant.get("overlap", forward.DEFAULT_OVERLAP)
-    forward.PAIRED = variant.get("paired", forward.DEFAULT_PAIRED)
-    if not hasattr(state_output, "DEFAULT_RELAXED_POLL"):
-        state_output.DEFAULT_RELAXED_POLL = state_output.RELAXED_POLL
-    state_output.RELAXED_POLL = variant.get("relaxed_poll", state_output.DEFAULT_RELAXED_POLL)
-    forward.STORE_INVERSE = variant.get("store", forward.DEFAULT_STORE_INVERSE)
-    state_output.READY_ORDER = variant.get("ready", state_output.DEFAULT_READY_ORDER)
+    modules = {"forward": forward, "state_output": state_output}
+    for key, (module_name, attribute) in DESIGN_SWITCHES.items():
+        module = modules[module_name]
+        default = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # as imported, before any variant
+        setattr(module, attribute, variant.get(key, default))
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
         if not hasattr(kernel, "original_configs"):

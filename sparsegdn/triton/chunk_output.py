@@ -50,18 +50,23 @@ def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row,
     blocks = tl.arange(0, STATE_BLOCKS)
     counters = progress_ptr + row * tl.cdiv(V, STATE_BV) + blocks
     live = blocks < tl.cdiv(V, STATE_BV)
+    stored = fewest_stored(counters, live, needed, RELAXED_POLL)
+    while stored < needed:
+        stored = fewest_stored(counters, live, needed, RELAXED_POLL)
     if RELAXED_POLL:
-        stored = tl.min(tl.load(counters, mask=live, other=needed, volatile=True), axis=0)
-        while stored < needed:
-            stored = tl.min(tl.load(counters, mask=live, other=needed, volatile=True), axis=0)
         tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu")
-    else:
-        stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed),
-                        axis=0)
-        while stored < needed:
-            stored = tl.min(tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed),
-                            axis=0)
     tl.debug_barrier()
+
+
+@triton.jit
+def fewest_stored(counters, live, needed, RELAXED_POLL: tl.constexpr):
+    """The smallest progress count over the live counters (`needed` stands in for the others): read with
+    plain volatile loads (RELAXED_POLL) or with acquire atomics."""
+    if RELAXED_POLL:
+        counts = tl.load(counters, mask=live, other=needed, volatile=True)
+    else:
+        counts = tl.where(live, tl.atomic_add(counters, 0, mask=live, sem="acquire", scope="gpu"), needed)
+    return tl.min(counts, axis=0)
 
 
 @triton.jit

@@ -142,7 +142,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
         first = tl.load(first_event_ptr + row).to(tl.int64)
         snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
         if segment == 0:
-            tl.store(snapshot + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+            store_snapshot(snapshot, 0, state, snapshot_ptr, K, V, state_offsets, state_mask)
 
         # A for loop over the loaded bounds (not a while loop): Triton's pipeliner then issues each event's
         # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
@@ -181,10 +181,8 @@ def commit_run(state, start, stop, begin, b, hv, row, first, w_ptr, u_ptr, k_com
             d2, c2, w2, u2, k2 = load_event(i + 1, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
                                             log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
             after_first, state = commit_pair(state, d1, c1, w1, u1, k1, d2, c2, w2, u2, k2)
-            tl.store(snapshot + (i - begin + 1) * K * V + state_offsets,
-                     round_to(after_first, snapshot_ptr.dtype.element_ty), mask=state_mask)
-            tl.store(snapshot + (i - begin + 2) * K * V + state_offsets,
-                     round_to(state, snapshot_ptr.dtype.element_ty), mask=state_mask)
+            store_snapshot(snapshot, i - begin + 1, after_first, snapshot_ptr, K, V, state_offsets, state_mask)
+            store_snapshot(snapshot, i - begin + 2, state, snapshot_ptr, K, V, state_offsets, state_mask)
         if (stop - start) % 2 == 1:
             state = commit_one(state, stop - 1, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
                                event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC,
@@ -204,9 +202,15 @@ def commit_one(state, i, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, e
     decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
                                              log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
     state = commit(state, decay, chunk_decay, w, u, k)
-    tl.store(snapshot + (i - begin + 1) * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
-             mask=state_mask)
+    store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
     return state
+
+
+@triton.jit
+def store_snapshot(snapshot, index, state, snapshot_ptr, K, V, state_offsets, state_mask):
+    """This program's block of `state` as snapshot `index` after `snapshot` (in the snapshots' dtype)."""
+    tl.store(snapshot + index * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
+             mask=state_mask)
 
 
 @triton.jit
