@@ -145,7 +145,9 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, monkeypatch):
 
 @pytest.mark.parametrize("overlap,ready,paired,relaxed", [
     (False, False, False, False), (True, False, False, False), (True, True, False, False), (True, False, True, False),
-    (False, False, True, False), (True, False, False, True)])
+    (False, False, True, False), (True, False, False, True)],
+    ids=["two-launches", "one-launch", "one-launch-ready-order", "one-launch-paired", "two-launches-paired",
+         "one-launch-relaxed-poll"])
 def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, relaxed, monkeypatch):
     """The benchmark's head shape with the shared budget's skew (a few head pairs commit every chunk, most
     commit almost none), both designs of passes 4 and 5 (one launch whose output programs wait for their
