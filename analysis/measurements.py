@@ -102,11 +102,13 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
                      f"| {_versus(row['public_vs_fla'])}{qla} | {_ms(row['peak_mem_mb'], 0)} / "
                      f"{_ms(row['fla_peak_mem_mb'], 0)} |")
     design = rows["design"].drop_nulls().unique().to_list()
+    others = frame["design"].drop_nulls().unique().len() > 1 if "design" in frame.columns else False
     lines += ["", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
               "included): above 1 the public call is faster. `kernels only` times the Triton backend entry "
               "without the call's checks; it is not the figure that counts."
-              + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (that build's default; the other "
-                 "design's rows are in the file)." if design else "")]
+              + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (that build's default"
+                 + ("; the other design's rows are in the file)." if others else ", the only design run).")
+                 if design else "")]
     return "\n".join(lines)
 
 

@@ -171,9 +171,13 @@ def test_the_card_describes_the_layers_the_config_has():
     assert "- attention: 4 query heads, 2 KV heads, head dim 64" in text
 
 
-def test_the_committed_card_says_what_it_misses_and_what_it_did_not_measure():
+def test_the_committed_card_says_what_it_misses_and_names_every_run_it_shows():
+    """The 32K cells of budget 0.15 and band 3 come from a second run merged into the evaluation: the card
+    names that run's command, and lists nothing as not measured any more."""
     card = (MODEL_DIR / "README.md").read_text()
     assert "Missed: perplexity with score (b=0.29) within 3% of dense (pydoc-howto)." in card
     assert "It does not extrapolate to 32K" in card
-    assert "- 32K: band 1: b=0.15 oracle/random/score/uniform; band 3:" in card
+    assert "Merged in (`analysis/ruler_merge.py`), NVIDIA H200, 2026-12-01: `python -m analysis.ruler_eval" in card
+    assert "--lengths 32768 --budgets 1 0.5 0.29 0.15 --bands 1 3" in card
+    assert "b=0.15 oracle/random/score/uniform" not in card
     assert "gated attention)" not in card and "attention layers" not in card.split("## Architecture")[1].split("##")[0]

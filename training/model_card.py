@@ -305,7 +305,8 @@ def render() -> str:
         evaluated_checkpoint(results, digest) + f" Measured on {results.get('device', 'a device not recorded')} "
         f"({results.get('backend', '?')} backend), {results.get('date', '?')}: `{results.get('command', '?')}`; samples "
         "per task: " + ", ".join(f"{count} at {int(n) // 1024}K" for n, count in results.get("samples", {}).items())
-        + ".", "",
+        + "." + "".join(f" Merged in (`analysis/ruler_merge.py`), {run.get('device', '?')}, {run.get('date', '?')}: "
+                        f"`{run.get('command', '?')}`." for run in results.get("merged", [])), "",
         "Targets (accuracy is the mean over the five tasks unless a task is named; 95% intervals in brackets: Wilson",
         "for one task, a normal approximation over the samples for a mean over tasks):", "",
     ]
