@@ -17,7 +17,7 @@ with P = w2 k1^T ([64, 64]) and
 products instead of four; S1 is still formed (its snapshot is some chunk's starting state). This module's
 kernel rewrites the second event of every pair in the lists, in place, after event_prepare: one program
 per (pair, batch row x head pair), pairs (0, 1), (2, 3), ... of each head pair's events; an odd last
-event stays a single commit. The chain (state_pass.walk_chain with PAIRED) then walks pairs.
+event is walked with an empty partner. The chain (state_pass.commit_run with PAIRED) then walks pairs.
 """
 import triton
 import triton.language as tl

@@ -153,10 +153,16 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
         n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
         *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), PUBLISH_EVERY=PUBLISH,
-        VP=padded(value_dim),
-        READY=READY_ORDER, PAIRED=paired, RELAXED_POLL=RELAXED_POLL)
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
+        PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
+        RELAXED_POLL=RELAXED_POLL)
     return o, (final_state if store_final else None)
+
+
+def publish_every(paired):
+    """Commits between two progress counts: PUBLISH, made even for paired chains (a run of commits must
+    start on a pair's first event, state_pass.commit_run)."""
+    return PUBLISH + PUBLISH % 2 if paired else PUBLISH
 
 
 def ready_order(schedule):
