@@ -88,6 +88,10 @@ def compile_all(args) -> list[dict]:
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
             label = {k: v for k, v in options.items() if k in ("BV", "GROUP", "num_warps", "num_stages")}
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
+            if args.dump:
+                stem = Path(args.dump) / f"{self.jit.fn.__name__}-{len(reports)}"
+                for kind in ("ttgir", "ptx"):
+                    stem.with_suffix(f".{kind}").write_text(compiled.asm.get(kind, ""))
 
     launch.Launcher.__call__ = compile_only
     driver.set_active(CompileOnlyDriver())
@@ -105,7 +109,10 @@ def main():
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--heads", type=int, nargs=2, default=[16, 32], metavar=("H", "HV"))
     parser.add_argument("--dim", type=int, default=128, help="K = V")
+    parser.add_argument("--dump", help="also write every compiled kernel's TTGIR and PTX into this folder")
     args = parser.parse_args()
+    if args.dump:
+        Path(args.dump).mkdir(parents=True, exist_ok=True)
     if not os.environ.get("TRITON_PTXAS_PATH"):
         sys.exit("set TRITON_PTXAS_PATH to a ptxas (see the docstring)")
     reports = compile_all(args)

@@ -3,7 +3,7 @@
 # every step leaves its log even when a later one hangs or faults. Results: $OUT/kernel_batch.tgz and
 # $OUT/summary.txt.
 #
-#   OUT=runs/kernel-batch bash benchmarks/kernel_batch.sh
+#   OUT=runs/kernel-batch [STEPS="matrix" | STEPS="probe timed"] bash benchmarks/kernel_batch.sh
 #
 # Batches of 2026-12-01: passes 4 and 5 in one launch (sparsegdn/triton/state_output.py), output programs
 # waiting for their snapshots while the long commit chains run (analysis/results/overlap/).
@@ -13,12 +13,14 @@
 #    benchmark inputs, budget 0.29, band 1, score).
 # Batch of 2026-12-01, morning: the final default's matrix passed (paired cases left out); paired commits were
 # wrong on the H200 (analysis/results/overlap/batch5), mended on the CPU since.
-# Next batch (its defaults): benchmarks/pair_check.py, the whole matrix (paired cases included), the paired
-# variants checked and timed against the default.
+# Then (CPU) the chain reads its decays by slot (Schedule.event_decays): every load two commits ahead.
+# Next batch (its defaults): benchmarks/pair_check.py, the whole matrix (paired cases included); the default
+# (baseline), two launches, the one launch with 2 stages and the paired variants checked and timed.
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"paired paired-separate"}
+VARIANTS=${VARIANTS:-"separate overlap-bv16-2stages paired paired-separate"}
 LENGTHS=${LENGTHS:-"32768 131072"}
+STEPS=${STEPS:-"matrix probe timed"}
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
 summary() { echo "$*" | tee -a "$WORK/summary.txt"; }
@@ -26,23 +28,31 @@ summary() { echo "$*" | tee -a "$WORK/summary.txt"; }
 summary "date $(date -u +%FT%TZ) build $(python benchmarks/kernel_bench.py --digest 2>&1 | tail -1)"
 summary "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
-# -v: every case's outcome is in the log as it ends, also when the timeout stops the run.
-timeout 400 python -m pytest -v -n 8 -p no:cacheprovider tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
-  tests/test_stages.py tests/test_triton_launch.py > "$WORK/gpu_matrix.log" 2>&1 &
-MATRIX=$!
-timeout 150 python benchmarks/pair_check.py > "$WORK/pair_check.log" 2>&1
-summary "pair_check rc $? at ${SECONDS}s"
-timeout 230 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
-  > "$WORK/config_probe.log" 2>&1
-summary "config_probe rc $? at ${SECONDS}s"
-wait $MATRIX
-summary "matrix rc $? $(grep -E "passed|failed" "$WORK/gpu_matrix.log" | tail -1) at ${SECONDS}s"
-grep -E "^[a-z0-9-]+ +(OK|BAD)|process ended" "$WORK/config_probe.log" | tee -a "$WORK/summary.txt"
-grep -E "FAILED|Error" "$WORK/gpu_matrix.log" | head -20 | cut -c1-200 | tee -a "$WORK/summary.txt"
+has() { [[ " $STEPS " == *" $1 "* ]]; }
 
-timeout 170 python benchmarks/config_probe.py --timed $VARIANTS --time $LENGTHS > "$WORK/timed.log" 2>&1
-summary "timed rc $? at ${SECONDS}s"
-python - "$WORK/timed.log" <<'PY' | tee -a "$WORK/summary.txt"
+# The steps fit one 600 s call each way: STEPS="matrix" (the matrix beside pair_check.py, about 360 s) and
+# STEPS="probe timed" (config_probe's checks, then the variants timed alone on the GPU) in two back-to-back calls.
+if has matrix; then
+  # -v: every case's outcome is in the log as it ends, also when the timeout stops the run.
+  timeout 450 python -m pytest -v -n 8 -p no:cacheprovider tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
+    tests/test_stages.py tests/test_triton_launch.py > "$WORK/gpu_matrix.log" 2>&1 &
+  MATRIX=$!
+  timeout 150 python benchmarks/pair_check.py > "$WORK/pair_check.log" 2>&1
+  summary "pair_check rc $? at ${SECONDS}s"
+  wait $MATRIX
+  summary "matrix rc $? $(grep -E "passed|failed" "$WORK/gpu_matrix.log" | tail -1) at ${SECONDS}s"
+  grep -E "FAILED|Error" "$WORK/gpu_matrix.log" | head -20 | cut -c1-200 | tee -a "$WORK/summary.txt"
+fi
+if has probe; then
+  timeout 230 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
+    > "$WORK/config_probe.log" 2>&1
+  summary "config_probe rc $? at ${SECONDS}s"
+  grep -E "^[a-z0-9-]+ +(OK|BAD)|process ended" "$WORK/config_probe.log" | tee -a "$WORK/summary.txt"
+fi
+if has timed; then
+  timeout 330 python benchmarks/config_probe.py --timed baseline $VARIANTS --time $LENGTHS > "$WORK/timed.log" 2>&1
+  summary "timed rc $? at ${SECONDS}s"
+  python - "$WORK/timed.log" <<'PY' | tee -a "$WORK/summary.txt"
 import json, sys
 for line in open(sys.argv[1]):
     if line.startswith("TIMED "):
@@ -53,5 +63,6 @@ for line in open(sys.argv[1]):
             print(f"  {r['variant']:22s} T={r['tokens']:6d} entry {min(r['entry_ms']):.3f}-{max(r['entry_ms']):.3f} ms  "
                   + " ".join(f"{k}={v:.3f}" for k, v in r["stage_ms"].items()))
 PY
+fi
 tar czf "$OUT/kernel_batch.tgz" -C "$WORK" .
 cp "$WORK/summary.txt" "$OUT/summary.txt"

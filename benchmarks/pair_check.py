@@ -70,13 +70,13 @@ def check(shape, device):
     schedule = build_schedule(events, chunk_log_decay)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
-    single, single_final = state_pass(w, u, k_commit, schedule, chunk_log_decay, s0, flags, store_final=True)
+    single, single_final = state_pass(w, u, k_commit, schedule, s0, flags, store_final=True)
     want_w, want_u = expected_pairs(w, u, k_commit, schedule, chunk_log_decay)
-    pair_prepare(w, u, k_commit, schedule, chunk_log_decay)
+    pair_prepare(w, u, k_commit, schedule)
     report = {"shape": [batch, tokens, key_heads, value_heads, key_dim, value_dim, band, str(dtype)],
               "per_head": schedule.per_head.tolist(),
               "pair_prepare_w_err": rel_err(w, want_w), "pair_prepare_u_err": rel_err(u, want_u)}
-    paired, paired_final = state_pass(w, u, k_commit, schedule, chunk_log_decay, s0, flags, store_final=True,
+    paired, paired_final = state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
                                       paired=True)
     report["final_state_err"] = rel_err(paired_final, single_final)
     firsts = []

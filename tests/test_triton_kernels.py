@@ -297,3 +297,27 @@ def test_schedule_counts_the_commits_before_every_chunk():
     assert torch.equal(schedule.snapshot_of_chunk.long().cpu() - own_first.unsqueeze(-1), commits_before)
     assert torch.equal(schedule.per_head.cpu(), events.sum(-1).cpu())
     assert (commits_before + 1 <= schedule.per_head.cpu().unsqueeze(-1) + 1).all()
+
+
+@small_shapes
+def test_schedule_event_decays_are_the_decays_of_each_event_by_slot():
+    """Schedule.event_decays, what the commit chain reads by slot: for every event, exp(log_decay_since) of its
+    chunk (the decay since the commit before it) and exp(gamma_L) of its chunk, in the lists' (head pair,
+    chunk) order; 1 and 1 in the slots past a row's count (a row with fewer events than the longest)."""
+    from sparsegdn.triton.schedule import build_schedule
+    batch, heads, n_chunks = 2, 4, 19
+    events = random_events(batch, heads, n_chunks, seed=4, p=0.5).to(DEVICE)
+    events[1] = False
+    events[1, 2, ::3] = True                         # row 1 holds fewer events than row 0
+    gen = torch.Generator().manual_seed(11)
+    chunk_log_decay = (-torch.rand(batch, heads, n_chunks, generator=gen) * 3).to(DEVICE)
+    schedule = build_schedule(events, chunk_log_decay)
+    got = schedule.event_decays.cpu()
+    events, chunk_log_decay = events.cpu(), chunk_log_decay.cpu()
+    since = schedule.log_decay_since.cpu()
+    for b in range(batch):
+        heads_of, chunks_of = events[b].nonzero(as_tuple=True)          # (head pair, chunk) order
+        want = torch.stack([since[b, heads_of, chunks_of].exp(), chunk_log_decay[b, heads_of, chunks_of].exp()], -1)
+        count = len(heads_of)
+        assert torch.allclose(got[b, :count], want, rtol=1e-6, atol=0), b
+        assert torch.equal(got[b, count:], torch.ones(schedule.max_events - count, 2))

@@ -29,21 +29,17 @@ NUM_WARPS = 4
 
 
 @triton.jit
-def pair_prepare_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
-                        log_decay_since_ptr, chunk_log_decay_ptr, NC, E, HV, K, V, BK: tl.constexpr,
-                        BV: tl.constexpr):
+def pair_prepare_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr, E, HV, K, V,
+                        BK: tl.constexpr, BV: tl.constexpr):
     pair = tl.program_id(0).to(tl.int64)
     row = tl.program_id(1).to(tl.int64)
     count = tl.load(per_head_ptr + row).to(tl.int64)
     if 2 * pair + 1 < count:
         b = row // HV
-        hv = row % HV
         first_slot = b * E + tl.load(first_event_ptr + row).to(tl.int64) + 2 * pair
         second_slot = first_slot + 1
-        first_chunk = tl.load(event_chunks_ptr + first_slot).to(tl.int64) - hv * NC
-        second_chunk = tl.load(event_chunks_ptr + second_slot).to(tl.int64) - hv * NC
-        first_chunk_decay = tl.exp(tl.load(chunk_log_decay_ptr + row * NC + first_chunk))
-        decay_between = tl.exp(tl.load(log_decay_since_ptr + row * NC + second_chunk))
+        first_chunk_decay = tl.load(event_decays_ptr + first_slot * 2 + 1)       # Schedule.event_decays
+        decay_between = tl.load(event_decays_ptr + second_slot * 2)
         rows = tl.arange(0, CHUNK)
         ck = tl.arange(0, BK)
         cv = tl.arange(0, BV)
@@ -68,14 +64,13 @@ def pair_prepare_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
 launch_pair_prepare = Launcher(pair_prepare_kernel)
 
 
-def pair_prepare(w, u, k_commit, schedule, chunk_log_decay):
+def pair_prepare(w, u, k_commit, schedule):
     """Rewrite the second event of every pair in w and u (in place) for state_pass's paired walk."""
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     launch_pair_prepare(
-        (cdiv(n_chunks, 2), batch * heads), w, u, k_commit, schedule.event_chunks, schedule.first_event,
-        schedule.per_head, schedule.log_decay_since, chunk_log_decay, n_chunks, schedule.max_events, heads,
-        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), num_warps=NUM_WARPS)
+        (cdiv(n_chunks, 2), batch * heads), w, u, k_commit, schedule.event_decays, schedule.first_event,
+        schedule.per_head, schedule.max_events, heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), num_warps=NUM_WARPS)
 
 
 @triton.jit

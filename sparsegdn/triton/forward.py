@@ -104,17 +104,16 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
     paired = PAIRED and COMMIT_SEGMENT == 0
     if paired:
-        pair_prepare(w, u, k_commit, schedule, chunk_log_decay)
+        pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])
     if OVERLAP and COMMIT_SEGMENT == 0:
-        o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay,
-                                      initial_state, flags, store_final=output_final_state, scale=scale,
-                                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
-                                      paired=paired)
+        o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
+                                      store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
+                                      out_dtype=out_dtype, band=band, paired=paired)
         hook(STAGES[3])
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
-    snapshots, final_state = state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags,
+    snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired)
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])

@@ -35,6 +35,10 @@ class Schedule:
     log_decay_since: torch.Tensor     # float32 [B,HV,NC]: sum of g from that snapshot to the chunk
     final_log_decay: torch.Tensor     # float32 [B,HV]: sum of g after the last commit
     max_events: int                   # E, the longest row's count
+    # float32 [B,E,2]: each event's exp(log_decay_since) and exp(gamma_L) of its chunk (1, 1 past the row's
+    # count), so that the commit chain reads its decays by slot, not through event_chunks (a load that
+    # depends on a load kept Triton's pipeliner to one event ahead: state_pass.event_slot).
+    event_decays: torch.Tensor
 
 
 def select_events(scores, *, budget, selector):
@@ -59,7 +63,7 @@ def _restart_sum(flag_a, sum_a, flag_b, sum_b):
 
 @triton.jit
 def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_ptr, first_event_ptr,
-                    snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, NC, E,
+                    snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, event_decays_ptr, NC, E,
                     HV, BLOCK_NC: tl.constexpr):
     # HV is a runtime value: a constant HV = 1 folds the loop below away and broke Triton 3.6's
     # coalescing pass on the GPU (an LLVM assertion while compiling).
@@ -86,6 +90,9 @@ def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_
     tl.store(log_decay_since_ptr + row * NC + c, since, mask=valid)
     last_commit = tl.max(tl.where(selected > 0, c, -1), axis=0)
     decay = tl.load(chunk_log_decay_ptr + row * NC + c, mask=valid, other=0.0)
+    slot = b * E + first + commits_before
+    tl.store(event_decays_ptr + slot * 2, tl.exp(since), mask=valid & (selected > 0))
+    tl.store(event_decays_ptr + slot * 2 + 1, tl.exp(decay), mask=valid & (selected > 0))
     tl.store(final_log_decay_ptr + row, tl.sum(tl.where(valid & (c > last_commit), decay, 0.0), axis=0))
     tl.store(per_head_ptr + row, count.to(tl.int64))
     tl.store(first_event_ptr + row, first)
@@ -107,9 +114,10 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     snapshot_of_chunk = torch.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
     log_decay_since = torch.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
     final_log_decay = torch.empty(batch, heads, dtype=torch.float32, device=device)
+    event_decays = torch.ones(batch, max_events, 2, dtype=torch.float32, device=device)
     launch_schedule(
         (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
-        snapshot_of_chunk, log_decay_since, final_log_decay, n_chunks, max_events, heads,
+        snapshot_of_chunk, log_decay_since, final_log_decay, event_decays, n_chunks, max_events, heads,
         BLOCK_NC=padded(n_chunks), num_warps=NUM_WARPS)
     return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
-                    final_log_decay, max_events)
+                    final_log_decay, max_events, event_decays)

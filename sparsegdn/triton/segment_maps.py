@@ -30,8 +30,8 @@ NUM_STAGES = 1
 
 
 @triton.jit
-def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
-                        log_decay_since_ptr, chunk_log_decay_ptr, out_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr, out_ptr, NC, E,
+                        SEGMENT, HV: tl.constexpr, K, V,
                         COLS, BK: tl.constexpr, BC: tl.constexpr, HOMOGENEOUS: tl.constexpr):
     i_c = tl.program_id(0)
     row, segment, b, hv, count, begin, end, n_segments = segment_program(per_head_ptr, SEGMENT, HV)
@@ -48,9 +48,8 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
         u_width = V
     first = tl.load(first_event_ptr + row).to(tl.int64)
     for i in range(begin, end):
-        decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                                 log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, u_width, ck, cc,
-                                                 rows)
+        decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K,
+                                                 u_width, ck, cc, rows)
         x = commit(x, decay, chunk_decay, w.to(tl.float32), u, k.to(tl.float32))     # float32 maps, see above
     n_slots = tl.cdiv(NC, SEGMENT)
     offsets = ck[:, None] * COLS + cc[None, :]
@@ -60,7 +59,7 @@ def segment_maps_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
 launch_segment_maps = Launcher(segment_maps_kernel)
 
 
-def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
+def segment_maps(w, u, k_commit, schedule, *, segment):
     """M [B*HV, S, K, K] and N [B*HV, S, K, V] float32 of every segment of SEGMENT commits (S = ceil(NC/SEGMENT)
     slots; the last segment of each head pair is left unwritten)."""
     batch, heads, n_chunks = schedule.events.shape
@@ -70,8 +69,8 @@ def segment_maps(w, u, k_commit, schedule, chunk_log_decay, *, segment):
     for name, columns, homogeneous in (("M", key_dim, True), ("N", value_dim, False)):
         out = torch.empty(batch * heads, n_slots, key_dim, columns, device=w.device, dtype=torch.float32)
         launch_segment_maps(
-            (cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_chunks,
-            schedule.first_event, schedule.per_head, schedule.log_decay_since, chunk_log_decay, out, n_chunks,
+            (cdiv(columns, COLUMNS), batch * heads, n_slots), w, u, k_commit, schedule.event_decays,
+            schedule.first_event, schedule.per_head, out, n_chunks,
             schedule.max_events, segment, heads, key_dim, value_dim, columns, BK=padded(key_dim), BC=COLUMNS,
             HOMOGENEOUS=homogeneous, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
         maps[name] = out

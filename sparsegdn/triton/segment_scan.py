@@ -49,11 +49,11 @@ def segment_starts_kernel(maps_ptr, ends_ptr, per_head_ptr, initial_state_ptr, s
 launch_segment_starts = Launcher(segment_starts_kernel)
 
 
-def segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, segment):
+def segment_starts(w, u, k_commit, schedule, initial_state, flags, *, segment):
     """float32 [B*HV, ceil(NC/segment), K, V]: the state entering each segment of `segment` commits."""
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
-    maps, ends = segment_maps(w, u, k_commit, schedule, chunk_log_decay, segment=segment)
+    maps, ends = segment_maps(w, u, k_commit, schedule, segment=segment)
     starts = torch.empty(batch * heads, cdiv(n_chunks, segment), key_dim, value_dim, device=w.device,
                          dtype=torch.float32)
     launch_segment_starts(

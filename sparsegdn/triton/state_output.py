@@ -74,8 +74,8 @@ def _prune(configs, named_args, **kwargs):
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
-def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
-                        log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr,
+def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
+                        log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr,
                         snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr,
                         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC, E,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
@@ -91,9 +91,8 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
     state_blocks = tl.cdiv(V, STATE_BV)
     n_chain = B * HV * state_blocks
     if ticket < n_chain:
-        walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                   first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr,
-                   initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E,
+        walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E,
                    NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY, PAIRED)
     else:
         pid = ticket - n_chain
@@ -119,7 +118,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_even
 launch_state_output = Launcher(state_output_kernel)
 
 
-def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_decay, initial_state, flags, *,
+def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
                  store_final, scale, normalize, out_dtype, band, paired=False):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
@@ -146,8 +145,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, chunk_log_de
         return (chains + outputs,)
 
     launch_state_output(
-        grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
-        schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
+        grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
+        schedule.log_decay_since, schedule.final_log_decay,
         initial_state if initial_state is not None else snapshots, snapshots, final_state, flags, counters, order,
         q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
         n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),

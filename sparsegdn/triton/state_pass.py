@@ -2,7 +2,8 @@
 
 Grid: one program per (value block, batch row, head pair, segment); each walks only its head pair's
 events (its slots of the event list), so the sequential work scales with the budget. Between commits
-the state only decays, folded into one factor (Schedule.log_decay_since):
+the state only decays, folded into one factor (Schedule.log_decay_since, read by slot from
+Schedule.event_decays):
 
     S <- exp(decay since last commit) S
     v_new = u - w S                                  (w, u, k_commit of the event from pass 3)
@@ -44,24 +45,22 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, NC, E,
-               present=True):
+def event_slot(i, b, first, event_decays_ptr, E, present=True):
     """The list slot of this head pair's i-th event, the decay since the commit before it and its chunk's
-    own decay; with `present` false, no event: decays of 1 (nothing is read past the lists)."""
+    own decay (Schedule.event_decays, read by slot: no load here depends on another load); with `present`
+    false, no event: decays of 1 and nothing read."""
     slot = b * E + first + i
-    c = tl.maximum(tl.load(event_chunks_ptr + slot, mask=present, other=0).to(tl.int64) - hv * NC, 0)
-    decay = tl.where(present, tl.exp(tl.load(log_decay_since_ptr + row * NC + c)), 1.0)
-    chunk_decay = tl.where(present, tl.exp(tl.load(chunk_log_decay_ptr + row * NC + c)), 1.0)
+    pair = tl.load(event_decays_ptr + slot * 2 + tl.arange(0, 2), mask=present, other=1.0)
+    decay = tl.sum(tl.where(tl.arange(0, 2) == 0, pair, 0.0), axis=0)
+    chunk_decay = tl.sum(tl.where(tl.arange(0, 2) == 1, pair, 0.0), axis=0)
     return slot, decay, chunk_decay
 
 
 @triton.jit
-def load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
-                chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows, present=True):
+def load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows, present=True):
     """The tiles of this head pair's i-th event (see event_slot); with `present` false an empty event
     (zero tiles, decays of 1), which a commit passes through unchanged."""
-    slot, decay, chunk_decay = event_slot(i, b, hv, row, first, event_chunks_ptr, log_decay_since_ptr,
-                                          chunk_log_decay_ptr, NC, E, present)
+    slot, decay, chunk_decay = event_slot(i, b, first, event_decays_ptr, E, present)
     key_mask = (ck < K)[None, :] & present
     w = tl.load(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=key_mask, other=0.0)
     k = tl.load(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=key_mask, other=0.0)
@@ -112,9 +111,8 @@ def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_m
 
 
 @triton.jit
-def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
-               log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-               final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
+               final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
                HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr, PAIRED: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
@@ -150,19 +148,20 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
 
         # A for loop over the loaded bounds (not a while loop): Triton's pipeliner then issues each event's
         # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
-        # their latency hides behind the sequential chain's arithmetic. Publishing (a barrier and an atomic)
+        # their latency hides behind the sequential chain's arithmetic. Only while no address in the loop
+        # comes from another load: decays read through event_chunks kept every load one commit ahead
+        # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier and an atomic)
         # inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits instead.
         if PUBLISH > 0:
             for run in range(begin, end, PUBLISH):
-                state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, hv, row, first, w_ptr, u_ptr,
-                                   k_commit_ptr, event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot,
-                                   snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
+                state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
+                                   k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
+                                   state_offsets, state_mask, PAIRED)
                 publish(progress_ptr, row, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
             publish(progress_ptr, row, i_v, V, BV, end + 1)       # the chain done (also when it has no events)
         else:
-            state = commit_run(state, begin, end, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr,
-                               event_chunks_ptr, log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr,
-                               NC, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
+            state = commit_run(state, begin, end, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                               snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
 
         if STORE_FINAL and segment == n_segments - 1:
             state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -171,9 +170,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, 
 
 
 @triton.jit
-def commit_run(state, start, stop, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-               log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv, rows,
-               state_offsets, state_mask, PAIRED: tl.constexpr):
+def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
+               snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED: tl.constexpr):
     """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`).
 
     PAIRED: two at a time from `start`, which must be even (pairs are (0, 1), (2, 3), ... of the head pair,
@@ -185,28 +183,26 @@ def commit_run(state, start, stop, begin, b, hv, row, first, w_ptr, u_ptr, k_com
         for pair in range(0, (stop - start + 1) // 2):
             i = start + 2 * pair
             second = i + 1 < stop
-            d1, c1, w1, u1, k1 = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                            log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
-            d2, c2, w2, u2, k2 = load_event(i + 1, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                            log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows,
-                                            second)
+            d1, c1, w1, u1, k1 = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck,
+                                            cv, rows)
+            d2, c2, w2, u2, k2 = load_event(i + 1, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V,
+                                            ck, cv, rows, second)
             after_first, state = commit_pair(state, d1, c1, w1, u1, k1, d2, c2, w2, u2, k2)
             store_snapshot(snapshot, i - begin + 1, after_first, snapshot_ptr, K, V, state_offsets, state_mask)
             store_snapshot(snapshot, i - begin + 2, state, snapshot_ptr, K, V, state_offsets, state_mask & second)
     else:
         for i in range(start, stop):
-            state = commit_one(state, i, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                               log_decay_since_ptr, chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv,
-                               rows, state_offsets, state_mask)
+            state = commit_one(state, i, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
+                               snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask)
     return state
 
 
 @triton.jit
-def commit_one(state, i, begin, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, log_decay_since_ptr,
-               chunk_log_decay_ptr, snapshot, snapshot_ptr, NC, E, K, V, ck, cv, rows, state_offsets, state_mask):
+def commit_one(state, i, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K,
+               V, ck, cv, rows, state_offsets, state_mask):
     """Event i of the chain committed and stored as its snapshot."""
-    decay, chunk_decay, w, u, k = load_event(i, b, hv, row, first, w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr,
-                                             log_decay_since_ptr, chunk_log_decay_ptr, NC, E, K, V, ck, cv, rows)
+    decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck,
+                                             cv, rows)
     state = commit(state, decay, chunk_decay, w, u, k)
     store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
     return state
@@ -230,21 +226,20 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_chunks_ptr, first_event_ptr, per_head_ptr,
-                      log_decay_since_ptr, chunk_log_decay_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                      final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
+def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
+                      final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
                       HAS_STARTS: tl.constexpr, PAIRED: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
-               event_chunks_ptr, first_event_ptr, per_head_ptr, log_decay_since_ptr, chunk_log_decay_ptr,
-               final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
+               event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
+               final_state_ptr, flags_ptr, starts_ptr,
                flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0, PAIRED)
 
 
 launch_state_pass = Launcher(state_pass_kernel)
 
 
-def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, *, store_final, segment=0,
+def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
                paired=False):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
@@ -262,14 +257,13 @@ def state_pass(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, 
     starts = None
     if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
         from .segment_scan import segment_starts
-        starts = segment_starts(w, u, k_commit, schedule, chunk_log_decay, initial_state, flags, segment=segment)
+        starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
     else:
         segment = max(n_chunks, 1)
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
-        grid, w, u, k_commit, schedule.event_chunks, schedule.first_event, schedule.per_head,
-        schedule.log_decay_since, chunk_log_decay, schedule.final_log_decay,
-        initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
+        grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
+        schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
         starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
         HAS_STARTS=starts is not None, PAIRED=paired and starts is None)
