@@ -281,6 +281,23 @@ def test_commits_in_pairs_equal_single_commits(overlap, publish, dtype, monkeypa
 
 
 @small_shapes
+def test_chain_only_diagnostic_runs_the_same_chains(monkeypatch):
+    """state_output.CHAIN_ONLY (config_probe's timing-only `chain-only`) skips the output programs but walks the
+    very chains of the one launch: the final state is bit for bit the full launch's."""
+    from sparsegdn.triton import forward, state_output
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    q, k, v, g, beta, s0 = random_inputs(1, 64 * 7 - 5, 2, 4, 16, 32, dtype=torch.float32, initial_state=True,
+                                         device=DEVICE)
+    events = random_events(1, 4, 7, seed=2, p=0.6).to(DEVICE)
+    out = {}
+    for chain_only in (False, True):
+        monkeypatch.setattr(state_output, "CHAIN_ONLY", chain_only)
+        out[chain_only] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, initial_state=s0,
+                                                            output_final_state=True, backend="triton")[1]
+    assert torch.equal(out[True], out[False])
+
+
+@small_shapes
 def test_schedule_counts_the_commits_before_every_chunk():
     """What the one launch's output programs wait for (chunk_output.wait_for_snapshot): the snapshot a chunk
     starts from is its head pair's snapshot number `commits before the chunk`, numbered from the head pair's
