@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from test_app_support import synthetic_result
+from test_app_support import synthetic_result, with_passkey
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
 PAGES = ("views/run.py", "views/events.py", "views/budget.py", "views/error.py", "views/timings.py",
@@ -274,3 +274,33 @@ def test_the_run_picker_shows_the_current_run(examples, no_model):
     assert at.session_state["current"].key == "example:demo"
     next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
     assert at.sidebar.selectbox(key="history_pick").value == 2
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.proto.delta) for m in at.metric}
+
+
+def test_the_passkey_outcome_shows_each_paths_answer(examples, no_model, monkeypatch):
+    """A run of a document that hides a passkey says, on the error page, in the tour and on Compare, what
+    dense and the sparse run answered at the end against the passkey."""
+    from app import teaching
+
+    run = with_passkey(synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=5), sparse_answer="5002295")
+    run.save(examples / "passkey")
+    at = goto(start(example="passkey"), "views/error.py")
+    shown = metrics(at)
+    assert shown["Passkey in the document"][0] == "4229659"
+    assert shown["Dense answered"] == ("4229659", "retrieved")
+    assert shown["Sparse answered"] == ("5002295", "lost")
+    monkeypatch.setattr(teaching, "TOUR_EXAMPLE", "passkey")
+    at = goto(start(example="passkey", step="2"), "views/tour.py")
+    assert metrics(at)["Sparse answered"] == ("5002295", "lost")
+
+
+def test_a_run_without_predictions_says_so_where_the_passkey_would_be(examples, no_model):
+    run = with_passkey(synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=5))
+    run.tokens = run.tokens.clear()            # as runs recorded before the tokens table
+    run.save(examples / "older")
+    at = goto(start(example="older"), "views/error.py")
+    assert "Passkey in the document" not in metrics(at)
+    assert any("recorded before the model's predictions were kept" in c.value for c in at.caption)

@@ -144,6 +144,30 @@ def run_caption(stored) -> None:
     )
 
 
+def passkey_outcome(stored, slot=st) -> None:
+    """Whether dense and the sparse run retrieved the passkey the document hides (teaching.PASSKEY), when it
+    hides one: the answer each predicted at the end against the expected one."""
+    if not stored.text or len(teaching.PASSKEY.findall(stored.text)) < 2:
+        return
+    outcome = tables.passkey_outcome(stored.text, stored.result.tokens, teaching.PASSKEY)
+    if outcome is None:
+        slot.caption("This document hides a passkey, but this run was recorded before the model's predictions were "
+                     "kept: run it again to see whether the passkey was retrieved.")
+        return
+    columns = slot.columns(3)
+    columns[0].metric("Passkey in the document", outcome["expected"])
+    for column, path, name in zip(columns[1:], ("dense", "sparse"), ("Dense answered", "Sparse answered")):
+        answer = outcome[path]
+        if answer is None:
+            column.metric(name, "—", help="No dense pass in this run ('compare with dense' off).")
+        else:
+            column.metric(name, answer["answer"] or "(nothing)",
+                          "retrieved" if answer["retrieved"] else "lost", delta_color="normal" if answer["retrieved"]
+                          else "inverse", delta_arrow="off")
+    slot.caption("The model's most likely next token at each position of the answer after the question at the end "
+                 "(teacher-forced: it reads the true digits before each one). Retrieved means every token matches.")
+
+
 def created_text(summary: dict) -> str | None:
     """When a run was made, as an ISO date and time (saved runs may hold a Unix time)."""
     created = summary.get("created")

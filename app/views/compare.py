@@ -62,14 +62,15 @@ a, b = stored.result, other.result
 names = ("A", "B")
 st.caption(f"Both runs are of **{entry.document}** (the same text).")
 columns = st.columns(2)
-for column, name, result in zip(columns, names, (a, b)):
-    s = result.summary
+for column, name, run in zip(columns, names, (stored, other)):
+    result, s = run.result, run.result.summary
     with column:
         st.subheader(f"{name}: {s['selector']}, ρ={s['budget']}, band {s['band']}")
         common.prefill_metric(st, result)
         if s.get("kl_mean") is not None:
             st.metric("KL to dense", f"{s['kl_mean']:.4g}")
             st.metric("Top-1 agreement", f"{s['top1_agreement']:.2%}")
+        common.passkey_outcome(run)
         st.plotly_chart(figures.layer_overview(result.events, 256), key=f"compare_overview_{name}")
 labels = tuple(f"{n}: {r.summary['selector']} ρ={r.summary['budget']} band {r.summary['band']}"
                for n, r in zip(names, (a, b)))

@@ -55,6 +55,7 @@ else:
                  f"**{summary['top1_agreement']:.1%}** of positions; its perplexity changed by "
                  f"**{common.percent_change(summary['ppl_sparse'], summary['ppl_dense'])}** "
                  f"(dense {summary['ppl_dense']:.4g}, sparse {summary['ppl_sparse']:.4g}).")
+    common.passkey_outcome(stored)
     st.page_link("views/error.py", label="More on the error", icon=":material/query_stats:")
 
 back, forward = st.columns(2)
