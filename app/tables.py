@@ -277,6 +277,12 @@ def chunk_in_layer(events: pl.DataFrame, layer: int, chunk: int) -> dict:
             "kept_in_layer": int(in_layer["selected"].sum())}
 
 
+def chunk_kept_by_layer(events: pl.DataFrame, chunk: int) -> pl.DataFrame:
+    """Per layer: how many of its head pairs kept `chunk` (kept) and how many it has (head_pairs)."""
+    return (events.filter(pl.col("chunk") == chunk).group_by("layer")
+            .agg(pl.col("selected").sum().alias("kept"), pl.len().alias("head_pairs")).sort("layer"))
+
+
 def layer_keeping_most(events: pl.DataFrame, chunk: int) -> int:
     """The layer in which most head pairs kept `chunk` (the first such layer)."""
     kept = (events.filter(pl.col("chunk") == chunk).group_by("layer").agg(pl.col("selected").sum())

@@ -304,3 +304,30 @@ def test_a_run_without_predictions_says_so_where_the_passkey_would_be(examples, 
     at = goto(start(example="older"), "views/error.py")
     assert "Passkey in the document" not in metrics(at)
     assert any("recorded before the model's predictions were kept" in c.value for c in at.caption)
+
+
+def test_the_tour_says_its_layer_is_the_most_favourable_and_offers_the_others(examples, no_model, monkeypatch):
+    """The tour opens on the layer where most head pairs kept the needle's chunk, says so with every other
+    layer's count from the records, and lets the reader pick another layer."""
+    import polars as pl
+
+    from app import tables, teaching
+
+    monkeypatch.setattr(teaching, "TOUR_EXAMPLE", "demo")
+    monkeypatch.setattr(teaching, "TOUR_NEEDLE", "state")
+    at = goto(start(), "views/tour.py")
+    from analysis.records import RunResult
+
+    run = RunResult.load(examples / "demo")
+    chunk = tables.needle_chunk(run.document, run.chunks, "state")
+    kept = tables.chunk_kept_by_layer(run.events, chunk)
+    best = tables.layer_keeping_most(run.events, chunk)
+    assert at.selectbox(key="tour_layer").value == best
+    note = next(c.value for c in at.caption if "most favourable" in c.value)
+    for row in kept.filter(pl.col("layer") != best).iter_rows(named=True):
+        assert f"layer {row['layer']}: {row['kept']} of {row['head_pairs']}" in note, note
+    other = next(layer for layer in kept["layer"].to_list() if layer != best)
+    at.selectbox(key="tour_layer").set_value(other).run()
+    assert any(t.startswith(f"Layer {other}:") for t in titles(at)), titles(at)
+    next(b for b in at.button if b.label == "Next ▶").click().run()
+    assert at.selectbox(key="tour_layer").value == other                     # kept from step to step

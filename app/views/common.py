@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import time
 
+import polars as pl
 import streamlit as st
 
 from analysis.timing import Spread, difference
@@ -166,6 +167,23 @@ def passkey_outcome(stored, slot=st) -> None:
                           else "inverse", delta_arrow="off")
     slot.caption("The model's most likely next token at each position of the answer after the question at the end "
                  "(teacher-forced: it reads the true digits before each one). Retrieved means every token matches.")
+
+
+def tour_layer_note(result, chunk: int, favourable: int) -> str:
+    """Why the tour opens on `favourable` and how the passkey's chunk fared in every layer, from the records:
+    the most favourable layer is not a typical one, and the note says so."""
+    kept = tables.chunk_kept_by_layer(result.events, chunk)
+    best = kept.filter(pl.col("layer") == favourable).row(0, named=True)
+    others = "; ".join(f"layer {r['layer']}: {r['kept']} of {r['head_pairs']}" for r in kept.iter_rows(named=True)
+                       if r["layer"] != favourable)
+    note = (f"The tour opens on layer {favourable} because it is the **most favourable** layer for the passkey: "
+            f"{best['kept']} of {best['head_pairs']} head pairs kept its chunk {chunk} there. It is not typical; "
+            f"in the other layers: {others}. Pick another layer above to see it.")
+    if tables.has_error(result.layers):
+        worst = result.layers.sort("rel_err_o", descending=True, nulls_last=True).row(0, named=True)
+        note += (f" The largest relative output error of any layer is layer {worst['layer']}'s, "
+                 f"{worst['rel_err_o']:.2f} (Error versus dense).")
+    return note
 
 
 def created_text(summary: dict) -> str | None:
