@@ -331,3 +331,19 @@ def test_the_tour_says_its_layer_is_the_most_favourable_and_offers_the_others(ex
     assert any(t.startswith(f"Layer {other}:") for t in titles(at)), titles(at)
     next(b for b in at.button if b.label == "Next ▶").click().run()
     assert at.selectbox(key="tour_layer").value == other                     # kept from step to step
+
+
+def test_compare_gives_the_timings_caveat_of_the_timings_page(examples, no_model):
+    """Compare sets two runs' timings side by side: it says, in the Timings page's own words, that timings of
+    different runs are not comparable as if measured together, and where and when each was measured."""
+    from app.views.common import TIMINGS_APART
+
+    at = start()
+    goto(at, "views/timings.py")
+    next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
+    assert any(c.value == TIMINGS_APART for c in at.caption)
+    next(b for b in at.sidebar.button if b.label == "Open example: demo").click().run()
+    goto(at, "views/compare.py")
+    next(b for b in at.button if b.label == "Use as B").click().run()
+    assert any(w.value == TIMINGS_APART for w in at.warning), [w.value for w in at.warning]
+    assert sum(c.value.startswith("Measured on **cpu** on ") for c in at.caption) == 2

@@ -186,6 +186,27 @@ def tour_layer_note(result, chunk: int, favourable: int) -> str:
     return note
 
 
+# The caveat of every view that sets timings of different runs beside each other (Timings, Compare).
+TIMINGS_APART = ("Timings of different runs were taken at different moments, perhaps on different machines: the "
+                 "machine's other work, its clocks and what ran before differ, so they are not comparable as if "
+                 "measured together. Each run's first-call cost (compilation, autotuning, first use) is measured "
+                 "apart and left out of its figures.")
+
+
+def how_timed(summary: dict) -> str:
+    """Where, when and how a run's timings were taken, in one sentence (markdown)."""
+    timing = summary.get("timing")
+    if timing:
+        warm = timing.get("warm_up", {})
+        how = (f"each figure is the median of {timing['repeats']} interleaved repeats (range beside it), taken "
+               f"after a warm-up on the first {warm.get('tokens', '?'):,} tokens that is not counted; "
+               f"{timing['threads']} CPU thread(s)")
+    else:
+        how = ("one unrepeated measurement per path: this run was recorded before timings were repeated, so it "
+               "has no spread")
+    return f"Measured on **{device_label(summary)}** on {created_text(summary) or 'an unrecorded date'}: {how}."
+
+
 def created_text(summary: dict) -> str | None:
     """When a run was made, as an ISO date and time (saved runs may hold a Unix time)."""
     created = summary.get("created")

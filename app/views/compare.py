@@ -61,12 +61,14 @@ if other is None:
 a, b = stored.result, other.result
 names = ("A", "B")
 st.caption(f"Both runs are of **{entry.document}** (the same text).")
+st.warning(common.TIMINGS_APART, icon=":material/timer:")
 columns = st.columns(2)
 for column, name, run in zip(columns, names, (stored, other)):
     result, s = run.result, run.result.summary
     with column:
         st.subheader(f"{name}: {s['selector']}, ρ={s['budget']}, band {s['band']}")
         common.prefill_metric(st, result)
+        st.caption(common.how_timed(s))
         if s.get("kl_mean") is not None:
             st.metric("KL to dense", f"{s['kl_mean']:.4g}")
             st.metric("Top-1 agreement", f"{s['top1_agreement']:.2%}")
