@@ -347,3 +347,14 @@ def test_compare_gives_the_timings_caveat_of_the_timings_page(examples, no_model
     next(b for b in at.button if b.label == "Use as B").click().run()
     assert any(w.value == TIMINGS_APART for w in at.warning), [w.value for w in at.warning]
     assert sum(c.value.startswith("Measured on **cpu** on ") for c in at.caption) == 2
+
+
+def test_the_error_page_of_a_run_without_dense_keeps_its_link(examples, no_model):
+    """A run made with 'compare with dense' off: the error page says it has no errors, and the address bar
+    still names the run (the page stops early, after writing the view into the link)."""
+    synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=7, compare_dense=False).save(examples / "sparse-only")
+    at = start(example="sparse-only")
+    at.query_params.clear()
+    goto(at, "views/error.py")
+    assert "skipped the dense comparison" in at.info[0].value
+    assert at.query_params["example"] == "sparse-only"

@@ -12,6 +12,7 @@ result = stored.result
 summary = result.summary
 if not tables.has_error(result.layers):
     st.info("This run skipped the dense comparison. Run again with 'compare with dense' to see errors.")
+    session.sync_url()   # the link still names the run
     st.stop()
 
 columns = st.columns(4)
