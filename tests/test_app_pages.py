@@ -358,3 +358,13 @@ def test_the_error_page_of_a_run_without_dense_keeps_its_link(examples, no_model
     goto(at, "views/error.py")
     assert "skipped the dense comparison" in at.info[0].value
     assert at.query_params["example"] == "sparse-only"
+
+
+def test_a_run_that_keeps_every_event_is_labelled_without_a_budget(examples, no_model):
+    """selector=all keeps every event whatever the budget: its labels say so and name no budget."""
+    synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, budget=1.0, selector="all", seed=7).save(examples / "every")
+    at = start(example="every")
+    shown = [c.value for c in at.caption] + [m.value for m in at.sidebar.markdown]
+    labels = [text for text in shown if "all events (dense semantics)" in text]
+    assert len(labels) >= 2, shown                       # the run's caption and the sidebar's current run
+    assert not any("ρ=" in text or "budget 1.0" in text for text in labels), labels

@@ -139,8 +139,8 @@ def run_caption(stored) -> None:
     weights = " · **random weights**" if summary.get("random_weights") else ""
     st.caption(
         f"**{document}** · {summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
-        f"{summary.get('n_chunks', '?')} chunks · budget {summary.get('budget')} · selector "
-        f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
+        f"{summary.get('n_chunks', '?')} chunks · {session.options_label(summary)} · "
+        f"backend {summary.get('backend')} · "
         f"device {device_label(summary)} · {source}" + (f" · created {created}" if created else "")
     )
 
