@@ -180,6 +180,18 @@ def resolve_sparse_backend(backend: str, device) -> str:
     return backend
 
 
+def usable_sparse_backends(device) -> tuple[str, ...]:
+    """The sparse backends that can run on `device` (those `resolve_sparse_backend` accepts), in order."""
+    usable = []
+    for backend in SPARSE_BACKENDS:
+        try:
+            resolve_sparse_backend(backend, device)
+        except ValueError:
+            continue
+        usable.append(backend)
+    return tuple(usable)
+
+
 def resolve_dense_backend(backend: str, device) -> str:
     """'torch' or 'fla': "auto" is FLA on a CUDA device where flash-linear-attention is installed."""
     check_choice("backend", backend, DENSE_BACKENDS)

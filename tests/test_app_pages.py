@@ -368,3 +368,24 @@ def test_a_run_that_keeps_every_event_is_labelled_without_a_budget(examples, no_
     labels = [text for text in shown if "all events (dense semantics)" in text]
     assert len(labels) >= 2, shown                       # the run's caption and the sidebar's current run
     assert not any("ρ=" in text or "budget 1.0" in text for text in labels), labels
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_the_triton_backend_is_offered_only_where_it_can_run(examples, no_model, monkeypatch, interpreted):
+    """On a machine without CUDA the backend control leaves triton out and says why, unless the kernels run
+    in Triton's interpreter (TRITON_INTERPRET=1)."""
+    import torch
+
+    from sparsegdn.config import triton_available
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if interpreted:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        if not triton_available():
+            pytest.skip("triton is not installed here")
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    at = goto(start(), "views/compare.py")
+    backend = at.selectbox(key="compare_backend")
+    assert ("triton" in backend.options) == interpreted, backend.options
+    assert ("Not offered here: triton" in backend.help) != interpreted, backend.help

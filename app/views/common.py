@@ -2,6 +2,7 @@
 controls, the teaching notes, and how a timing and its spread are shown."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 
@@ -11,6 +12,7 @@ import streamlit as st
 from analysis.timing import Spread, difference
 from app import choices, session, tables, teaching
 from sparsegdn import OPTIONS, SparseConfig
+from sparsegdn.config import usable_sparse_backends
 
 SOURCE_BADGES = {
     "computed": "computed now",
@@ -84,6 +86,7 @@ def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefi
     values = {}
     for index, option in enumerate(OPTIONS):
         slot, default, key = slots[index % columns], getattr(defaults, option.name), key_prefix + option.name
+        option, default = _offered_here(option, default)
         widget = {"key": key, "help": option.help, "on_change": on_change, "args": (key,) if on_change else None}
         label = f"{label_prefix}{option.label}"
         if option.choices and isinstance(default, str):
@@ -96,6 +99,21 @@ def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefi
         else:
             values[option.name] = slot.number_input(label, min_value=int(option.low), value=default, step=1, **widget)
     return SparseConfig(**values)
+
+
+def _offered_here(option, default):
+    """The backend option with only the backends that can run on this server's device (Triton needs a CUDA GPU,
+    or TRITON_INTERPRET=1), its help saying which are left out and why; every other option as it is."""
+    if option.name != "backend":
+        return option, default
+    usable = usable_sparse_backends(session.device())
+    left_out = [backend for backend in option.choices if backend not in usable]
+    if not left_out:
+        return option, default
+    note = (f" Not offered here: {', '.join(left_out)} (needs a CUDA GPU and triton, or TRITON_INTERPRET=1; "
+            f"this server runs on {session.device()}).")
+    return (dataclasses.replace(option, choices=usable, help=option.help + note),
+            default if default in usable else usable[0])
 
 
 def show_current_run() -> None:
