@@ -291,3 +291,16 @@ def test_the_bundled_passkey_example_records_both_answers():
     assert result.summary["selector"] == "score"
     assert outcome["dense"]["retrieved"] and outcome["sparse"]["retrieved"], outcome
     assert outcome["sparse"]["answer"] == outcome["expected"]
+
+
+def test_the_allocation_colour_bar_has_few_labels_and_room(small):
+    """An uneven allocation (one head pair with one event, one with 60 times the even split) spans 2^-6..2^6:
+    the colour bar labels at most seven powers of two, 0 among them, and the figure is tall enough for them."""
+    heads = small.heads.with_columns(
+        pl.when((pl.col("head_pair") == 0)).then(1).when(pl.col("head_pair") == 1).then(600)
+        .otherwise(pl.col("events_selected")).alias("events_selected"))
+    fig = figures.allocation_heatmap(heads)
+    ticks = list(heatmap_of(fig).colorbar.tickvals)
+    assert len(ticks) <= figures.MOST_COLOUR_TICKS and 0 in ticks and max(ticks) >= 2, ticks
+    assert ticks == sorted(ticks) and -min(ticks) == max(ticks), ticks
+    assert fig.layout.height >= figures.ALLOCATION_MIN_HEIGHT
