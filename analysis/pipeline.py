@@ -142,13 +142,15 @@ class _LayerProgress:
 
 
 class _Metrics:
-    """Running sums of KL(dense || sparse), top-1 agreement and next-token NLL of each run."""
+    """Running sums of KL(dense || sparse), top-1 agreement and next-token NLL of each run, and each
+    run's top-1 next token at every position (the `tokens` record)."""
 
     def __init__(self, device):
         zero = lambda: torch.zeros((), dtype=torch.float64, device=device)  # noqa: E731
         self.kl, self.agree, self.nll_dense, self.nll_sparse = zero(), zero(), zero(), zero()
         self.positions = 0
         self.targets = 0
+        self.predicted = {"dense": [], "sparse": []}   # [slice] int64 tensors on the CPU
 
     def update(self, lm_head, hidden_dense, hidden_sparse, targets: torch.Tensor):
         """hidden [1, L, D]; targets [L'] with L' = L or L - 1 (the document's last token has none)."""
@@ -157,6 +159,8 @@ class _Metrics:
         for start in range(0, length, LOGIT_SLICE):
             end = min(start + LOGIT_SLICE, length)
             log_sparse = torch.log_softmax(lm_head(hidden_sparse[0, start:end]).float(), -1)
+            top_sparse = log_sparse.argmax(-1)
+            self.predicted["sparse"].append(top_sparse.cpu())
             n_targets = max(0, min(end, targets.shape[0]) - start)
             target = targets[start:start + n_targets]
             self.nll_sparse -= log_sparse[torch.arange(n_targets), target].double().sum()
@@ -165,7 +169,9 @@ class _Metrics:
                 # Clamped at 0: identical distributions give tiny negative values from rounding.
                 kl = (log_dense.exp() * (log_dense - log_sparse)).sum(-1).clamp_min(0)
                 self.kl += kl.double().sum()
-                self.agree += (log_dense.argmax(-1) == log_sparse.argmax(-1)).double().sum()
+                top_dense = log_dense.argmax(-1)
+                self.predicted["dense"].append(top_dense.cpu())
+                self.agree += (top_dense == top_sparse).double().sum()
                 self.nll_dense -= log_dense[torch.arange(n_targets), target].double().sum()
             self.targets += n_targets
         self.positions += length
@@ -224,6 +230,7 @@ class _Prefill:
 
     loaded: LoadedModel
     text: str
+    ids: list                        # the document's token ids
     offsets: list                    # (char_start, char_end) of every token
     config: RunConfig
     sparse: SparseConfig             # config.sparse with its backend resolved for the device
@@ -280,7 +287,7 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     timer = Timer(devices)
     for gpu in timer.devices:
         torch.cuda.reset_peak_memory_stats(gpu)    # the summary's peak memory per GPU is this run's
-    run = _Prefill(loaded=loaded, text=text, offsets=offsets, config=config, sparse=sparse,
+    run = _Prefill(loaded=loaded, text=text, ids=ids, offsets=offsets, config=config, sparse=sparse,
                    dense_backend=dense_backend, device=device, devices=devices,
                    segments=_segments(len(ids), config.segment_tokens),
                    recorder=Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend),
@@ -498,6 +505,18 @@ def _chunks(run: _Prefill) -> pl.DataFrame:
                          "char_start": starts[token_start], "char_end": np.maximum.reduceat(ends, token_start)})
 
 
+def _tokens(run: _Prefill) -> pl.DataFrame:
+    """Every token with its character span and each path's top-1 next token, as an id and as text."""
+    columns = {"position": np.arange(run.n_tokens), "token": run.ids,
+               "char_start": [span[0] for span in run.offsets], "char_end": [span[1] for span in run.offsets]}
+    for path, slices in run.metrics.predicted.items():
+        predicted = torch.cat(slices).tolist() if slices else [None] * run.n_tokens
+        words = {token: run.loaded.tokenizer.decode([token]) for token in set(predicted) if token is not None}
+        columns[f"predicted_{path}"] = predicted
+        columns[f"predicted_{path}_text"] = [words.get(token) for token in predicted]
+    return pl.DataFrame(columns, strict=False)
+
+
 def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
     """How the run was timed, and the spread of each whole-prefill and core total (see records.py)."""
     spreads = {f"{scope}_{path}": _spread(timings, path, scope) for path in _paths(run.config)
@@ -582,4 +601,5 @@ def _records(run: _Prefill) -> RunResult:
     timings = _timings(run)
     layers = _layers(run, events, timings)
     return RunResult(events=events, heads=_heads(run, events), layers=layers, chunks=_chunks(run),
-                     timings=timings, summary=_summary(run, events, timings, nonfinite), document=run.text)
+                     timings=timings, tokens=_tokens(run), summary=_summary(run, events, timings, nonfinite),
+                     document=run.text)

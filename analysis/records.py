@@ -11,6 +11,11 @@ One table per kind of fact (column names from docs/CONTRACT.md):
   "prefill"), of each layer's GDN core (scope "core", with its layer) and of each stage of the sparse
   core (scope "stage", with its stage name), in ms summed over segments (and layers for stages).
   Runs recorded before repeated timing have none (an empty table).
+- tokens: one row per token of the document: its id and character span, and the most likely next
+  token (top-1 of the next-token distribution at this position) of the dense and of the sparse
+  prefill, as an id and as text (null dense columns without the dense pass). The prediction at
+  position p is the model's guess of token p + 1, so a passkey at the end is retrieved when the
+  predictions before its tokens are its tokens. Runs recorded before it have none (an empty table).
 """
 from __future__ import annotations
 
@@ -36,9 +41,12 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
                "char_start": pl.Int64, "char_end": pl.Int64},
     "timings": {"repeat": pl.Int32, "path": pl.String, "scope": pl.String, "layer": pl.Int32,
                 "stage": pl.String, "ms": pl.Float64},
+    "tokens": {"position": pl.Int64, "token": pl.Int64, "char_start": pl.Int64, "char_end": pl.Int64,
+               "predicted_dense": pl.Int64, "predicted_sparse": pl.Int64,
+               "predicted_dense_text": pl.String, "predicted_sparse_text": pl.String},
 }
 TABLES = tuple(SCHEMAS)
-OPTIONAL_TABLES = ("timings",)   # absent from runs saved before they existed: loaded as empty
+OPTIONAL_TABLES = ("timings", "tokens")   # absent from runs saved before they existed: loaded as empty
 OPTIONAL_COLUMNS = {"layers": ("device",)}   # absent from runs saved before they existed: loaded as null
 
 SUMMARY_KEYS = (
@@ -113,13 +121,14 @@ class RunResult:
     document: Optional[str] = None
     extra: dict = field(default_factory=dict)
     timings: pl.DataFrame = field(default_factory=lambda: empty("timings"))
+    tokens: pl.DataFrame = field(default_factory=lambda: empty("tokens"))
 
     def __post_init__(self):
         for table in TABLES:
             setattr(self, table, conform(table, getattr(self, table)))
 
     def save(self, directory, *, replace: bool = False) -> Path:
-        """Write each table's parquet (events, heads, layers, chunks, timings), summary.json and document.txt
+        """Write each table's parquet (events, heads, layers, chunks, timings, tokens), summary.json and document.txt
         as `directory`, whole.
 
         The files go into a hidden folder beside `directory` that is renamed into place at the end, so

@@ -8,7 +8,7 @@ import zipfile
 import plotly.graph_objects as go
 import polars as pl
 
-RECORD_TABLES = ("events", "heads", "layers", "chunks", "timings")
+RECORD_TABLES = ("events", "heads", "layers", "chunks", "timings", "tokens")
 FORMATS = ("csv", "parquet")
 
 

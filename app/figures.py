@@ -182,6 +182,18 @@ def allocation_by_layer(per_layer: pl.DataFrame, attention: list[int] = ()) -> g
     return fig
 
 
+ALLOCATION_MIN_HEIGHT = 420   # px: room for the colour bar's labels, however few the layers
+MOST_COLOUR_TICKS = 7
+
+
+def _power_ticks(reach: float) -> list[int]:
+    """Powers of two for a log2 colour bar over [-reach, reach]: 0 and at most MOST_COLOUR_TICKS in all,
+    every `step`-th power when there are more, so the labels never crowd."""
+    top = int(np.ceil(reach))
+    step = max(1, int(np.ceil(2 * top / (MOST_COLOUR_TICKS - 1))))
+    return [-t for t in range(step, top + 1, step)][::-1] + list(range(0, top + 1, step))
+
+
 def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
     """Layer x head pair heatmap of events received relative to the layer's even split (log2 colour)."""
     frame = heads.with_columns(
@@ -190,7 +202,7 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
     layers, head_pairs, z = tables.to_matrix(frame, "layer", "head_pair", "log2_relative")
     _, _, relative = tables.to_matrix(frame, "layer", "head_pair", "relative")
     reach = max(1.0, float(np.nanmax(np.abs(z))) if z.size else 1.0)
-    ticks = list(range(-int(np.ceil(reach)), int(np.ceil(reach)) + 1))
+    ticks = _power_ticks(reach)
     fig = go.Figure(
         go.Heatmap(z=z, x=head_pairs, y=layers, customdata=relative, colorscale="RdBu", zmid=0.0,
                    zmin=-reach, zmax=reach,
@@ -199,7 +211,7 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
                    hovertemplate="layer %{y}, head pair %{x}<br>%{customdata:.2f} x even split<extra></extra>")
     )
     fig.update_layout(title="Events received relative to an even split", xaxis_title="head pair",
-                      yaxis_title="layer", height=max(300, 16 * len(layers) + 120),
+                      yaxis_title="layer", height=max(ALLOCATION_MIN_HEIGHT, 24 * len(layers) + 120),
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(len(head_pairs)))
     _layer_rows(fig)

@@ -255,13 +255,18 @@ def set_document(doc: Document | None) -> None:
     st.session_state["document"] = doc
 
 
+def options_label(summary: dict) -> str:
+    """A run's SparseGDN options in a few words. The `all` selector keeps every event (dense semantics through
+    the sparse code path), whatever the budget, so its label names no budget."""
+    band = summary.get("band", "?")
+    if summary.get("selector") == "all":
+        return f"all events (dense semantics), band {band}"
+    return f"{summary.get('selector', '?')}, ρ={summary.get('budget', '?')}, band {band}"
+
+
 def _label(summary: dict, document_name: str = "") -> str:
     document = document_name or summary.get("document")
-    return (
-        (f"{document}: " if document else "")
-        + f"{summary.get('selector', '?')} ρ={summary.get('budget', '?')} band {summary.get('band', '?')}"
-        f" · {summary.get('n_tokens', '?')} tokens"
-    )
+    return (f"{document}: " if document else "") + f"{options_label(summary)} · {summary.get('n_tokens', '?')} tokens"
 
 
 def document_of(stored: runs.StoredRun) -> tuple[str, str | None]:

@@ -7,6 +7,7 @@ chunks) stays a few hundred columns wide; `chunk_window` views are exact.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -276,11 +277,42 @@ def chunk_in_layer(events: pl.DataFrame, layer: int, chunk: int) -> dict:
             "kept_in_layer": int(in_layer["selected"].sum())}
 
 
+def chunk_kept_by_layer(events: pl.DataFrame, chunk: int) -> pl.DataFrame:
+    """Per layer: how many of its head pairs kept `chunk` (kept) and how many it has (head_pairs)."""
+    return (events.filter(pl.col("chunk") == chunk).group_by("layer")
+            .agg(pl.col("selected").sum().alias("kept"), pl.len().alias("head_pairs")).sort("layer"))
+
+
 def layer_keeping_most(events: pl.DataFrame, chunk: int) -> int:
     """The layer in which most head pairs kept `chunk` (the first such layer)."""
     kept = (events.filter(pl.col("chunk") == chunk).group_by("layer").agg(pl.col("selected").sum())
             .sort(["selected", "layer"], descending=[True, False]))
     return int(kept["layer"][0])
+
+
+def passkey_outcome(text: str, tokens: pl.DataFrame, pattern: re.Pattern) -> dict | None:
+    """Whether each path retrieved a passkey the document hides and asks for again at its end.
+
+    `pattern` matches the needle's sentence with the passkey as its last group; the first match is the
+    needle (the expected passkey), the last one the answer after the question, teacher-forced: the
+    prediction before each of the answer's tokens is compared with that token. Returns {"expected",
+    "dense", "sparse"}, each path {"answer": predicted text, "retrieved": bool} or None when the run
+    has no dense predictions; None when the text holds no needle and answer, or the run no tokens."""
+    found = list(pattern.finditer(text))
+    if len(found) < 2 or tokens.height == 0:
+        return None
+    start, end = found[-1].span(found[-1].lastindex)
+    answer = tokens.filter((pl.col("char_end") > start) & (pl.col("char_start") < end)).sort("position")
+    before = tokens.filter(pl.col("position").is_in((answer["position"] - 1).implode())).sort("position")
+    if answer.height == 0 or before.height != answer.height:
+        return None
+    outcome = {"expected": found[0].group(found[0].lastindex)}
+    for path in ("dense", "sparse"):
+        predicted = before[f"predicted_{path}"]
+        outcome[path] = None if predicted.null_count() else {
+            "answer": "".join(before[f"predicted_{path}_text"].to_list()).strip(),
+            "retrieved": predicted.to_list() == answer["token"].to_list()}
+    return outcome
 
 
 def history_row(result, label: str, source: str, seconds: float | None) -> dict:

@@ -1,5 +1,7 @@
 """Teaching mode: a short plain-language note for each view, and the steps of the guided tour through the
 passkey example. Words only; the figures and the numbers the tour quotes come from the run's records."""
+import re
+
 
 NOTES = {
     "run": (
@@ -55,6 +57,8 @@ NOTES = {
 
 TOUR_EXAMPLE = "passkey-haystack"
 TOUR_NEEDLE = "special magic number"      # the passkey's line (data/samples/index.json: a held-out RULER sample)
+# The needle's sentence, the passkey its last group: first the needle in the haystack, last the answer at the end.
+PASSKEY = re.compile(r"special magic number for \S+ is:? (\d+)")
 TOUR_STEPS = (
     ("What an event is",
      "The document is a long stretch of Milton's poetry with one fact hidden in it: a passkey (\"the special "

@@ -50,12 +50,33 @@ class Option:
     step: float | None = None         # the granularity a control offers
 
 
+# What each selector and band means (docs/CONTRACT.md sections 3 and 4), for the options' help.
+SELECTOR_MEANINGS = {
+    "score": "the dynamic selector: a cheap score per event (how much the chunk writes times how long later tokens "
+             "still read it), one budget shared by the layer's head pairs, so each receives its own number of events",
+    "uniform": "the same number of events for every head pair, at evenly spaced chunks",
+    "random": "events drawn uniformly at random, seeded by the seed",
+    "oracle": "ranks events by the true norm of what they commit; needs a dense pass, for analysis only",
+    "all": "every event: dense semantics through the sparse code path (the budget is not used)",
+}
+BAND_MEANINGS = {
+    0: "the diagonal 16-token blocks of the intra-chunk inverse only",
+    1: "the block-adjacent solver: the diagonal blocks and the blocks just below them",
+    2: "all blocks but the farthest one (block row minus column at most 2)",
+    3: "the exact intra-chunk solve",
+}
+
+
+def _meanings(meanings: dict) -> str:
+    return "; ".join(f"{value}: {meaning}" for value, meaning in meanings.items())
+
+
 OPTIONS = (
     Option("budget", "Budget ρ", "share of recurrent events kept per layer and sequence, in (0, 1]",
            low=0.0, high=1.0, step=0.01),
-    Option("selector", "Selector policy", "which events are kept: " + ", ".join(SELECTORS), choices=SELECTORS),
-    Option("band", "Band", "intra-chunk solver band: 3 is the exact solve, 1 the block-adjacent solver",
-           choices=BANDS),
+    Option("selector", "Selector policy", "which events are kept. " + _meanings(SELECTOR_MEANINGS), choices=SELECTORS),
+    Option("band", "Band", "how much of the intra-chunk inverse is kept (blocks of 16 tokens). "
+           + _meanings(BAND_MEANINGS), choices=BANDS),
     Option("backend", "Backend", "auto: Triton on a CUDA device, else the PyTorch path",
            choices=SPARSE_BACKENDS),
     Option("seed", "Seed", "seed of the random selector", low=0),
@@ -157,6 +178,18 @@ def resolve_sparse_backend(backend: str, device) -> str:
         raise ValueError(f"backend: 'triton' needs a CUDA GPU (or TRITON_INTERPRET=1) and triton installed; "
                          f"the inputs are on {_device_type(device)}")
     return backend
+
+
+def usable_sparse_backends(device) -> tuple[str, ...]:
+    """The sparse backends that can run on `device` (those `resolve_sparse_backend` accepts), in order."""
+    usable = []
+    for backend in SPARSE_BACKENDS:
+        try:
+            resolve_sparse_backend(backend, device)
+        except ValueError:
+            continue
+        usable.append(backend)
+    return tuple(usable)
 
 
 def resolve_dense_backend(backend: str, device) -> str:

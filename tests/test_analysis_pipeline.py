@@ -88,6 +88,27 @@ def test_sparse_run_has_errors_and_model_metrics(sparse_run):
     assert s["non_finite"] == 0
 
 
+def test_tokens_record_each_paths_next_token_prediction(loaded, sparse_run):
+    """The tokens table: one row per token, its own id and span, and each path's top-1 next token, whose
+    agreement is the summary's top-1 agreement and whose text is the tokenizer's."""
+    tokens = sparse_run.tokens
+    assert tokens["position"].to_list() == list(range(sparse_run.summary["n_tokens"]))
+    assert tokens["token"].to_list() == loaded.tokenizer.encode(TEXT)
+    assert TEXT[tokens["char_start"][5]:tokens["char_end"][5]] == loaded.tokenizer.decode([tokens["token"][5]])
+    agreement = (tokens["predicted_dense"] == tokens["predicted_sparse"]).mean()
+    assert agreement == pytest.approx(sparse_run.summary["top1_agreement"]), agreement
+    assert agreement < 1.0     # skipped events changed some predictions: the two columns are not one copy
+    for path in ("dense", "sparse"):
+        first = tokens.row(0, named=True)
+        assert first[f"predicted_{path}_text"] == loaded.tokenizer.decode([first[f"predicted_{path}"]])
+
+
+def test_tokens_record_without_dense_has_null_dense_predictions(loaded):
+    result = analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch"), compare_dense=False, repeats=1))
+    assert result.tokens["predicted_dense"].null_count() == result.tokens.height
+    assert result.tokens["predicted_sparse"].null_count() == 0
+
+
 def test_full_budget_band3_matches_dense(loaded):
     result = analyze(loaded, TEXT, RunConfig(SparseConfig(budget=1.0, band=3, backend="torch")))
     s = result.summary
@@ -181,7 +202,7 @@ def test_save_and_load_round_trip(sparse_run, tmp_path):
     sparse_run.save(tmp_path / "run")
     names = sorted(p.name for p in (tmp_path / "run").iterdir())
     assert names == ["chunks.parquet", "document.txt", "events.parquet", "heads.parquet", "layers.parquet",
-                     "summary.json", "timings.parquet"]
+                     "summary.json", "timings.parquet", "tokens.parquet"]
     back = RunResult.load(tmp_path / "run")
     for table in SCHEMAS:
         assert getattr(back, table).equals(getattr(sparse_run, table)), table

@@ -35,7 +35,7 @@ def test_zip_holds_every_table_and_the_summary(result):
     with zipfile.ZipFile(io.BytesIO(export.records_zip(result, "parquet", result.document))) as archive:
         names = set(archive.namelist())
         assert names == {"events.parquet", "heads.parquet", "layers.parquet", "chunks.parquet", "timings.parquet",
-                         "summary.json", "document.txt"}
+                         "tokens.parquet", "summary.json", "document.txt"}
         assert json.loads(archive.read("summary.json"))["budget"] == result.summary["budget"]
         assert archive.read("document.txt").decode() == result.document
         assert_frame_equal(pl.read_parquet(io.BytesIO(archive.read("layers.parquet"))), result.layers)

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from app import figures, tables
-from test_app_support import synthetic_result
+from test_app_support import synthetic_result, with_passkey
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +257,50 @@ def test_the_tour_finds_the_passkey_of_the_bundled_example():
     entry = next(e for e in json.loads((root / "data" / "samples" / "index.json").read_text())
                  if e.get("example") == teaching.TOUR_EXAMPLE)
     assert f'("{answer}")' in entry["description"]
+
+
+def test_the_passkey_outcome_compares_each_paths_answer_with_the_needle():
+    from app import teaching
+
+    run = with_passkey(synthetic_result(n_chunks=20, seed=3), sparse_answer="5002295")
+    outcome = tables.passkey_outcome(run.document, run.tokens, teaching.PASSKEY)
+    assert outcome == {"expected": "4229659", "dense": {"answer": "4229659", "retrieved": True},
+                       "sparse": {"answer": "5002295", "retrieved": False}}
+    without_dense = run.tokens.with_columns(pl.lit(None, pl.Int64).alias("predicted_dense"))
+    assert tables.passkey_outcome(run.document, without_dense, teaching.PASSKEY)["dense"] is None
+    assert tables.passkey_outcome(run.document, run.tokens.clear(), teaching.PASSKEY) is None   # an older run
+    assert tables.passkey_outcome("no needle here", run.tokens, teaching.PASSKEY) is None
+
+
+def test_the_bundled_passkey_example_records_both_answers():
+    """The committed example's predictions: consistent with its summary's top-1 agreement, and dense and
+    `score` both answer the passkey the needle holds (why the sample was picked, data/samples/index.json)."""
+    from pathlib import Path
+
+    from analysis.documents import example_document
+    from analysis.records import RunResult
+    from app import teaching
+
+    root = Path(__file__).resolve().parents[1]
+    result = RunResult.load(root / "data" / "examples" / teaching.TOUR_EXAMPLE)
+    tokens = result.tokens
+    assert tokens.height == result.summary["n_tokens"]
+    agreement = (tokens["predicted_dense"] == tokens["predicted_sparse"]).mean()
+    assert agreement == pytest.approx(result.summary["top1_agreement"]), agreement
+    outcome = tables.passkey_outcome(example_document(teaching.TOUR_EXAMPLE), tokens, teaching.PASSKEY)
+    assert result.summary["selector"] == "score"
+    assert outcome["dense"]["retrieved"] and outcome["sparse"]["retrieved"], outcome
+    assert outcome["sparse"]["answer"] == outcome["expected"]
+
+
+def test_the_allocation_colour_bar_has_few_labels_and_room(small):
+    """An uneven allocation (one head pair with one event, one with 60 times the even split) spans 2^-6..2^6:
+    the colour bar labels at most seven powers of two, 0 among them, and the figure is tall enough for them."""
+    heads = small.heads.with_columns(
+        pl.when((pl.col("head_pair") == 0)).then(1).when(pl.col("head_pair") == 1).then(600)
+        .otherwise(pl.col("events_selected")).alias("events_selected"))
+    fig = figures.allocation_heatmap(heads)
+    ticks = list(heatmap_of(fig).colorbar.tickvals)
+    assert len(ticks) <= figures.MOST_COLOUR_TICKS and 0 in ticks and max(ticks) >= 2, ticks
+    assert ticks == sorted(ticks) and -min(ticks) == max(ticks), ticks
+    assert fig.layout.height >= figures.ALLOCATION_MIN_HEIGHT

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from test_app_support import synthetic_result
+from test_app_support import synthetic_result, with_passkey
 
 HOME = str(Path(__file__).resolve().parents[1] / "app" / "Home.py")
 PAGES = ("views/run.py", "views/events.py", "views/budget.py", "views/error.py", "views/timings.py",
@@ -274,3 +274,118 @@ def test_the_run_picker_shows_the_current_run(examples, no_model):
     assert at.session_state["current"].key == "example:demo"
     next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
     assert at.sidebar.selectbox(key="history_pick").value == 2
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.proto.delta) for m in at.metric}
+
+
+def test_the_passkey_outcome_shows_each_paths_answer(examples, no_model, monkeypatch):
+    """A run of a document that hides a passkey says, on the error page, in the tour and on Compare, what
+    dense and the sparse run answered at the end against the passkey."""
+    from app import teaching
+
+    run = with_passkey(synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=5), sparse_answer="5002295")
+    run.save(examples / "passkey")
+    at = goto(start(example="passkey"), "views/error.py")
+    shown = metrics(at)
+    assert shown["Passkey in the document"][0] == "4229659"
+    assert shown["Dense answered"] == ("4229659", "retrieved")
+    assert shown["Sparse answered"] == ("5002295", "lost")
+    monkeypatch.setattr(teaching, "TOUR_EXAMPLE", "passkey")
+    at = goto(start(example="passkey", step="2"), "views/tour.py")
+    assert metrics(at)["Sparse answered"] == ("5002295", "lost")
+
+
+def test_a_run_without_predictions_says_so_where_the_passkey_would_be(examples, no_model):
+    run = with_passkey(synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=5))
+    run.tokens = run.tokens.clear()            # as runs recorded before the tokens table
+    run.save(examples / "older")
+    at = goto(start(example="older"), "views/error.py")
+    assert "Passkey in the document" not in metrics(at)
+    assert any("recorded before the model's predictions were kept" in c.value for c in at.caption)
+
+
+def test_the_tour_says_its_layer_is_the_most_favourable_and_offers_the_others(examples, no_model, monkeypatch):
+    """The tour opens on the layer where most head pairs kept the needle's chunk, says so with every other
+    layer's count from the records, and lets the reader pick another layer."""
+    import polars as pl
+
+    from app import tables, teaching
+
+    monkeypatch.setattr(teaching, "TOUR_EXAMPLE", "demo")
+    monkeypatch.setattr(teaching, "TOUR_NEEDLE", "state")
+    at = goto(start(), "views/tour.py")
+    from analysis.records import RunResult
+
+    run = RunResult.load(examples / "demo")
+    chunk = tables.needle_chunk(run.document, run.chunks, "state")
+    kept = tables.chunk_kept_by_layer(run.events, chunk)
+    best = tables.layer_keeping_most(run.events, chunk)
+    assert at.selectbox(key="tour_layer").value == best
+    note = next(c.value for c in at.caption if "most favourable" in c.value)
+    for row in kept.filter(pl.col("layer") != best).iter_rows(named=True):
+        assert f"layer {row['layer']}: {row['kept']} of {row['head_pairs']}" in note, note
+    other = next(layer for layer in kept["layer"].to_list() if layer != best)
+    at.selectbox(key="tour_layer").set_value(other).run()
+    assert any(t.startswith(f"Layer {other}:") for t in titles(at)), titles(at)
+    next(b for b in at.button if b.label == "Next ▶").click().run()
+    assert at.selectbox(key="tour_layer").value == other                     # kept from step to step
+
+
+def test_compare_gives_the_timings_caveat_of_the_timings_page(examples, no_model):
+    """Compare sets two runs' timings side by side: it says, in the Timings page's own words, that timings of
+    different runs are not comparable as if measured together, and where and when each was measured."""
+    from app.views.common import TIMINGS_APART
+
+    at = start()
+    goto(at, "views/timings.py")
+    next(b for b in at.sidebar.button if b.label == "Open example: half").click().run()
+    assert any(c.value == TIMINGS_APART for c in at.caption)
+    next(b for b in at.sidebar.button if b.label == "Open example: demo").click().run()
+    goto(at, "views/compare.py")
+    next(b for b in at.button if b.label == "Use as B").click().run()
+    assert any(w.value == TIMINGS_APART for w in at.warning), [w.value for w in at.warning]
+    assert sum(c.value.startswith("Measured on **cpu** on ") for c in at.caption) == 2
+
+
+def test_the_error_page_of_a_run_without_dense_keeps_its_link(examples, no_model):
+    """A run made with 'compare with dense' off: the error page says it has no errors, and the address bar
+    still names the run (the page stops early, after writing the view into the link)."""
+    synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=7, compare_dense=False).save(examples / "sparse-only")
+    at = start(example="sparse-only")
+    at.query_params.clear()
+    goto(at, "views/error.py")
+    assert "skipped the dense comparison" in at.info[0].value
+    assert at.query_params["example"] == "sparse-only"
+
+
+def test_a_run_that_keeps_every_event_is_labelled_without_a_budget(examples, no_model):
+    """selector=all keeps every event whatever the budget: its labels say so and name no budget."""
+    synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, budget=1.0, selector="all", seed=7).save(examples / "every")
+    at = start(example="every")
+    shown = [c.value for c in at.caption] + [m.value for m in at.sidebar.markdown]
+    labels = [text for text in shown if "all events (dense semantics)" in text]
+    assert len(labels) >= 2, shown                       # the run's caption and the sidebar's current run
+    assert not any("ρ=" in text or "budget 1.0" in text for text in labels), labels
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_the_triton_backend_is_offered_only_where_it_can_run(examples, no_model, monkeypatch, interpreted):
+    """On a machine without CUDA the backend control leaves triton out and says why, unless the kernels run
+    in Triton's interpreter (TRITON_INTERPRET=1)."""
+    import torch
+
+    from sparsegdn.config import triton_available
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if interpreted:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        if not triton_available():
+            pytest.skip("triton is not installed here")
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    at = goto(start(), "views/compare.py")
+    backend = at.selectbox(key="compare_backend")
+    assert ("triton" in backend.options) == interpreted, backend.options
+    assert ("Not offered here: triton" in backend.help) != interpreted, backend.help

@@ -130,16 +130,21 @@ def test_compare_runs_configuration_b_on_the_same_document(fresh):
 
 
 def test_the_controls_offer_the_library_options_on_both_pages(fresh):
-    """The run page's and the compare page's controls are generated from sparsegdn.OPTIONS."""
+    """The run page's and the compare page's controls are generated from sparsegdn.OPTIONS (the backends:
+    those that can run on this machine's device)."""
     import sparsegdn
+    from analysis.models import resolve_device
+    from sparsegdn.config import usable_sparse_backends
 
     at = run(upload(start(), "harbour.txt", TEXT.encode()))
+    backends = usable_sparse_backends(resolve_device("auto"))
+    assert set(backends) <= set(sparsegdn.SPARSE_BACKENDS) and {"auto", "torch"} <= set(backends)
     for prefix in ("", "compare_"):
         if prefix:
             at.switch_page("views/compare.py")
             at.run()
         assert tuple(at.selectbox(key=prefix + "selector").options) == sparsegdn.SELECTORS
-        assert tuple(at.selectbox(key=prefix + "backend").options) == sparsegdn.SPARSE_BACKENDS
+        assert tuple(at.selectbox(key=prefix + "backend").options) == backends
         assert tuple(int(o) for o in at.select_slider(key=prefix + "band").options) == sparsegdn.BANDS
         budget = at.slider(key=prefix + "budget")
         assert (budget.min, budget.max) == (0.01, 1.0)

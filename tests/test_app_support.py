@@ -106,3 +106,27 @@ def with_timings(result: RunResult, dense_ms: list[float], sparse_ms: list[float
         timing={"repeats": len(dense_ms), "statistic": "median", "interleaved": True, "threads": 1,
                 "warm_up": {"tokens": 128, "dense_ms": 50.0, "sparse_ms": 60.0}, **spreads})
     return result
+
+
+def with_passkey(result: RunResult, passkey: str = "4229659", sparse_answer: str | None = None) -> RunResult:
+    """`result` whose byte-tokenised document hides a passkey in its middle and asks for it at its end, with
+    a `tokens` table whose dense predictions are the next characters (so dense retrieves the passkey) and
+    whose sparse ones are too, except that the answer reads `sparse_answer` (same length) when given."""
+    text = result.document
+    needle = f" The special magic number for grey-gate is: {passkey}. "
+    question = f" What is the special magic number for grey-gate? The special magic number for grey-gate is: {passkey}."
+    middle = len(text) // 2
+    text = text[:middle] + needle + text[middle + len(needle):len(text) - len(question)] + question
+    codes = [ord(c) for c in text]
+    dense = codes[1:] + [ord(" ")]
+    sparse = list(dense)
+    if sparse_answer is not None:
+        start = len(text) - len(passkey) - 1                  # the answer's first digit
+        sparse[start - 1:start - 1 + len(passkey)] = [ord(c) for c in sparse_answer]
+    result.document = text
+    result.tokens = pl.DataFrame({
+        "position": range(len(text)), "token": codes, "char_start": range(len(text)),
+        "char_end": range(1, len(text) + 1), "predicted_dense": dense, "predicted_sparse": sparse,
+        "predicted_dense_text": [chr(c) for c in dense], "predicted_sparse_text": [chr(c) for c in sparse],
+    }, schema=SCHEMAS["tokens"])
+    return result

@@ -57,3 +57,15 @@ def test_the_cli_flags_are_generated_from_the_options():
     assert sparse_options(args) == SparseConfig(budget=0.5, selector="random", seed=7)
     with pytest.raises(ConfigError, match="^selector"):
         sparse_options(parser.parse_args(["--selector", "best"]))
+
+
+def test_the_selector_and_band_help_explains_every_value():
+    """The help the app's controls and the CLI's flags show says what each selector and each band means."""
+    from sparsegdn import BANDS, SELECTORS
+    from sparsegdn.config import BAND_MEANINGS, SELECTOR_MEANINGS
+
+    options = {option.name: option for option in OPTIONS}
+    assert set(SELECTOR_MEANINGS) == set(SELECTORS) and set(BAND_MEANINGS) == set(BANDS)
+    for name, meanings in (("selector", SELECTOR_MEANINGS), ("band", BAND_MEANINGS)):
+        for value, meaning in meanings.items():
+            assert f"{value}: {meaning}" in options[name].help, (name, value)

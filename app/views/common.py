@@ -2,14 +2,17 @@
 controls, the teaching notes, and how a timing and its spread are shown."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 
+import polars as pl
 import streamlit as st
 
 from analysis.timing import Spread, difference
 from app import choices, session, tables, teaching
 from sparsegdn import OPTIONS, SparseConfig
+from sparsegdn.config import usable_sparse_backends
 
 SOURCE_BADGES = {
     "computed": "computed now",
@@ -83,6 +86,7 @@ def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefi
     values = {}
     for index, option in enumerate(OPTIONS):
         slot, default, key = slots[index % columns], getattr(defaults, option.name), key_prefix + option.name
+        option, default = _offered_here(option, default)
         widget = {"key": key, "help": option.help, "on_change": on_change, "args": (key,) if on_change else None}
         label = f"{label_prefix}{option.label}"
         if option.choices and isinstance(default, str):
@@ -95,6 +99,21 @@ def sparse_controls(defaults: SparseConfig, *, key_prefix: str = "", label_prefi
         else:
             values[option.name] = slot.number_input(label, min_value=int(option.low), value=default, step=1, **widget)
     return SparseConfig(**values)
+
+
+def _offered_here(option, default):
+    """The backend option with only the backends that can run on this server's device (Triton needs a CUDA GPU,
+    or TRITON_INTERPRET=1), its help saying which are left out and why; every other option as it is."""
+    if option.name != "backend":
+        return option, default
+    usable = usable_sparse_backends(session.device())
+    left_out = [backend for backend in option.choices if backend not in usable]
+    if not left_out:
+        return option, default
+    note = (f" Not offered here: {', '.join(left_out)} (needs a CUDA GPU and triton, or TRITON_INTERPRET=1; "
+            f"this server runs on {session.device()}).")
+    return (dataclasses.replace(option, choices=usable, help=option.help + note),
+            default if default in usable else usable[0])
 
 
 def show_current_run() -> None:
@@ -138,10 +157,72 @@ def run_caption(stored) -> None:
     weights = " · **random weights**" if summary.get("random_weights") else ""
     st.caption(
         f"**{document}** · {summary.get('model', '?')}{weights} · {summary.get('n_tokens', '?')} tokens, "
-        f"{summary.get('n_chunks', '?')} chunks · budget {summary.get('budget')} · selector "
-        f"{summary.get('selector')} · band {summary.get('band')} · backend {summary.get('backend')} · "
+        f"{summary.get('n_chunks', '?')} chunks · {session.options_label(summary)} · "
+        f"backend {summary.get('backend')} · "
         f"device {device_label(summary)} · {source}" + (f" · created {created}" if created else "")
     )
+
+
+def passkey_outcome(stored, slot=st) -> None:
+    """Whether dense and the sparse run retrieved the passkey the document hides (teaching.PASSKEY), when it
+    hides one: the answer each predicted at the end against the expected one."""
+    if not stored.text or len(teaching.PASSKEY.findall(stored.text)) < 2:
+        return
+    outcome = tables.passkey_outcome(stored.text, stored.result.tokens, teaching.PASSKEY)
+    if outcome is None:
+        slot.caption("This document hides a passkey, but this run was recorded before the model's predictions were "
+                     "kept: run it again to see whether the passkey was retrieved.")
+        return
+    columns = slot.columns(3)
+    columns[0].metric("Passkey in the document", outcome["expected"])
+    for column, path, name in zip(columns[1:], ("dense", "sparse"), ("Dense answered", "Sparse answered")):
+        answer = outcome[path]
+        if answer is None:
+            column.metric(name, "—", help="No dense pass in this run ('compare with dense' off).")
+        else:
+            column.metric(name, answer["answer"] or "(nothing)",
+                          "retrieved" if answer["retrieved"] else "lost", delta_color="normal" if answer["retrieved"]
+                          else "inverse", delta_arrow="off")
+    slot.caption("The model's most likely next token at each position of the answer after the question at the end "
+                 "(teacher-forced: it reads the true digits before each one). Retrieved means every token matches.")
+
+
+def tour_layer_note(result, chunk: int, favourable: int) -> str:
+    """Why the tour opens on `favourable` and how the passkey's chunk fared in every layer, from the records:
+    the most favourable layer is not a typical one, and the note says so."""
+    kept = tables.chunk_kept_by_layer(result.events, chunk)
+    best = kept.filter(pl.col("layer") == favourable).row(0, named=True)
+    others = "; ".join(f"layer {r['layer']}: {r['kept']} of {r['head_pairs']}" for r in kept.iter_rows(named=True)
+                       if r["layer"] != favourable)
+    note = (f"The tour opens on layer {favourable} because it is the **most favourable** layer for the passkey: "
+            f"{best['kept']} of {best['head_pairs']} head pairs kept its chunk {chunk} there. It is not typical; "
+            f"in the other layers: {others}. Pick another layer above to see it.")
+    if tables.has_error(result.layers):
+        worst = result.layers.sort("rel_err_o", descending=True, nulls_last=True).row(0, named=True)
+        note += (f" The largest relative output error of any layer is layer {worst['layer']}'s, "
+                 f"{worst['rel_err_o']:.2f} (Error versus dense).")
+    return note
+
+
+# The caveat of every view that sets timings of different runs beside each other (Timings, Compare).
+TIMINGS_APART = ("Timings of different runs were taken at different moments, perhaps on different machines: the "
+                 "machine's other work, its clocks and what ran before differ, so they are not comparable as if "
+                 "measured together. Each run's first-call cost (compilation, autotuning, first use) is measured "
+                 "apart and left out of its figures.")
+
+
+def how_timed(summary: dict) -> str:
+    """Where, when and how a run's timings were taken, in one sentence (markdown)."""
+    timing = summary.get("timing")
+    if timing:
+        warm = timing.get("warm_up", {})
+        how = (f"each figure is the median of {timing['repeats']} interleaved repeats (range beside it), taken "
+               f"after a warm-up on the first {warm.get('tokens', '?'):,} tokens that is not counted; "
+               f"{timing['threads']} CPU thread(s)")
+    else:
+        how = ("one unrepeated measurement per path: this run was recorded before timings were repeated, so it "
+               "has no spread")
+    return f"Measured on **{device_label(summary)}** on {created_text(summary) or 'an unrecorded date'}: {how}."
 
 
 def created_text(summary: dict) -> str | None:

@@ -61,18 +61,20 @@ if other is None:
 a, b = stored.result, other.result
 names = ("A", "B")
 st.caption(f"Both runs are of **{entry.document}** (the same text).")
+st.warning(common.TIMINGS_APART, icon=":material/timer:")
 columns = st.columns(2)
-for column, name, result in zip(columns, names, (a, b)):
-    s = result.summary
+for column, name, run in zip(columns, names, (stored, other)):
+    result, s = run.result, run.result.summary
     with column:
-        st.subheader(f"{name}: {s['selector']}, ρ={s['budget']}, band {s['band']}")
+        st.subheader(f"{name}: {session.options_label(s)}")
         common.prefill_metric(st, result)
+        st.caption(common.how_timed(s))
         if s.get("kl_mean") is not None:
             st.metric("KL to dense", f"{s['kl_mean']:.4g}")
             st.metric("Top-1 agreement", f"{s['top1_agreement']:.2%}")
+        common.passkey_outcome(run)
         st.plotly_chart(figures.layer_overview(result.events, 256), key=f"compare_overview_{name}")
-labels = tuple(f"{n}: {r.summary['selector']} ρ={r.summary['budget']} band {r.summary['band']}"
-               for n, r in zip(names, (a, b)))
+labels = tuple(f"{n}: {session.options_label(r.summary)}" for n, r in zip(names, (a, b)))
 attention = tables.attention_layers(a.summary.get("gdn_layers") or a.layers["layer"].to_list(),
                                     a.summary.get("n_layers"))
 if a.layers["rel_err_o"].null_count() < a.layers.height and b.layers["rel_err_o"].null_count() < b.layers.height:

@@ -12,6 +12,7 @@ result = stored.result
 summary = result.summary
 if not tables.has_error(result.layers):
     st.info("This run skipped the dense comparison. Run again with 'compare with dense' to see errors.")
+    session.sync_url()   # the link still names the run
     st.stop()
 
 columns = st.columns(4)
@@ -20,6 +21,7 @@ columns[1].metric("Top-1 agreement", f"{summary['top1_agreement']:.2%}")
 columns[2].metric("Perplexity, dense", f"{summary['ppl_dense']:.4g}")
 columns[3].metric("Perplexity, sparse", f"{summary['ppl_sparse']:.4g}",
                   common.percent_change(summary["ppl_sparse"], summary["ppl_dense"]), delta_color="inverse")
+common.passkey_outcome(stored)
 if summary.get("random_weights"):
     st.caption("Random weights: model-level numbers describe the operator on this model, not language quality.")
 

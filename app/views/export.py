@@ -1,6 +1,7 @@
 """Export and share: records as CSV or Parquet, figures as standalone HTML, a link to this view."""
 import streamlit as st
 
+from analysis.records import OPTIONAL_TABLES
 from app import export, figures, session, viewstate
 from app.views import common
 
@@ -13,8 +14,8 @@ key = stored.key.replace(session.EXAMPLE_PREFIX, "example-")
 
 st.subheader("Records")
 fmt = st.radio("Format", export.FORMATS, horizontal=True, key="export_format")
-# Runs recorded before repeated timing have no timings table: no button for it.
-names = [name for name in export.RECORD_TABLES if name != "timings" or result.timings.height]
+# Runs recorded before the timings or tokens tables existed have them empty: no button for them.
+names = [name for name in export.RECORD_TABLES if name not in OPTIONAL_TABLES or getattr(result, name).height]
 columns = st.columns(len(names) + 1)
 mime = "text/csv" if fmt == "csv" else "application/octet-stream"
 for column, name in zip(columns, names):

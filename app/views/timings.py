@@ -19,19 +19,11 @@ timing = summary.get("timing")
 spreads = tables.timing_spreads(result)
 entry = session.current()
 
-if timing:
-    warm = timing.get("warm_up", {})
-    how = (f"each figure is the median of {timing['repeats']} interleaved repeats (range beside it), taken after "
-           f"a warm-up on the first {warm.get('tokens', '?'):,} tokens that is not counted; "
-           f"{timing['threads']} CPU thread(s)")
-else:
-    how = "one unrepeated measurement per path: this run was recorded before timings were repeated, so it has no spread"
-when = common.created_text(summary) or "an unrecorded date"
 if entry.source == "example":
-    st.warning(f"A prepared example, measured on **{device}** on {when}: {how}. It was not measured on this "
-               "machine or with this server's load, so it is not compared with this session's runs below.")
+    st.warning(f"A prepared example. {common.how_timed(summary)} It was not measured on this machine or with this "
+               "server's load, so it is not compared with this session's runs below.")
 else:
-    st.write(f"Measured on **{device}** on {when}: {how}.")
+    st.write(common.how_timed(summary))
 
 has_dense = result.layers["core_ms_dense"].null_count() < result.layers.height
 core_dense = float(result.layers["core_ms_dense"].sum()) if has_dense else None
@@ -76,6 +68,7 @@ else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 
 st.subheader("This session's runs")
+st.caption(common.TIMINGS_APART)
 here, elsewhere = [], []
 for past in session.history():
     run = session.stored_run(past.key)

@@ -24,9 +24,14 @@ result, text = stored.result, stored.text
 steps = teaching.TOUR_STEPS
 step = min(session.view().step or 0, len(steps) - 1)
 chunk = tables.needle_chunk(text, result.chunks, teaching.TOUR_NEEDLE)
-layer = tables.layer_keeping_most(result.events, chunk) if chunk is not None else int(result.events["layer"].min())
+layers = sorted(result.layers["layer"].to_list())
+favourable = tables.layer_keeping_most(result.events, chunk) if chunk is not None else layers[0]
+# The tour's own choice (not the events page's layer): it opens on the favourable layer and says so.
+layer = st.selectbox("Layer", layers, index=layers.index(favourable), key="tour_layer")
 
 st.progress((step + 1) / len(steps), text=f"Step {step + 1} of {len(steps)}")
+if chunk is not None:
+    st.caption(common.tour_layer_note(result, chunk, favourable))
 title, words = steps[step]
 st.subheader(f"{step + 1}. {title}")
 st.write(words)
@@ -55,6 +60,7 @@ else:
                  f"**{summary['top1_agreement']:.1%}** of positions; its perplexity changed by "
                  f"**{common.percent_change(summary['ppl_sparse'], summary['ppl_dense'])}** "
                  f"(dense {summary['ppl_dense']:.4g}, sparse {summary['ppl_sparse']:.4g}).")
+    common.passkey_outcome(stored)
     st.page_link("views/error.py", label="More on the error", icon=":material/query_stats:")
 
 back, forward = st.columns(2)

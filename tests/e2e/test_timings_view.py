@@ -36,6 +36,6 @@ def test_a_prepared_example_says_where_and_how_it_was_measured(server, fresh_pag
     page, _ = fresh_page()
     open_timings(page, server, "harbour-log")
     shot(page, "timings-example")
-    page.get_by_text(re.compile(r"^A prepared example, measured on cpu \(CPU\) on .*: each figure is the median of 3 "
+    page.get_by_text(re.compile(r"^A prepared example\. Measured on cpu \(CPU\) on .*: each figure is the median of 3 "
                                 r"interleaved repeats.*not compared with this session's runs")).wait_for()
     page.get_by_text("Measured elsewhere or at another time").wait_for()
