@@ -154,9 +154,10 @@ def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, pair
     snapshots, in order of readiness or chunk by chunk, polling with acquire atomics or plain loads; or two
     launches; commits one or two at a time)
     against the torch backend. After a first call (compiling and autotuning) the snapshots are filled with
-    NaN before every launch and the chains publish their progress after every commit (or every 16), so an
-    output that reads its snapshot before the chain stored it gives NaN, not an earlier call's values."""
-    from sparsegdn.triton import forward, state_output
+    NaN before every launch and the chains publish their progress after every commit (every pair when paired)
+    or every 16, so an output that reads its snapshot before the chain stored it gives NaN, not an earlier
+    call's values."""
+    from sparsegdn.triton import forward, state_output, state_pass
     monkeypatch.setattr(forward, "OVERLAP", overlap)
     monkeypatch.setattr(state_output, "READY_ORDER", ready)
     monkeypatch.setattr(forward, "PAIRED", paired)
@@ -174,6 +175,7 @@ def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, pair
                                                  output_final_state=True, backend="triton")
     first = run()[0]
     monkeypatch.setattr(state_output, "POISON", True)
+    monkeypatch.setattr(state_pass, "POISON", True)
     for publish in (1, 16):
         monkeypatch.setattr(state_output, "PUBLISH", publish)
         for _ in range(3):

@@ -281,6 +281,56 @@ def test_commits_in_pairs_equal_single_commits(overlap, publish, dtype, monkeypa
 
 
 @small_shapes
+@pytest.mark.parametrize("full_last_row", [False, True], ids=["padded-row", "full-last-row"])
+def test_paired_chain_stores_no_snapshot_for_the_empty_partner(full_last_row, monkeypatch):
+    """An odd last event is walked with an empty partner whose snapshot store is masked off: with the snapshots
+    filled with NaN first, the paired chain stores exactly the single-commit chain's snapshots and leaves every
+    slot past a row's own ones untouched (an unmasked store would land on the next head pair's first snapshot,
+    a padding slot or past the tensor; the interpreter's order would hide the first). Helper-16's review."""
+    from sparsegdn.triton import state_pass
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.commit_pairs import pair_prepare
+    from sparsegdn.triton.event_prepare import event_prepare
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    batch, key_heads, value_heads, dim, n_chunks = 2, 1, 2, 16, 9
+    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, dim, dim, dtype=torch.float32,
+                                         seed=1, initial_state=True, device=DEVICE)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    events = torch.zeros(batch, value_heads, n_chunks, dtype=torch.bool)
+    events[0, 0, :4] = True                 # row 0: 4 + 3 events, its last head pair odd, then padding
+    events[0, 1, ::3] = True
+    events[1] = True                        # row 1: 9 + 9 (full, last head pair odd) or 9 + 8 events
+    events[1, 1, 0] = full_last_row
+    schedule = build_schedule(events.to(DEVICE), chunk_log_decay)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    monkeypatch.setattr(state_pass, "POISON", True)
+    single, _ = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True)
+    pair_prepare(w, u, k_commit, schedule)
+    paired, _ = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, paired=True)
+    for b in range(batch):
+        used = int(schedule.per_head[b].sum()) + value_heads
+        assert rel_err(paired[b, :used], single[b, :used]) < 1e-5
+        assert torch.isnan(single[b, used:]).all() and torch.isnan(paired[b, used:]).all(), \
+            "the paired chain wrote a slot past its row's snapshots"
+    with pytest.raises(ValueError, match="whole chains"):      # segments would start runs on second events
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, paired=True, segment=2)
+
+
+def test_one_launch_refuses_a_publish_interval_below_one(monkeypatch):
+    """With no progress count before a chain's end, output programs holding the SMs could wait forever."""
+    from sparsegdn.triton import state_output
+    monkeypatch.setattr(state_output, "PUBLISH", 0)
+    with pytest.raises(ValueError, match="at least 1"):
+        state_output.publish_every(False)
+    monkeypatch.setattr(state_output, "PUBLISH", 3)
+    assert (state_output.publish_every(False), state_output.publish_every(True)) == (3, 4)
+
+
+@small_shapes
 def test_chain_only_diagnostic_runs_the_same_chains(monkeypatch):
     """state_output.CHAIN_ONLY (config_probe's timing-only `chain-only`) skips the output programs but walks the
     very chains of the one launch: the final state is bit for bit the full launch's."""

@@ -70,7 +70,8 @@ def pair_prepare(w, u, k_commit, schedule):
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     launch_pair_prepare(
         (cdiv(n_chunks, 2), batch * heads), w, u, k_commit, schedule.event_decays, schedule.first_event,
-        schedule.per_head, schedule.max_events, heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), num_warps=NUM_WARPS)
+        schedule.per_head, schedule.max_events, heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim),
+        num_warps=NUM_WARPS)
 
 
 @triton.jit

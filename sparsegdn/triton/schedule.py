@@ -10,7 +10,9 @@ Layout of the lists, per batch row:
 - head pair h owns snapshots first_event[h] + h .. first_event[h] + h + per_head[h] of the row's
   E + HV: snapshot 0 is the state entering chunk 0, snapshot j the state right after its j-th commit;
 - log_decay_since[c] is the sum of g from the snapshot chunk c starts from to the start of c: a
-  segmented scan that restarts at each commit, so it stays a short float32 sum however long T is.
+  segmented scan that restarts at each commit, so it stays a short float32 sum however long T is;
+- event_decays[slot] holds each event's exp(log_decay_since) and exp(gamma_L) of its chunk, by slot, for
+  the commit chain (whose loads then depend on no other load).
 """
 from dataclasses import dataclass
 

@@ -14,7 +14,8 @@ first tickets. An output program waits only on chain programs, and those got the
 so they are already running and never wait themselves: the waits always end, whatever order the
 hardware starts the programs in (a program's place in the grid does not decide its role).
 
-The chain programs publish how many snapshots they have stored every PUBLISH commits (state_pass.publish);
+The chain programs publish how many snapshots they have stored every PUBLISH commits (state_pass.publish;
+an even number for paired chains);
 an output program spins on its head pair's counters just before its one product that needs the snapshot
 (chunk_output.wait_for_snapshot). The kernel autotunes with the counters zeroed before every run
 (reset_to_zero). Under the interpreter the programs run one after another in grid order, so every
@@ -95,8 +96,9 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
     n_chain = B * HV * state_blocks
     if ticket < n_chain:
         walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E,
-                   NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY, PAIRED)
+                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr,
+                   flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False,
+                   PUBLISH_EVERY, PAIRED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -163,7 +165,10 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
 
 def publish_every(paired):
     """Commits between two progress counts: PUBLISH, made even for paired chains (a run of commits must
-    start on a pair's first event, state_pass.commit_run)."""
+    start on a pair's first event, state_pass.commit_run). Below 1 nothing would be published before the
+    end of a chain, and output programs would spin on a GPU until it ends (or forever if they hold its SMs)."""
+    if PUBLISH < 1:
+        raise ValueError(f"state_output.PUBLISH must be at least 1 (got {PUBLISH})")
     return PUBLISH + PUBLISH % 2 if paired else PUBLISH
 
 

@@ -35,6 +35,9 @@ CONFIGS = [triton.Config({"BV": bv}, num_warps=4, num_stages=3) for bv in (16, 3
 # segment_scan multiplies each state block by a float32 K x K map: 256 KB at K = 256, more than the
 # H200's 227 KB of shared memory per program (OutOfResources in the GPU matrix, 2026-11-30).
 SEGMENT_MAX_KEY_DIM = 128
+# Tests only: snapshots filled with NaN before the launch, so that a store where none belongs (or a snapshot
+# never stored) shows (see state_output.POISON).
+POISON = False
 
 
 def _prune(configs, named_args, **kwargs):
@@ -112,17 +115,20 @@ def load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_m
 
 @triton.jit
 def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
-               final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
-               BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-               HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr, PAIRED: tl.constexpr):
+               final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
+               progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+               HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
+               PAIRED: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
 
     PAIRED (whole chains only, lists rewritten by commit_pairs.pair_prepare): the events two at a time.
 
-    PUBLISH > 0 (overlapped passes, state_output.py): every PUBLISH commits, and once at the end, the
-    number of snapshots stored so far goes to progress[row, i_v] with release semantics, after a barrier
-    so that every thread's stores come before it; output programs wait on it.
+    PUBLISH > 0 (overlapped passes, state_output.py): every PUBLISH commits (an even number for paired
+    chains), and once at the end, the number of snapshots stored so far goes to progress[row, i_v] with
+    release semantics, after a barrier so that every thread's stores come before it; output programs wait on it.
     """
+    # A paired run must start on a pair's first event: whole chains, cut (if at all) every even number of commits.
+    tl.static_assert(not PAIRED or (PUBLISH % 2 == 0 and not HAS_STARTS))
     count = tl.load(per_head_ptr + row).to(tl.int64)
     begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
     b = row // HV
@@ -227,8 +233,8 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
-                      final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V,
-                      BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
+                      final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC,
+                      E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
                       HAS_STARTS: tl.constexpr, PAIRED: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
@@ -251,10 +257,14 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     n_events = schedule.max_events
-    snapshots = torch.empty(batch, n_events + heads, key_dim, value_dim, device=w.device, dtype=w.dtype)
+    snapshots = (torch.full if POISON else torch.empty)(
+        (batch, n_events + heads, key_dim, value_dim), *((float("nan"),) if POISON else ()), device=w.device,
+        dtype=w.dtype)
     final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     starts = None
+    if paired and 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
+        raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
     if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -263,8 +273,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
-        schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state, flags,
-        starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
+        schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state,
+        flags, starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=starts is not None, PAIRED=paired and starts is None)
+        HAS_STARTS=starts is not None, PAIRED=paired)
     return snapshots, (final_state if store_final else None)
