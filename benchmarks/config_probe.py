@@ -68,11 +68,16 @@ VARIANTS = {
     # programs that return at once, i.e. the chains alone in the launch's shape. Against `baseline`, how much of
     # the one launch's time beyond its chains is the outputs' contention and waiting.
     "chain-only": {"chain_only": True, "timing_only": True},
+    # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, off by default). The checks run given
+    # events, which are never graphed: the GPU matrix checks the graphed path; here it is timed (the public call
+    # too, where the host's launches show).
+    "graph": {"graph": True, "timing_only": True},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
-                   "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY")}
+                   "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
+                   "graph": ("graphs", "CUDA_GRAPH")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -86,9 +91,10 @@ def kernels():
 def apply_variant(name):
     """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import forward, state_output
+    from sparsegdn.triton import forward, graphs, state_output
     variant = VARIANTS[name]
-    modules = {"forward": forward, "state_output": state_output}
+    modules = {"forward": forward, "state_output": state_output, "graphs": graphs}
+    graphs.clear()
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():
         module = modules[module_name]
         default = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # as imported, before any variant
@@ -170,10 +176,12 @@ def time_variants_at(names, tokens):
             entry()
             torch.cuda.synchronize()
             runs = [triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median") for _ in range(2)]
+            public = [triton.testing.do_bench(lambda: kernel_bench.public_call(inputs, config), warmup=25, rep=100,
+                                              return_mode="median") for _ in range(2)]
             stages = kernel_bench.stage_times(inputs, config, design)
             peak = kernel_bench.peak_extra_mb(entry)
-            print("TIMED " + json.dumps({"variant": name, "tokens": tokens, "entry_ms": runs, "stage_ms": stages,
-                                         "peak_extra_mb": peak}), flush=True)
+            print("TIMED " + json.dumps({"variant": name, "tokens": tokens, "entry_ms": runs, "public_ms": public,
+                                         "stage_ms": stages, "peak_extra_mb": peak}), flush=True)
         except Exception as error:  # noqa: BLE001 - reported; a CUDA fault ends this process
             print("TIMED " + json.dumps({"variant": name, "error": f"{type(error).__name__}: {str(error)[:160]}"}),
                   flush=True)

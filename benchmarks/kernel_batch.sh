@@ -14,14 +14,16 @@
 # Batch of 2026-12-01, morning: the final default's matrix passed (paired cases left out); paired commits were
 # wrong on the H200 (analysis/results/overlap/batch5), mended on the CPU since.
 # Then (CPU) the chain reads its decays by slot (Schedule.event_decays): every load two commits ahead.
-# Next batch (its defaults): benchmarks/pair_check.py, the whole matrix (paired cases included); the default
-# (baseline), two launches, the one launch with 2 stages and the paired variants checked and timed.
+# Then (CPU) short calls replayed from CUDA graphs (sparsegdn/triton/graphs.py, off).
+# Next batch (its defaults): benchmarks/pair_check.py, the whole matrix (paired cases and graph replay included);
+# the default (baseline), the one launch with 2 stages and the paired variants checked, then timed beside the
+# timing-only chain-only and graph at 4K, 32K and 128K (backend entry and public call).
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"separate overlap-bv16-2stages paired paired-separate"}
-# Timed only, never checked (their outputs are not meant to be right).
-TIMED_ONLY=${TIMED_ONLY:-"chain-only"}
-LENGTHS=${LENGTHS:-"32768 131072"}
+VARIANTS=${VARIANTS:-"overlap-bv16-2stages paired paired-separate"}
+# Timed only, never checked here (chain-only's outputs are garbage; graph's checks are in the GPU matrix).
+TIMED_ONLY=${TIMED_ONLY:-"chain-only graph"}
+LENGTHS=${LENGTHS:-"4096 32768 131072"}
 STEPS=${STEPS:-"matrix probe timed"}
 WORK=$(mktemp -d)
 mkdir -p "$OUT"
@@ -46,13 +48,13 @@ if has matrix; then
   grep -E "FAILED|Error" "$WORK/gpu_matrix.log" | head -20 | cut -c1-200 | tee -a "$WORK/summary.txt"
 fi
 if has probe; then
-  timeout 230 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
+  timeout 200 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
     > "$WORK/config_probe.log" 2>&1
   summary "config_probe rc $? at ${SECONDS}s"
   grep -E "^[a-z0-9-]+ +(OK|BAD)|process ended" "$WORK/config_probe.log" | tee -a "$WORK/summary.txt"
 fi
 if has timed; then
-  timeout 330 python benchmarks/config_probe.py --timed baseline $VARIANTS $TIMED_ONLY --time $LENGTHS > "$WORK/timed.log" 2>&1
+  timeout 360 python benchmarks/config_probe.py --timed baseline $VARIANTS $TIMED_ONLY --time $LENGTHS > "$WORK/timed.log" 2>&1
   summary "timed rc $? at ${SECONDS}s"
   python - "$WORK/timed.log" <<'PY' | tee -a "$WORK/summary.txt"
 import json, sys
@@ -62,7 +64,9 @@ for line in open(sys.argv[1]):
         if "error" in r:
             print(f"  {r['variant']:22s} {r['error']}")
         else:
+            public = r.get("public_ms", [float("nan")])
             print(f"  {r['variant']:22s} T={r['tokens']:6d} entry {min(r['entry_ms']):.3f}-{max(r['entry_ms']):.3f} ms  "
+                  f"public {min(public):.3f}-{max(public):.3f} ms  "
                   + " ".join(f"{k}={v:.3f}" for k, v in r["stage_ms"].items()))
 PY
 fi

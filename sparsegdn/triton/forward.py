@@ -31,6 +31,10 @@ long as its longest head pair, and the shared budget can give one head pair near
 0 (the default: on the H200 the segmented pass was slower, see the kernel notes) walks each chain whole;
 SPARSEGDN_COMMIT_SEGMENT sets it.
 
+graphs.CUDA_GRAPH (off by default, not yet measured on a GPU; SPARSEGDN_CUDA_GRAPH=1) replays short calls
+(at most graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape
+(graphs.py): the host's launches, which outlast the kernels below ~16K tokens, are then done once.
+
 Inputs are read in place through their strides (no copies of model views; v in any layout, since
 transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they
 read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over the inputs, so the
@@ -46,6 +50,7 @@ import os
 
 from .chunk_loads import NUM_FLAGS, rows_view
 from .chunk_output import chunk_output
+from . import graphs
 from .commit_pairs import pair_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
@@ -71,7 +76,11 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
     """
     if v.is_cuda:
         with torch.cuda.device(v.device):
-            return _forward(q, k, v, g, beta, **options)
+            tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
+            if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
+                             stage_hook=options.get("stage_hook")):
+                return graphs.replay(_forward, tensors, options)
+            return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
 
 

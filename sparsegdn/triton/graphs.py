@@ -1,0 +1,106 @@
+"""Short calls replayed from CUDA graphs: the host's work of a call done once per shape (an option, off).
+
+Why: below ~16K tokens the kernels of one call take less time than the host's work to launch them (the
+call's Python and ~12 launches), and the public call reads its value flags back, a sync after which that
+host time is no longer hidden behind the GPU. On the H200 (2026-12-01, analysis/results/kernel_bench.md)
+the public call took 0.61 ms at 4K against 0.26 ms for its kernels. A CUDA graph replays every launch of
+a call in one: the host then copies the inputs in, replays, and copies the outputs out.
+
+What is captured: the Triton backend's forward (forward._forward) for one key: every tensor's shape,
+strides, dtype, device and 16-byte alignment, and every option's value. Only calls whose host work does
+not depend on the data are captured: the `score`, `uniform` and `all` selectors (their event count is
+known on the host), no caller-given events (sizing their lists reads the count back), no stage hook,
+and at most MAX_TOKENS tokens over the batch, where the host dominates. A key's first call runs the
+forward once outside the graph (compiling, autotuning and planning every launch), then captures it.
+
+Costs: each captured key keeps its inputs' copies and its intermediates (the graph's memory pool) alive
+until it is evicted (at most CACHE_SIZE keys, least recently used first); the outputs are copied out of
+the graph's buffers on every call, so a later replay never changes what an earlier call returned.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+# Off until measured on a GPU (tests/test_triton_gpu_matrix.py checks it; config_probe's `graph` times it).
+CUDA_GRAPH = os.environ.get("SPARSEGDN_CUDA_GRAPH", "0") == "1"
+MAX_TOKENS = 16384          # batch x tokens: above it the kernels outlast the host's launches
+CACHE_SIZE = 4
+GRAPHED_SELECTORS = ("score", "uniform", "all")
+
+
+@dataclass
+class CapturedCall:
+    graph: "torch.cuda.CUDAGraph"
+    inputs: dict            # name -> the graph's own copy of that input (or None)
+    outputs: tuple          # the forward's return value, in the graph's buffers
+
+
+_captured: OrderedDict = OrderedDict()
+
+
+def wanted(tensors: dict, *, events, selector, stage_hook) -> bool:
+    """Whether this call is replayed from a graph (see the module docstring)."""
+    v = tensors["v"]
+    return (CUDA_GRAPH and v.is_cuda and events is None and selector in GRAPHED_SELECTORS and stage_hook is None
+            and v.shape[0] * v.shape[1] <= MAX_TOKENS and not torch.cuda.is_current_stream_capturing())
+
+
+def tensor_key(x):
+    if x is None:
+        return None
+    return tuple(x.shape), x.stride(), x.dtype, str(x.device), x.data_ptr() % 16 == 0
+
+
+def call_key(tensors: dict, options: dict) -> tuple:
+    """What a captured graph is valid for: every tensor's layout and every option's value."""
+    return (tuple((name, tensor_key(x)) for name, x in sorted(tensors.items())),
+            tuple(sorted((name, repr(value)) for name, value in options.items())))
+
+
+def replay(forward, tensors: dict, options: dict):
+    """forward(**tensors, **options), replayed from the graph of this call's key (captured on first use).
+    Returns the forward's return value with every tensor copied out of the graph's buffers."""
+    key = call_key(tensors, options)
+    call = _captured.get(key)
+    if call is None:
+        call = _capture(forward, tensors, options)
+        _captured[key] = call
+        while len(_captured) > CACHE_SIZE:
+            _captured.popitem(last=False)
+    else:
+        _captured.move_to_end(key)
+        for name, x in tensors.items():
+            if x is not None:
+                call.inputs[name].copy_(x)
+    call.graph.replay()
+    return tuple(out.clone() if isinstance(out, torch.Tensor) else out for out in call.outputs)
+
+
+def _copy_of(x):
+    """A tensor with x's shape, strides and values (the kernels read some inputs through their strides)."""
+    if x is None:
+        return None
+    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
+
+
+def _capture(forward, tensors: dict, options: dict) -> CapturedCall:
+    inputs = {name: _copy_of(x) for name, x in tensors.items()}
+    device = tensors["v"].device
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):           # compile, autotune and plan every launch outside the capture
+        forward(**inputs, **options)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = forward(**inputs, **options)
+    return CapturedCall(graph, inputs, outputs)
+
+
+def clear():
+    """Forget every captured call (and free its memory once no output refers to it)."""
+    _captured.clear()
