@@ -241,13 +241,16 @@ TARGET_LENGTHS = (4096, 8192)
 def ruler(path: Path) -> tuple[dict, pl.DataFrame]:
     """(provenance of the evaluation, its records as one tidy table; see ruler_report.records_frame).
     The provenance: model, device, date, command, checkpoint (sha256, 16 digits), samples (per task, by
-    length; {} when not recorded), ppl_length."""
+    length; {} when not recorded), ppl_length, merged (the later runs merged in by analysis/ruler_merge.py:
+    each one's device, date and command; [] when none)."""
     from .ruler_report import records_frame
 
     data = json.loads(Path(path).read_text())
     meta = {key: data.get(key, "not recorded") for key in ("model", "device", "date", "command", "ppl_length")}
     meta["checkpoint"] = data.get("checkpoint_sha256", "not recorded")[:16]
     meta["samples"] = {int(length): count for length, count in data.get("samples", {}).items()}
+    meta["merged"] = [{key: run.get(key, "not recorded") for key in ("device", "date", "command")}
+                      for run in data.get("merged", [])]
     return meta, records_frame(path)
 
 

@@ -212,7 +212,11 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
     assert len(at.radio) == 1 and at.radio[0].key == "results_band"        # one evaluation, one band choice
     missed = " ".join(w.value for w in at.warning)                          # the targets it misses, said
     assert "within 3% of dense (pydoc-howto) (39.72 -> 41.19 (+3.71%))" in missed and "(milton)" not in missed
-    assert any("- 32K: band 1: b=0.15" in i.value for i in at.info)       # what the run did not reach
+    # the 32K cells of budget 0.15 and band 3 come from a later run merged in: its command is shown, nothing is
+    # listed as not measured any more
+    assert "Merged into `ruler.json` (analysis/ruler_merge.py): NVIDIA H200 · 2026-12-01 · " in captions
+    assert "--lengths 32768 --budgets 1 0.5 0.29 0.15 --bands 1 3" in captions
+    assert not any("Not measured" in i.value for i in at.info)
     assert any("does not extrapolate to 32K" in m.value for m in at.markdown)
     # the CPU evaluation of the same checkpoint: a cross-check, not a second evaluation section
     assert "`gdn_only_eval_cpu.json` · cpu (torch backend)" in captions

@@ -89,6 +89,9 @@ def evaluation(path, key: str) -> None:
     samples = ", ".join(f"{count} at {length // 1024}K" for length, count in sorted(meta["samples"].items()))
     st.caption(f"Model {meta['model']} · checkpoint sha256 {meta['checkpoint']}"
                + (f" · samples per task: {samples}" if samples else "") + ".")
+    for run in meta["merged"]:
+        st.caption(f"Merged into `{path.name}` (analysis/ruler_merge.py): {run['device']} · {run['date']} · "
+                   f"`{run['command']}`")
     targets = measurements.ruler_targets(records)
     missed = targets.filter(pl.col("met") != "yes")
     st.dataframe(targets, hide_index=True)
