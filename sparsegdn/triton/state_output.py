@@ -97,8 +97,8 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
     if ticket < n_chain:
         walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                    first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr,
-                   flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, False,
-                   PUBLISH_EVERY, PAIRED)
+                   flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL,
+                   False, PUBLISH_EVERY, PAIRED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)

@@ -156,8 +156,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # loads num_stages - 1 commits ahead, straight into shared memory where the products read them, so
         # their latency hides behind the sequential chain's arithmetic. Only while no address in the loop
         # comes from another load: decays read through event_chunks kept every load one commit ahead
-        # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier and an atomic)
-        # inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits instead.
+        # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier
+        # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
         if PUBLISH > 0:
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
@@ -234,8 +234,9 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC,
-                      E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-                      HAS_STARTS: tl.constexpr, PAIRED: tl.constexpr):
+                      E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                      HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
+                      PAIRED: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr,
