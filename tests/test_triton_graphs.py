@@ -52,6 +52,18 @@ def test_a_graph_is_valid_for_the_layout_and_options_not_the_values():
     assert key != graphs.call_key({"v": x.double(), "s": None}, {"budget": 0.29, "band": 1})
     assert key != graphs.call_key({"v": x, "s": x}, {"budget": 0.29, "band": 1})
     assert key != graphs.call_key({"v": x, "s": None}, {"budget": 0.3, "band": 1})
+    assert key != graphs.call_key({"v": x, "s": None}, {"budget": 0.29, "band": 1}, design=(True,))
+
+
+def test_a_graph_is_not_replayed_under_other_design_switches(monkeypatch):
+    """A switch the forward reads at run time (forward.OVERLAP, state_output.PUBLISH, ...) is part of the key."""
+    from sparsegdn.triton import forward, state_output
+    before = forward.design_switches()
+    monkeypatch.setattr(forward, "OVERLAP", not forward.OVERLAP)
+    assert forward.design_switches() != before
+    monkeypatch.setattr(forward, "OVERLAP", not forward.OVERLAP)
+    monkeypatch.setattr(state_output, "PUBLISH", state_output.PUBLISH + 2)
+    assert forward.design_switches() != before
 
 
 class FakeGraph:

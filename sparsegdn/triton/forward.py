@@ -51,6 +51,8 @@ import os
 from .chunk_loads import NUM_FLAGS, rows_view
 from .chunk_output import chunk_output
 from . import graphs
+from . import state_output as state_output_module
+from . import state_pass as state_pass_module
 from .commit_pairs import pair_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
@@ -79,9 +81,17 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
             tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
             if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
                              stage_hook=options.get("stage_hook")):
-                return graphs.replay(_forward, tensors, options)
+                return graphs.replay(_forward, tensors, options, design=design_switches())
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
+
+
+def design_switches() -> tuple:
+    """The module switches the forward reads when it runs (this module's and state_output's): a CUDA graph
+    captured under some values must not be replayed under others."""
+    return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
+            state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
+            state_output_module.PUBLISH, state_pass_module.POISON)
 
 
 def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,

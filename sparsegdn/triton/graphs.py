@@ -55,16 +55,17 @@ def tensor_key(x):
     return tuple(x.shape), x.stride(), x.dtype, str(x.device), x.data_ptr() % 16 == 0
 
 
-def call_key(tensors: dict, options: dict) -> tuple:
-    """What a captured graph is valid for: every tensor's layout and every option's value."""
+def call_key(tensors: dict, options: dict, design=()) -> tuple:
+    """What a captured graph is valid for: every tensor's layout, every option's value and the design switches
+    the forward reads (forward.design_switches)."""
     return (tuple((name, tensor_key(x)) for name, x in sorted(tensors.items())),
-            tuple(sorted((name, repr(value)) for name, value in options.items())))
+            tuple(sorted((name, repr(value)) for name, value in options.items())), design)
 
 
-def replay(forward, tensors: dict, options: dict):
+def replay(forward, tensors: dict, options: dict, design=()):
     """forward(**tensors, **options), replayed from the graph of this call's key (captured on first use).
     Returns the forward's return value with every tensor copied out of the graph's buffers."""
-    key = call_key(tensors, options)
+    key = call_key(tensors, options, design)
     call = _captured.get(key)
     if call is None:
         call = _capture(forward, tensors, options)
