@@ -198,7 +198,7 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         q, k, v, g, beta, s0 = random_inputs(1, 2000, 2, 4, 128, 128, dtype=torch.bfloat16, seed=seed,
                                              initial_state=True, device="cuda")
         if strided_v:
-            v = v.transpose(1, 3).contiguous().transpose(1, 3)
+            v = v.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)       # strides (HV V T, 1, V T, T)
         return q, k, v, g, beta, s0
 
     def call(q, k, v, g, beta, s0):
