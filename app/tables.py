@@ -285,8 +285,7 @@ def chunk_kept_by_layer(events: pl.DataFrame, chunk: int) -> pl.DataFrame:
 
 def layer_keeping_most(events: pl.DataFrame, chunk: int) -> int:
     """The layer in which most head pairs kept `chunk` (the first such layer)."""
-    kept = (events.filter(pl.col("chunk") == chunk).group_by("layer").agg(pl.col("selected").sum())
-            .sort(["selected", "layer"], descending=[True, False]))
+    kept = chunk_kept_by_layer(events, chunk).sort(["kept", "layer"], descending=[True, False])
     return int(kept["layer"][0])
 
 

@@ -189,6 +189,22 @@ def time_variants_at(names, tokens):
                 break
 
 
+def timed_line(row) -> str:
+    """One timed row (a TIMED line's JSON) as text: variant, length, the backend entry's and the public call's
+    two medians, the stage times; or the variant's error."""
+    if "error" in row:
+        return f"{row['variant']:20s} {row['error']}"
+    public = row.get("public_ms")                       # absent in rows timed before the public call was
+    return (f"{row['variant']:20s} T={row['tokens']:6d} entry {min(row['entry_ms']):.3f}-{max(row['entry_ms']):.3f} "
+            + (f"public {min(public):.3f}-{max(public):.3f} ms  " if public else "ms, public not timed  ")
+            + " ".join(f"{stage}={ms:.3f}" for stage, ms in row["stage_ms"].items()))
+
+
+def timed_rows(output: str) -> list[dict]:
+    """The TIMED rows in the output of --timed."""
+    return [json.loads(line[len("TIMED "):]) for line in output.splitlines() if line.startswith("TIMED ")]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -197,7 +213,12 @@ def main():
     parser.add_argument("--only", nargs="+", default=None, choices=sorted(VARIANTS), help="these variants only")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timed", nargs="+", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--summarize", type=Path, default=None, help="print the timed rows of a log of --timed")
     args = parser.parse_args()
+    if args.summarize:
+        for row in timed_rows(args.summarize.read_text()):
+            print(timed_line(row))
+        return None
     if args.one:
         return run_variant(args.one)
     if args.timed:
@@ -231,16 +252,12 @@ def main():
     if args.time and passed:
         done = subprocess.run([sys.executable, __file__, "--timed", *passed, "--time", *map(str, args.time)],
                               capture_output=True, text=True, timeout=600, cwd=ROOT)
-        timed = [json.loads(line[len("TIMED "):]) for line in done.stdout.splitlines() if line.startswith("TIMED ")]
+        timed = timed_rows(done.stdout)
         if done.returncode:
             print(f"timing process ended with {done.returncode}: {done.stderr[-300:]!r}")
-        print("\nbackend entry, budget 0.29, band 1, score (ms; two do_bench medians), stages:")
+        print("\nbackend entry and public call, budget 0.29, band 1, score (ms; two do_bench medians), stages:")
         for row in timed:
-            if "error" in row:
-                print(f"{row['variant']:20s} {row['error']}")
-                continue
-            print(f"{row['variant']:20s} T={row['tokens']:6d} {min(row['entry_ms']):7.3f} {max(row['entry_ms']):7.3f}  "
-                  + " ".join(f"{stage}={ms:.3f}" for stage, ms in row["stage_ms"].items()))
+            print(timed_line(row))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "config_probe.json").write_text(json.dumps({"checks": reports, "timed": timed}, indent=1))

@@ -56,19 +56,7 @@ fi
 if has timed; then
   timeout 360 python benchmarks/config_probe.py --timed baseline $VARIANTS $TIMED_ONLY --time $LENGTHS > "$WORK/timed.log" 2>&1
   summary "timed rc $? at ${SECONDS}s"
-  python - "$WORK/timed.log" <<'PY' | tee -a "$WORK/summary.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("TIMED "):
-        r = json.loads(line[6:])
-        if "error" in r:
-            print(f"  {r['variant']:22s} {r['error']}")
-        else:
-            public = r.get("public_ms", [float("nan")])
-            print(f"  {r['variant']:22s} T={r['tokens']:6d} entry {min(r['entry_ms']):.3f}-{max(r['entry_ms']):.3f} ms  "
-                  f"public {min(public):.3f}-{max(public):.3f} ms  "
-                  + " ".join(f"{k}={v:.3f}" for k, v in r["stage_ms"].items()))
-PY
+  python benchmarks/config_probe.py --summarize "$WORK/timed.log" | tee -a "$WORK/summary.txt"
 fi
 tar czf "$OUT/kernel_batch.tgz" -C "$WORK" .
 cp "$WORK/summary.txt" "$OUT/summary.txt"
