@@ -142,6 +142,17 @@ def contenders(inputs, default_design):
 
 
 def peak_extra_mb(fn):
+    """MB allocated during fn() over what was allocated before, with CUDA graphs off: a replayed call's
+    buffers are allocated once, at its capture, and kept (graphs.py); this is their size."""
+    from sparsegdn.triton import graphs
+    keep, graphs.CUDA_GRAPH = graphs.CUDA_GRAPH, False
+    try:
+        return _peak_extra_mb(fn)
+    finally:
+        graphs.CUDA_GRAPH = keep
+
+
+def _peak_extra_mb(fn):
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()

@@ -95,14 +95,22 @@ def test_replay_copies_inputs_in_and_outputs_out_and_keeps_the_newest_keys(graph
         return graphs.CapturedCall(FakeGraph(run), inputs, outputs)
     monkeypatch.setattr(graphs, "_capture", capture)
     monkeypatch.setattr(graphs, "CACHE_SIZE", 2)
+    uses = []                                                     # stand-ins for the CUDA events
+    monkeypatch.setattr(graphs, "_mark", lambda device: uses.append(f"use {len(uses)}") or uses[-1])
+    waits = []
+    monkeypatch.setattr(graphs, "_wait_for", lambda event, device: waits.append(event))
+    finished = []
+    monkeypatch.setattr(graphs, "_finished", lambda event: finished.append(event))
     first = graphs.replay(forward, {"x": torch.ones(3)}, {"scale": 2.0})
     second = graphs.replay(forward, {"x": torch.full((3,), 5.0)}, {"scale": 2.0})
     assert torch.equal(first[0], torch.full((3,), 2.0))         # not changed by the later replay
     assert torch.equal(second[0], torch.full((3,), 10.0)) and second[1] is None
     assert calls == [2.0]                                        # one capture for both calls
+    assert waits == ["use 0"]           # the second call's copies wait for the first call's replay and copy-out
     graphs.replay(forward, {"x": torch.ones(4)}, {"scale": 2.0})
     graphs.replay(forward, {"x": torch.ones(5)}, {"scale": 2.0})
     assert len(graphs._captured) == 2                            # the oldest key evicted
+    assert finished == ["use 1"]        # ... once the last replay of it (the second call) has finished
     graphs.replay(forward, {"x": torch.ones(3)}, {"scale": 2.0})
     assert calls == [2.0, 2.0, 2.0, 2.0]                         # captured again after its eviction
 

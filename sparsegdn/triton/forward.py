@@ -31,9 +31,9 @@ long as its longest head pair, and the shared budget can give one head pair near
 0 (the default: on the H200 the segmented pass was slower, see the kernel notes) walks each chain whole;
 SPARSEGDN_COMMIT_SEGMENT sets it.
 
-graphs.CUDA_GRAPH (off by default, not yet measured on a GPU; SPARSEGDN_CUDA_GRAPH=1) replays short calls
-(at most graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape
-(graphs.py): the host's launches, which outlast the kernels below ~16K tokens, are then done once.
+graphs.CUDA_GRAPH (on by default; SPARSEGDN_CUDA_GRAPH=0 turns it off) replays short calls (at most
+graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape (graphs.py):
+the host's launches, which outlast the kernels below ~16K tokens, are then done once.
 
 Inputs are read in place through their strides (no copies of model views; v in any layout, since
 transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they
