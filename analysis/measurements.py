@@ -32,7 +32,7 @@ KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "select
                   "api_ms": pl.Float64, "sparsegdn_ms": pl.Float64, "fla_ms": pl.Float64, "flashqla_ms": pl.Float64,
                   "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
                   "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
-                  "output_final_state": pl.Boolean}
+                  "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean}
 PROVENANCE = ("device", "date", "command", "build")
 
 
@@ -108,8 +108,18 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
               "without the call's checks; it is not the figure that counts."
               + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (that build's default"
                  + ("; the other design's rows are in the file)." if others else ", the only design run).")
-                 if design else "")]
+                 if design else "")
+              + _graphed(rows)]
     return "\n".join(lines)
+
+
+def _graphed(rows: pl.DataFrame) -> str:
+    """Which rows' calls were replayed from a CUDA graph (sparsegdn/triton/graphs.py), when the file says."""
+    graphed = rows.filter(pl.col("cuda_graph").fill_null(False))["T"].to_list()
+    if not graphed:
+        return ""
+    return (f" At {', '.join(_tokens(t) for t in graphed)} both the public call and the kernels-only entry were "
+            "replayed from a CUDA graph (inputs copied in, outputs copied out: the copies are in both figures).")
 
 
 def kernel_report(path: Path) -> str:
@@ -130,7 +140,7 @@ def kernel_report(path: Path) -> str:
              "Triton backend entry alone. `FLA / x`: FLA's time over x's, above 1 x is faster. Stage times are "
              f"CUDA events at the stage hook ({' / '.join(stages)}); the traffic floor is the operator's minimum "
              "traffic (q, k, v, g, beta read once, o and the final state written once) over the measured copy "
-             "bandwidth.", "",
+             "bandwidth." + _graphed(frame.unique("T", maintain_order=True)), "",
              "| T | budget | band | selector | design | public ms | kernels ms | FLA ms | FlashQLA ms | FLA / public "
              "| FlashQLA / public | FLA / kernels | peak MB, public / FLA | stages ms | traffic floor ms | public / floor |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from sparsegdn import STAGES, SparseConfig     # noqa: E402
-from sparsegdn.triton import forward           # noqa: E402
+from sparsegdn.triton import forward, graphs   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
 CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="triton") for budget, band, selector in
@@ -144,7 +144,6 @@ def contenders(inputs, default_design):
 def peak_extra_mb(fn):
     """MB allocated during fn() over what was allocated before, with CUDA graphs off: a replayed call's
     buffers are allocated once, at its capture, and kept (graphs.py); this is their size."""
-    from sparsegdn.triton import graphs
     keep, graphs.CUDA_GRAPH = graphs.CUDA_GRAPH, False
     try:
         return _peak_extra_mb(fn)
@@ -255,6 +254,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "minimum_traffic_ms": 1e3 * minimum_traffic_bytes(tokens) / bandwidth,
                 "copy_bandwidth_tbs": bandwidth / 1e12, "matmul_tflops": matrix_rate / 1e12,
                 "device": device, "date": args.date, "build": code, "output_final_state": True,
+                "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,   # the benchmark's B is 1
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]

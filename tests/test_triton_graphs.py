@@ -29,8 +29,9 @@ def graphs_on(monkeypatch):
 
 def test_only_short_calls_whose_host_work_ignores_the_data_are_replayed(graphs_on, monkeypatch):
     assert graphs.wanted(_tensors(), events=None, selector="score", stage_hook=None)
-    assert graphs.wanted(_tensors(2, 8192), events=None, selector="all", stage_hook=None)
-    assert not graphs.wanted(_tensors(2, 8193), events=None, selector="score", stage_hook=None)   # too long
+    assert graphs.wanted(_tensors(2, 4096), events=None, selector="all", stage_hook=None)
+    assert not graphs.wanted(_tensors(2, 4097), events=None, selector="score", stage_hook=None)   # too long
+    assert not graphs.wanted(_tensors(1, 16384), events=None, selector="score", stage_hook=None)
     assert not graphs.wanted(_tensors(), events=torch.ones(1), selector="score", stage_hook=None)  # sized by a sync
     assert not graphs.wanted(_tensors(), events=None, selector="random", stage_hook=None)     # selected in torch
     assert not graphs.wanted(_tensors(), events=None, selector="score", stage_hook=print)      # a hook syncs

@@ -22,7 +22,7 @@ commit chains still run, each waiting for its own snapshot. Its time is counted 
 stage; the output stage then reads about zero. SPARSEGDN_OVERLAP=0/1 overrides it; segments
 (COMMIT_SEGMENT > 0) take the two separate passes.
 
-PAIRED (off by default, not yet measured on a GPU) walks each chain two commits at a time
+PAIRED (off by default: slower on the H200) walks each chain two commits at a time
 (commit_pairs.py): half the dependent steps, after a pass that rewrites the second event of each pair.
 
 COMMIT_SEGMENT > 0 cuts each head pair's commit chain into segments of that many commits run side by
@@ -33,7 +33,7 @@ SPARSEGDN_COMMIT_SEGMENT sets it.
 
 graphs.CUDA_GRAPH (on by default; SPARSEGDN_CUDA_GRAPH=0 turns it off) replays short calls (at most
 graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape (graphs.py):
-the host's launches, which outlast the kernels below ~16K tokens, are then done once.
+the host's launches, which outlast the kernels at short lengths, are then done once.
 
 Inputs are read in place through their strides (no copies of model views; v in any layout, since
 transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they
@@ -66,7 +66,10 @@ STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "0") == "1"
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
-# Off until measured on a GPU; SPARSEGDN_PAIRED=1 turns it on (whole chains only, not with COMMIT_SEGMENT).
+# Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
+# backend entry at 32K 2.13 ms in one launch against 1.43 single; analysis/results/overlap/batch6).
+# SPARSEGDN_PAIRED=1 turns it on (whole chains only, not with COMMIT_SEGMENT; not for float32 lists on a GPU,
+# whose paired chain needs more shared memory than an SM has: benchmarks/pair_check.py at K = V = 128).
 PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 
 
@@ -121,7 +124,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[1])
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band)
-    paired = PAIRED and COMMIT_SEGMENT == 0
+    paired = PAIRED and COMMIT_SEGMENT == 0 and not (w.is_cuda and w.dtype == torch.float32)   # see PAIRED
     if paired:
         pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])

@@ -1,10 +1,13 @@
 """Short calls replayed from CUDA graphs: the host's work of a call done once per shape (on by default).
 
-Why: below ~16K tokens the kernels of one call take less time than the host's work to launch them (the
+Why: at short lengths the kernels of one call take less time than the host's work to launch them (the
 call's Python and ~12 launches), and the public call reads its value flags back, a sync after which that
-host time is no longer hidden behind the GPU. On the H200 (2026-12-01, analysis/results/kernel_bench.md)
-the public call took 0.61 ms at 4K against 0.26 ms for its kernels. A CUDA graph replays every launch of
-a call in one: the host then copies the inputs in, replays, and copies the outputs out.
+host time is no longer hidden behind the GPU. A CUDA graph replays every launch of a call in one: the
+host then copies the inputs in, replays, and copies the outputs out. The copies cost GPU time (q, k and
+v read and written once more), so the replay pays only where the host's time outweighs them. On the H200
+(2026-12-01, analysis/results/kernel_bench.json, build 2e1ce401944d, budget 0.29, public call), replayed
+against the launches of the run before: 4K 0.342 against 0.609 ms, 8K 0.563 against 0.829, but 16K 0.997
+against 0.924, hence MAX_TOKENS.
 
 What is captured: the Triton backend's forward (forward._forward) for one key: every tensor's shape,
 strides, dtype, device and 16-byte alignment, and every option's value. Only calls whose host work does
@@ -30,7 +33,7 @@ import torch
 # 0.464 ms replayed against 0.755-0.911 ms launched; tests/test_triton_gpu_matrix.py checks it bit for bit.
 # SPARSEGDN_CUDA_GRAPH=0 turns it off.
 CUDA_GRAPH = os.environ.get("SPARSEGDN_CUDA_GRAPH", "1") == "1"
-MAX_TOKENS = 16384          # batch x tokens: above it the kernels outlast the host's launches
+MAX_TOKENS = 8192           # batch x tokens: above it the copies in cost more than the launches saved
 CACHE_SIZE = 4
 GRAPHED_SELECTORS = ("score", "uniform", "all")
 
