@@ -220,6 +220,31 @@ def sparse_core(config: SparseConfig, checks=None, stages=None) -> Core:
     return core
 
 
+def sparse_reference_core(config: SparseConfig) -> Core:
+    """SparseGDN with the options of `config` as a differentiable core, for sparsity-aware training
+    (training/sparse_finetune.py): the events are chosen by config's selector as the public call chooses
+    them (no gradient flows through the choice), then the chunked reference (sparsegdn/reference.py, plain
+    torch ops, float32) computes the outputs and the final state, so gradients reach q, k, v, g and beta
+    through every kept commit and every intra-chunk solve. Slower than the public call; for training only."""
+    from sparsegdn import reference
+    from sparsegdn.api import prepare, select_torch
+
+    def core(call: CoreCall):
+        key_dim = call.q.shape[-1]
+        scale = key_dim ** -0.5 if call.scale is None else float(call.scale)
+        with torch.autocast(call.v.device.type, enabled=False):        # the recurrence stays in float32
+            q, k, v, g, beta = (x.float() for x in (call.q, call.k, call.v, call.g, call.beta))
+            q, k, v, g, beta = prepare(q, k, v, g, beta, call.use_qk_l2norm_in_kernel)
+            with torch.no_grad():
+                events, _ = select_torch(q, k, v, g, beta, config, scale=scale)
+            initial = call.initial_state.float() if call.initial_state is not None else None
+            o, state = reference.chunk_forward(q, k, v, g, beta, events, band=config.band, scale=scale,
+                                               initial_state=initial)[:2]
+        return o.to(call.v.dtype), (state if call.output_final_state else None)
+
+    return core
+
+
 def torch_reference_core(chunk_size: int = CHUNK_SIZE) -> Core:
     """transformers' own PyTorch implementation of the core, in float32, with chunks of `chunk_size`.
 
