@@ -94,7 +94,8 @@ def run_in_the_app(model: str, tokens: int, repeats: int, timeout: float) -> dic
     if problems or not any(s.value.startswith("Run finished") for s in app.success):
         raise RuntimeError(f"{model}: the run did not finish: {problems}")
     key = app.session_state["current"].key
-    summary = RunResult.load(pathlib.Path(os.environ["SPARSEGDN_RUNS_DIR"]) / key).summary
+    result = RunResult.load(pathlib.Path(os.environ["SPARSEGDN_RUNS_DIR"]) / key)
+    summary = result.summary
     app.switch_page("views/timings.py")
     app.run()
     if app.exception:
@@ -105,7 +106,26 @@ def run_in_the_app(model: str, tokens: int, repeats: int, timeout: float) -> dic
             "dense_backend": summary["dense_backend"], "random_weights": summary["random_weights"],
             "timing": summary["timing"], "stages": summary["stages"], "kl_mean": summary["kl_mean"],
             "top1_agreement": summary["top1_agreement"], "ppl_dense": summary["ppl_dense"],
-            "ppl_sparse": summary["ppl_sparse"], "wall_s": wall_s, "timings_page": drawn, "run_key": key}
+            "ppl_sparse": summary["ppl_sparse"], "wall_s": wall_s, "timings_page": drawn, "run_key": key,
+            "per_repeat": per_repeat(result.timings)}
+
+
+def per_repeat(timings) -> list[dict]:
+    """Each timed repeat of each path: the whole prefill, the GDN core summed over layers, its slowest
+    layer, and (sparse) each stage's sum, in ms; a one-off cost inside a repeat shows where it landed."""
+    import polars as pl
+
+    rows = []
+    for (repeat, path), group in sorted(timings.group_by("repeat", "path"), key=lambda item: item[0]):
+        cores = group.filter(pl.col("scope") == "core")
+        slowest = cores.sort("ms", descending=True).head(1)
+        rows.append({"repeat": repeat, "path": path,
+                     "prefill_ms": round(group.filter(pl.col("scope") == "prefill")["ms"].sum(), 3),
+                     "core_ms": round(cores["ms"].sum(), 3),
+                     "slowest_layer": (slowest["layer"].item(), round(slowest["ms"].item(), 3)) if cores.height else None,
+                     "stages_ms": {stage: round(ms, 3) for stage, ms in group.filter(pl.col("scope") == "stage")
+                                   .group_by("stage", maintain_order=True).agg(pl.col("ms").sum()).iter_rows()}})
+    return rows
 
 
 def main() -> None:

@@ -23,5 +23,12 @@ def test_the_app_run_script_records_the_apps_timings(tmp_path):
     assert run["n_tokens"] >= 300 and run["timing"]["repeats"] == 2 and run["device_name"] == "CPU"
     assert data["meta"]["threads"]["threads"] == 1
     assert run["timings_page"]["Whole prefill, dense"].endswith(" ms")     # the page drew the run's figures
+    repeats = {(row["repeat"], row["path"]): row for row in run["per_repeat"]}
+    assert set(repeats) == {(0, "dense"), (0, "sparse"), (1, "dense"), (1, "sparse")}
+    sparse_cores = sorted(row["core_ms"] for (_, path), row in repeats.items() if path == "sparse")
+    spread = run["timing"]["core_sparse"]                                    # the same repeats, rounded to 1 us
+    assert abs(sparse_cores[0] - spread["low"]) < 1e-3 and abs(sparse_cores[-1] - spread["high"]) < 1e-3
+    assert set(repeats[(0, "sparse")]["stages_ms"]) == {"intra_solve", "selection", "event_prepare", "state_pass", "output"}
+    assert repeats[(0, "dense")]["stages_ms"] == {}
     table = front_page.render(out.name, tmp_path)
     assert "| default | CPU |" in table
