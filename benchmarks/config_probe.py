@@ -64,14 +64,17 @@ VARIANTS = {
     "stored-separate": {"store": True, "overlap": False},
     "paired": {"paired": True},
     "paired-separate": {"paired": True, "overlap": False},
+    # Pairs in the one launch at 2 stages: 139 KB of shared memory, two programs per SM (3 stages: 209 KB, one).
+    "paired-2stages": {"paired": True, "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
     # Timing only (its outputs are garbage by construction, so it is never checked): the one launch with output
     # programs that return at once, i.e. the chains alone in the launch's shape. Against `baseline`, how much of
     # the one launch's time beyond its chains is the outputs' contention and waiting.
     "chain-only": {"chain_only": True, "timing_only": True},
-    # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, off by default). The checks run given
-    # events, which are never graphed: the GPU matrix checks the graphed path; here it is timed (the public call
-    # too, where the host's launches show).
+    # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
+    # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
+    # path; here it is timed (the public call too, where the host's launches show).
     "graph": {"graph": True, "timing_only": True},
+    "no-graph": {"graph": False, "timing_only": True},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
