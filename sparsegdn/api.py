@@ -103,6 +103,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     """
     config = _config_of(config, budget=budget, selector=selector, band=band, backend=backend, seed=seed)
     batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
+    validation.check_no_gradient(q, k, v, g, beta, initial_state)
     validation.check_scale(scale)
     validation.check_switches(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     if events is not None:
@@ -186,6 +187,7 @@ def dense_gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, 
         validation.check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale)
         return o, final_state
 
+    validation.check_no_gradient(q, k, v, g, beta, initial_state)     # FLA above has a backward; this path none
     validation.check_values(q, k, v, g, beta, initial_state)
     qp, kp, vp, gp, bp = prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel)
     events = torch.ones(q.shape[0], v.shape[2], num_chunks(num_tokens), dtype=torch.bool, device=q.device)

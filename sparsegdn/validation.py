@@ -37,6 +37,19 @@ def _tensor(name, x, ndim):
         raise ValueError(f"{name}: expected float16, bfloat16, float32 or float64, got {x.dtype}")
 
 
+def check_no_gradient(q, k, v, g, beta, initial_state):
+    """The sparse core and the dense torch core compute the forward only: an input that requires grad, with
+    grad mode on, would get no gradient through them (the Triton kernels) or fail deep inside (the torch
+    path's in-place products). Refused up front, naming the input."""
+    if not torch.is_grad_enabled():
+        return
+    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
+        if x is not None and x.requires_grad:
+            raise ValueError(f"{name}: requires grad, but this path computes the forward only (no gradients); "
+                             "call it under torch.no_grad() or torch.inference_mode(), or train through "
+                             "analysis.patching.sparse_reference_core (differentiable)")
+
+
 def check_inputs(q, k, v, g, beta, initial_state):
     """Shapes, ranks, dtypes and devices. Returns (B, T, H, HV, K, V)."""
     _tensor("q", q, 4)

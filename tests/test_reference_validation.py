@@ -338,3 +338,16 @@ def test_an_overflow_with_finite_inputs_is_an_error_not_inf(backend, sparse):
     # the same inputs at a scale whose output fits float16 pass
     o = call(**_half_inputs_whose_output_leaves_float16(), scale=1.0, backend=backend)[0]
     assert torch.isfinite(o).all() and o.dtype == torch.float16
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v", "g", "beta", "initial_state"])
+@pytest.mark.parametrize("call", [call_sparse, call_dense])
+def test_inputs_that_require_grad_are_refused_by_name_unless_grad_mode_is_off(name, call):
+    """The paths compute the forward only: a gradient would be lost (Triton) or fail deep inside (torch)."""
+    args = good(initial_state=torch.zeros(1, 4, 16, 16))
+    args[name] = args[name].clone().requires_grad_()
+    with pytest.raises(ValueError, match=rf"^{name}: requires grad.*no_grad"):
+        call(**args)
+    with torch.no_grad():
+        o, *_ = call(**args)
+    assert o.shape == (1, 70, 4, 16) and torch.isfinite(o).all()
