@@ -66,6 +66,10 @@ VARIANTS = {
     "paired-separate": {"paired": True, "overlap": False},
     # Pairs in the one launch at 2 stages: 139 KB of shared memory, two programs per SM (3 stages: 209 KB, one).
     "paired-2stages": {"paired": True, "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
+    # The chain cut into segments of 64 commits (two launches: the one launch walks whole chains), the segment
+    # maps in float32 or as a scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS).
+    "segmented": {"segment": 64},
+    "segmented-delta": {"segment": 64, "delta_maps": True},
     # Timing only (its outputs are garbage by construction, so it is never checked): the one launch with output
     # programs that return at once, i.e. the chains alone in the launch's shape. Against `baseline`, how much of
     # the one launch's time beyond its chains is the outputs' contention and waiting.
@@ -80,7 +84,8 @@ VARIANTS = {
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
-                   "graph": ("graphs", "CUDA_GRAPH")}
+                   "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
+                   "delta_maps": ("segment_maps", "DELTA_MAPS")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -94,9 +99,9 @@ def kernels():
 def apply_variant(name):
     """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import forward, graphs, state_output
+    from sparsegdn.triton import forward, graphs, segment_maps, state_output
     variant = VARIANTS[name]
-    modules = {"forward": forward, "state_output": state_output, "graphs": graphs}
+    modules = {"forward": forward, "state_output": state_output, "graphs": graphs, "segment_maps": segment_maps}
     graphs.clear()
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():
         module = modules[module_name]

@@ -126,13 +126,16 @@ LONG_CHAIN_SHAPES = [(2, 3000, 2, 8, 128, 128, 1, True, torch.bfloat16),
                      (1, 1500, 2, 4, 256, 128, 2, True, torch.float16)]
 
 
+@pytest.mark.parametrize("delta", [False, True], ids=["float32-maps", "delta-maps"])
 @pytest.mark.parametrize("shape", LONG_CHAIN_SHAPES, ids=_case_id)
-def test_gpu_commit_chain_in_segments_matches_torch(shape, monkeypatch):
+def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, monkeypatch):
     """The segmented commit chain against the torch backend with the same events: cut into segments of 8
-    commits (segment_maps, segment_scan, then the state pass per segment); above K = 128 the chain is
-    walked whole (state_pass.SEGMENT_MAX_KEY_DIM)."""
-    from sparsegdn.triton import forward
+    commits (segment_maps, segment_scan, then the state pass per segment), the maps in float32 or as a
+    scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS); above K = 128 the chain
+    is walked whole (state_pass.SEGMENT_MAX_KEY_DIM)."""
+    from sparsegdn.triton import forward, segment_maps
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
+    monkeypatch.setattr(segment_maps, "DELTA_MAPS", delta)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
                            initial_state=initial, device="cuda")

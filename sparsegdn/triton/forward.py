@@ -53,6 +53,7 @@ from .chunk_output import chunk_output
 from . import graphs
 from . import state_output as state_output_module
 from . import state_pass as state_pass_module
+from . import segment_maps as segment_maps_module
 from .commit_pairs import pair_prepare
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
@@ -94,7 +95,7 @@ def design_switches() -> tuple:
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
-            state_output_module.PUBLISH, state_pass_module.POISON)
+            state_output_module.PUBLISH, state_pass_module.POISON, segment_maps_module.DELTA_MAPS)
 
 
 def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
