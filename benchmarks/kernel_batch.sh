@@ -17,11 +17,12 @@
 # Then (CPU) short calls replayed from CUDA graphs (sparsegdn/triton/graphs.py, off).
 # Batch of 2026-12-01, midday (analysis/results/overlap/batch6): decays by slot -7 to -10%; pairs correct but
 # slower; graphs on by default (up to 8K). Next batch (its defaults): pair_check.py and the whole matrix; the
-# default (baseline) and pairs in the one launch at 2 stages checked, then timed beside the timing-only
-# chain-only and no-graph at 4K, 32K and 128K (backend entry and public call).
+# default (baseline), the two launches with the whole chain (separate) and with segments of 64 commits (float32
+# maps, and maps as identity plus difference in the input dtype: segmented-delta), and pairs in the one launch
+# at 2 stages checked, then timed beside the timing-only chain-only and no-graph at 4K, 32K and 128K.
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"paired-2stages"}
+VARIANTS=${VARIANTS:-"separate segmented segmented-delta paired-2stages"}
 # Timed in a process of their own (pairs faulted on the H200 in batch 5).
 RISKY=${RISKY:-"paired paired-separate paired-2stages"}
 SAFE=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] || echo -n "$name "; done)
