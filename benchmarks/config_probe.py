@@ -64,8 +64,6 @@ VARIANTS = {
     "stored-separate": {"store": True, "overlap": False},
     "paired": {"paired": True},
     "paired-separate": {"paired": True, "overlap": False},
-    # Pairs in the one launch at 2 stages: 139 KB of shared memory, two programs per SM (3 stages: 209 KB, one).
-    "paired-2stages": {"paired": True, "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
     # The chain cut into segments of 64 commits (two launches: the one launch walks whole chains), the segment
     # maps in float32 or as a scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS).
     "segmented": {"segment": 64},

@@ -142,7 +142,7 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
     o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
         q, k, v, g, beta, events=events, budget=config.budget, selector=config.selector, band=config.band,
         scale=scale, initial_state=initial_state, output_final_state=output_final_state,
-        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook)
+        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, replayable=checks is None)
     if checks is not None:
         checks.add(flags)
     else:

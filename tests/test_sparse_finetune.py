@@ -57,8 +57,14 @@ def stand_in_run(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run):
+def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run, monkeypatch):
     runs = stand_in_run
+    sparse_configs = []
+
+    def counted(config):                # the sparse loss runs through the differentiable sparse core
+        sparse_configs.append(config)
+        return sparse_reference_core(config)
+    monkeypatch.setattr(sparse_finetune, "sparse_reference_core", counted)
     common = ["--tiny", "--device", "cpu", "--steps", "2", "--model", str(runs / "start"), "--ppl-windows", "0",
               "--check-samples", "0"]
     sparse_finetune.main(["--out", str(runs / "whole")] + common)
@@ -80,6 +86,8 @@ def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run):
     strip = lambda log: [{k: v for k, v in e.items() if k != "seconds"} for e in log]
     assert strip(whole["log"]) == strip(split["log"])
     assert {"dense", "sparse"} <= set(split["log"][0])           # both losses logged
+    assert len(sparse_configs) == 4     # one sparse pass a step: two steps whole, one + one resumed
+    assert {(c.budget, c.selector, c.band) for c in sparse_configs} == {(0.29, "score", 1)}
     assert split["recipe"]["sparse"] == {"budget": 0.29, "selector": "score", "band": 1}
     assert [(s["first_step"], s["last_step"]) for s in split["stages"]] == [(0, 1), (1, 2)]
     last = split["stages"][-1]
@@ -103,5 +111,9 @@ def test_bad_settings_are_refused_before_any_work(stand_in_run, capsys):
     assert "--sparse-weight 1.5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sparse_finetune.parse_args(["--budget", "0"])
+    for flag in ("--lr", "--steps", "--length"):                 # 0 is refused, not read as "the default"
+        with pytest.raises(SystemExit):
+            sparse_finetune.parse_args([flag, "0"])
+        assert f"{flag} 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sparse_finetune.parse_args(["--resume", str(stand_in_run), "--steps", "3"])

@@ -68,9 +68,9 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path.is_file() else "missing"
 
 
-def lr_at(step: int, peak: float) -> float:
-    """Linear warm-up over WARMUP steps, then constant."""
-    return peak * min(1.0, (step + 1) / WARMUP)
+def lr_at(step: int, peak: float, warmup: int) -> float:
+    """Linear warm-up over `warmup` steps, then constant."""
+    return peak * min(1.0, (step + 1) / max(1, warmup))
 
 
 def sparse_config(recipe_of_run: dict) -> SparseConfig:
@@ -211,7 +211,7 @@ def train(args) -> dict:
             (weight * (lm + rec["answer_weight"] * answer)).backward()
             parts[name] = (lm, answer, accuracy, hits)
         grad_norm = optimizer.clip_grad_norm(base.CLIP)
-        lr = lr_at(step, rec["lr"])
+        lr = lr_at(step, rec["lr"], rec["warmup"])
         optimizer.step(lr)
         step += 1
         if logging:
@@ -296,10 +296,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.model = args.resume / "default-model"
     defaults = SparseConfig()
     args.model = args.model or START_MODEL
-    args.steps = args.steps or STEPS
-    args.length = args.length or (TINY_LENGTH if args.tiny else LENGTH)
-    args.tokens_per_step = args.tokens_per_step or (TINY_TOKENS_PER_STEP if args.tiny else TOKENS_PER_STEP)
-    args.lr = args.lr or LR
+    args.steps = STEPS if args.steps is None else args.steps
+    if args.length is None:
+        args.length = TINY_LENGTH if args.tiny else LENGTH
+    if args.tokens_per_step is None:
+        args.tokens_per_step = TINY_TOKENS_PER_STEP if args.tiny else TOKENS_PER_STEP
+    args.lr = LR if args.lr is None else args.lr
+    for flag, value in (("--steps", args.steps), ("--length", args.length), ("--tokens-per-step", args.tokens_per_step)):
+        if value < 1:
+            parser.error(f"{flag} {value}: must be at least 1")
+    if not args.lr > 0:
+        parser.error(f"--lr {args.lr}: must be positive")
     args.sparse_weight = SPARSE_WEIGHT if args.sparse_weight is None else args.sparse_weight
     if not 0.0 <= args.sparse_weight <= 1.0:
         parser.error(f"--sparse-weight {args.sparse_weight}: must be between 0 and 1")

@@ -76,26 +76,30 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
     """See sparsegdn.triton. Returns (o, final_state, events, scores, budget_per_head, flags int32 [NUM_FLAGS]).
+    `replayable=False` keeps the call off the CUDA graphs (graphs.py: a caller that defers its value checks).
 
     Kernels launch on the device of the inputs, not the current device (a model split over several
     GPUs calls the core with each layer's tensors on that layer's GPU).
     """
+    replayable = options.pop("replayable", True)      # False: the caller defers its checks (graphs.py)
     if v.is_cuda:
         with torch.cuda.device(v.device):
             tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
-            if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
-                             stage_hook=options.get("stage_hook")):
+            if replayable and graphs.wanted(tensors, events=options["events"], selector=options["selector"],
+                                            stage_hook=options.get("stage_hook")):
                 return graphs.replay(_forward, tensors, options, design=design_switches())
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
 
 
 def design_switches() -> tuple:
-    """The module switches the forward reads when it runs (this module's and state_output's): a CUDA graph
+    """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps' and
+    the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
-            state_output_module.PUBLISH, state_pass_module.POISON, segment_maps_module.DELTA_MAPS)
+            state_output_module.PUBLISH, state_pass_module.POISON, segment_maps_module.DELTA_MAPS,
+            os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
 def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,

@@ -13,8 +13,14 @@ What is captured: the Triton backend's forward (forward._forward) for one key: e
 strides, dtype, device and 16-byte alignment, and every option's value. Only calls whose host work does
 not depend on the data are captured: the `score`, `uniform` and `all` selectors (their event count is
 known on the host), no caller-given events (sizing their lists reads the count back), no stage hook,
-and at most MAX_TOKENS tokens over the batch, where the host dominates. A key's first call runs the
-forward once outside the graph (compiling, autotuning and planning every launch), then captures it.
+and at most MAX_TOKENS tokens over the batch, where the host dominates; and only calls that read their
+value flags back (a caller that defers its checks, as a model's layers do, does not sync per call, so its
+launches already overlap the GPU and the copies would only add work). A key is captured on its second
+call (a length seen once, as in an app serving documents of every length, is launched: a capture costs a
+device sync and an uncaptured run); the capture runs the forward once outside the graph (compiling,
+autotuning and planning every launch) on a stream of the inputs' device, then captures it. If capturing
+fails, the key is launched from then on (with a warning). Copies in and out run outside autograd and
+outside inference mode, so a graph captured under torch.inference_mode serves callers under no_grad too.
 
 Costs: each captured key keeps its inputs' copies and its intermediates (the graph's memory pool) alive
 until it is evicted (at most CACHE_SIZE keys, least recently used first); the outputs are copied out of
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -51,6 +58,9 @@ _captured: OrderedDict = OrderedDict()
 # sessions from threads); a later caller's stream also waits for the previous use's event, so a caller on
 # another stream cannot overwrite the buffers while that replay still runs.
 _lock = threading.Lock()
+_seen: OrderedDict = OrderedDict()      # keys called once, not captured yet (the newest SEEN_SIZE)
+_failed: set = set()                    # keys whose capture failed: launched
+SEEN_SIZE = 64
 
 
 def wanted(tensors: dict, *, events, selector, stage_hook) -> bool:
@@ -74,27 +84,53 @@ def call_key(tensors: dict, options: dict, design=()) -> tuple:
 
 
 def replay(forward, tensors: dict, options: dict, design=()):
-    """forward(**tensors, **options), replayed from the graph of this call's key (captured on first use).
-    Returns the forward's return value with every tensor copied out of the graph's buffers."""
+    """forward(**tensors, **options), replayed from the graph of this call's key (captured on the key's second
+    call; launched on its first and after a failed capture). Returns the forward's return value with every
+    tensor copied out of the graph's buffers."""
     key = call_key(tensors, options, design)
     device = next(x.device for x in tensors.values() if x is not None)
-    with _lock:
-        call = _captured.get(key)
-        if call is None:
+    # Outside autograd (nothing here has a backward) and outside inference mode (buffers made under
+    # inference_mode could not be written by a later caller under no_grad).
+    with torch.inference_mode(False), torch.no_grad():
+        with _lock:
+            outputs = _replay_locked(forward, tensors, options, key, device)
+        if outputs is None:                 # launched, not replayed (outside the lock)
+            outputs = forward(**tensors, **options)
+    return outputs
+
+
+def _replay_locked(forward, tensors, options, key, device):
+    """The replay of `key`'s graph (captured now if the key was seen before), or None where the call is to be
+    launched instead."""
+    call = _captured.get(key)
+    if call is None:
+        if key in _failed:
+            return None
+        if _seen.pop(key, None) is None:    # first call of this key: remembered, launched
+            _seen[key] = True
+            while len(_seen) > SEEN_SIZE:
+                _seen.popitem(last=False)
+            return None
+        try:
             call = _capture(forward, tensors, options)
-            _captured[key] = call
-            while len(_captured) > CACHE_SIZE:
-                _, evicted = _captured.popitem(last=False)
-                _finished(evicted.last_use)     # its memory is freed: no replay of it may still be running
-        else:
-            _captured.move_to_end(key)
-            _wait_for(call.last_use, device)
-            for name, x in tensors.items():
-                if x is not None:
-                    call.inputs[name].copy_(x)
-        call.graph.replay()
-        outputs = tuple(out.clone() if isinstance(out, torch.Tensor) else out for out in call.outputs)
-        call.last_use = _mark(device)
+        except Exception as error:  # noqa: BLE001 - any capture failure: launch this key from now on
+            _failed.add(key)
+            warnings.warn(f"sparsegdn: CUDA graph capture failed ({type(error).__name__}: {error}); these calls "
+                          "are launched instead", RuntimeWarning, stacklevel=4)
+            return None
+        _captured[key] = call
+        while len(_captured) > CACHE_SIZE:
+            _, evicted = _captured.popitem(last=False)
+            _finished(evicted.last_use)         # its memory is freed: no replay of it may still be running
+    else:
+        _captured.move_to_end(key)
+        _wait_for(call.last_use, device)
+        for name, x in tensors.items():
+            if x is not None:
+                call.inputs[name].copy_(x)
+    call.graph.replay()
+    outputs = tuple(out.clone() if isinstance(out, torch.Tensor) else out for out in call.outputs)
+    call.last_use = _mark(device)
     return outputs
 
 
@@ -127,20 +163,24 @@ def _copy_of(x):
 def _capture(forward, tensors: dict, options: dict) -> CapturedCall:
     inputs = {name: _copy_of(x) for name, x in tensors.items()}
     device = tensors["v"].device
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
+    side = torch.cuda.Stream(device)        # of the inputs' device: torch's own capture stream is made once,
+    side.wait_stream(torch.cuda.current_stream(device))            # on whichever device came first
     with torch.cuda.stream(side):           # compile, autotune and plan every launch outside the capture
         forward(**inputs, **options)
-    torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):   # other threads may use the GPU meanwhile
+    # thread_local: other threads may use the GPU meanwhile
+    with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
         outputs = forward(**inputs, **options)
+    torch.cuda.current_stream(device).wait_stream(side)
     return CapturedCall(graph, inputs, outputs)
 
 
 def clear():
-    """Forget every captured call (and free its memory once no output refers to it)."""
+    """Forget every captured call (and free its memory once no output refers to it), every key seen once and
+    every failed capture."""
     with _lock:
         for call in _captured.values():
             _finished(call.last_use)
         _captured.clear()
+        _seen.clear()
+        _failed.clear()
