@@ -173,15 +173,19 @@ def test_gpu_shape_limits_name_what_is_refused():
 
 
 @small_shapes
-@pytest.mark.parametrize("delta", [False, True], ids=["float32-maps", "delta-maps"])
+@pytest.mark.parametrize("delta,overlap", [(False, True), (True, True), (True, False)],
+                         ids=["float32-maps", "delta-maps", "delta-maps-two-launches"])
 @pytest.mark.parametrize("dtype,segment", [(torch.float32, 1), (torch.float32, 3), (torch.bfloat16, 2)])
-def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, delta, monkeypatch):
+def test_commit_chain_in_segments_equals_the_whole_chain(dtype, segment, delta, overlap, monkeypatch):
     """Cutting each head pair's commit chain into segments (maps of each segment, a short pass joining them,
-    then every segment replayed from its start) computes what the whole chain computes, with or without an
-    initial state, for head pairs with many, few and no commits; with the maps in float32 or as the scaled
-    identity plus what the commits subtracted, in the input dtype (segment_maps.DELTA_MAPS)."""
-    from sparsegdn.triton import forward, segment_maps
+    then every segment replayed from its start, in the one launch beside the outputs or in the state pass)
+    computes what the whole chain computes, with or without an initial state, for head pairs with many,
+    few and no commits; with the maps in float32 or as the scaled identity plus what the commits
+    subtracted, in the input dtype (segment_maps.DELTA_MAPS)."""
+    from sparsegdn.triton import forward, segment_maps, state_output
     monkeypatch.setattr(segment_maps, "DELTA_MAPS", delta)
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
+    monkeypatch.setattr(state_output, "PUBLISH", 1)         # a count after every commit: many runs a segment
     q, k, v, g, beta, s0 = random_inputs(2, 330, 2, 4, 32, 16, dtype=dtype, initial_state=True, device=DEVICE)
     events = random_events(2, 4, sparsegdn.num_chunks(330), seed=11, p=0.6).to(DEVICE)
     events[0, 1] = True                    # every chunk

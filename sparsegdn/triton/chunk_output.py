@@ -39,16 +39,19 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV: tl.constexpr,
-                      STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
+def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT,
+                      HV: tl.constexpr, STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
     """Spin until every value block of head pair `row`'s chain has stored the snapshot at `snapshot_index`
     (progress counts the snapshots each block stored, published with release semantics by
-    state_pass.publish); the barrier after it orders every thread's snapshot loads after the acquire.
+    state_pass.publish, one count per segment of SEGMENT commits: the snapshot after commit j is stored by
+    the segment holding commit j, the first one by segment 0; whole chains have SEGMENT = NC, one segment);
+    the barrier after it orders every thread's snapshot loads after the acquire.
     RELAXED_POLL: poll with plain volatile loads (no acquire atomics contending with the chains' releases)
     and acquire once when the counts suffice (counts only grow, so that acquire reads one of them)."""
     needed = snapshot_index - (b * (E + HV) + tl.load(first_event_ptr + row).to(tl.int64) + hv) + 1
+    segment = tl.maximum(needed - 2, 0) // SEGMENT
     blocks = tl.arange(0, STATE_BLOCKS)
-    counters = progress_ptr + row * tl.cdiv(V, STATE_BV) + blocks
+    counters = progress_ptr + (row * tl.cdiv(NC, SEGMENT) + segment) * tl.cdiv(V, STATE_BV) + blocks
     live = blocks < tl.cdiv(V, STATE_BV)
     stored = fewest_stored(counters, live, needed, RELAXED_POLL)
     while stored < needed:
@@ -76,7 +79,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
                   beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                   BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
-                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
+                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT=1):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
     program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
     program (with more, the pipeliner could fetch the next chunk's snapshot before its wait)."""
@@ -119,8 +122,8 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
         if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
-            wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, HV, STATE_BV,
-                              STATE_BLOCKS, RELAXED_POLL)
+            wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT, HV,
+                              STATE_BV, STATE_BLOCKS, RELAXED_POLL)
             snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
         o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]

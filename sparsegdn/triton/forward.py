@@ -19,17 +19,19 @@ against 5.44-5.98), and its peak extra memory at 128K 2,513 MB against 3,025 (FL
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
-stage; the output stage then reads about zero. SPARSEGDN_OVERLAP=0/1 overrides it; segments
-(COMMIT_SEGMENT > 0) take the two separate passes.
+stage; the output stage then reads about zero. SPARSEGDN_OVERLAP=0/1 overrides it. With segments
+(COMMIT_SEGMENT > 0) the one launch walks every segment of every chain side by side, from the entering
+states segment_scan.py computes first, and each output waits on its snapshot's segment (not yet on a GPU).
 
 PAIRED (off by default: slower on the H200) walks each chain two commits at a time
 (commit_pairs.py): half the dependent steps, after a pass that rewrites the second event of each pair.
 
 COMMIT_SEGMENT > 0 cuts each head pair's commit chain into segments of that many commits run side by
-side (segment_maps.py, segment_scan.py, then state_pass.py per segment): the sequential pass is as
-long as its longest head pair, and the shared budget can give one head pair nearly every chunk.
-0 (the default: on the H200 the segmented pass was slower, see the kernel notes) walks each chain whole;
-SPARSEGDN_COMMIT_SEGMENT sets it.
+side (segment_maps.py, segment_scan.py, then state_pass.py or state_output.py per segment): the
+sequential pass is as long as its longest head pair, and the shared budget can give one head pair nearly
+every chunk. 0 (the default: on the H200 the segmented pass with float32 maps, in two launches, was
+slower, see the kernel notes) walks each chain whole; SPARSEGDN_COMMIT_SEGMENT sets it, and
+segment_maps.DELTA_MAPS the maps' form.
 
 graphs.CUDA_GRAPH (on by default; SPARSEGDN_CUDA_GRAPH=0 turns it off) replays short calls (at most
 graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape (graphs.py):
@@ -133,10 +135,10 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     if paired:
         pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])
-    if OVERLAP and COMMIT_SEGMENT == 0:
+    if OVERLAP:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                                      out_dtype=out_dtype, band=band, paired=paired)
+                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT)
         hook(STAGES[3])
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags

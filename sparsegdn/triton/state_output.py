@@ -37,7 +37,7 @@ import triton.language as tl
 from .chunk_loads import AUTOTUNE, CHUNK, cdiv, padded, solve_precision
 from .chunk_output import output_chunks
 from .launch import Launcher
-from .state_pass import walk_chain
+from .state_pass import SEGMENT_MAX_KEY_DIM, walk_chain
 
 # Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
 # roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
@@ -75,30 +75,34 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY"],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
+                      "HAS_STARTS"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
-                        log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr,
+                        log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr, starts_ptr,
                         snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr,
                         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC, E,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
-                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B,
+                        beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B, SEGMENT,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, HAS_INITIAL: tl.constexpr,
                         STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
-                        CHAIN_ONLY: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
-    # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, cdiv(V, STATE_BV)].
+                        CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, STATE_BV: tl.constexpr,
+                        BV: tl.constexpr):
+    # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, segments, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
     ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
     state_blocks = tl.cdiv(V, STATE_BV)
-    n_chain = B * HV * state_blocks
+    n_slots = tl.cdiv(NC, SEGMENT)          # segments of SEGMENT commits a head pair (whole chains: SEGMENT = NC)
+    n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
-        walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr,
-                   flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL,
-                   False, PUBLISH_EVERY, PAIRED)
+        run = ticket // state_blocks
+        walk_chain(ticket % state_blocks, run // n_slots, run % n_slots, w_ptr, u_ptr, k_commit_ptr,
+                   event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
+                   snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK,
+                   STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -117,21 +121,32 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                       snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                       scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
-                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL)
+                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT)
 
 
 launch_state_output = Launcher(state_output_kernel)
 
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
-                 store_final, scale, normalize, out_dtype, band, paired=False):
+                 store_final, scale, normalize, out_dtype, band, paired=False, segment=0):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
-    paired: the lists were rewritten by commit_pairs.pair_prepare."""
+    paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
+    that many commits walked side by side from the states segment_scan.segment_starts computes first (as
+    state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains)."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     n_events = schedule.max_events
+    starts = None
+    if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
+        if paired:
+            raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
+        from .segment_scan import segment_starts
+        starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
+    else:
+        segment = max(n_chunks, 1)
+    n_slots = cdiv(n_chunks, segment)
     snapshots = (torch.full if POISON else torch.empty)(
         (batch, n_events + value_heads, key_dim, value_dim), *((float("nan"),) if POISON else ()),
         device=w.device, dtype=w.dtype)
@@ -139,27 +154,28 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
                    if store_final else snapshots)
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
     # The ticket counter and the progress counts of the narrowest chain blocks any config uses.
-    counters = torch.zeros(1 + batch * value_heads * cdiv(value_dim, NARROWEST_STATE_BV), dtype=torch.int32,
-                           device=w.device)
+    counters = torch.zeros(1 + batch * value_heads * n_slots * cdiv(value_dim, NARROWEST_STATE_BV),
+                           dtype=torch.int32, device=w.device)
 
     order = ready_order(schedule) if READY_ORDER else counters
 
     def grid(meta):
-        chains = batch * value_heads * cdiv(value_dim, meta["STATE_BV"])
+        chains = batch * value_heads * n_slots * cdiv(value_dim, meta["STATE_BV"])
         outputs = batch * n_chunks * value_heads * cdiv(value_dim, meta["BV"])
         return (chains + outputs,)
 
     launch_state_output(
         grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
         schedule.log_decay_since, schedule.final_log_decay,
-        initial_state if initial_state is not None else snapshots, snapshots, final_state, flags, counters, order,
+        initial_state if initial_state is not None else snapshots, starts if starts is not None else snapshots,
+        snapshots, final_state, flags, counters, order,
         q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
         n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
-        *o.stride()[:3], batch, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
+        *o.stride()[:3], batch, segment, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
-        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY)
+        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=starts is not None)
     return o, (final_state if store_final else None)
 
 

@@ -124,8 +124,9 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     PAIRED (whole chains only, lists rewritten by commit_pairs.pair_prepare): the events two at a time.
 
     PUBLISH > 0 (overlapped passes, state_output.py): every PUBLISH commits (an even number for paired
-    chains), and once at the end, the number of snapshots stored so far goes to progress[row, i_v] with
-    release semantics, after a barrier so that every thread's stores come before it; output programs wait on it.
+    chains), and once at the end, the number of snapshots stored so far (counted from the head pair's first
+    event) goes to progress[row, segment, i_v] with release semantics, after a barrier so that every thread's
+    stores come before it; output programs wait on it (chunk_output.wait_for_snapshot).
     """
     # A paired run must start on a pair's first event: whole chains, cut (if at all) every even number of commits.
     tl.static_assert(not PAIRED or (PUBLISH % 2 == 0 and not HAS_STARTS))
@@ -159,12 +160,13 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier
         # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
         if PUBLISH > 0:
+            counter = row * tl.cdiv(NC, SEGMENT) + segment         # whole chains: SEGMENT = NC, one counter a row
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
                                    state_offsets, state_mask, PAIRED)
-                publish(progress_ptr, row, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
-            publish(progress_ptr, row, i_v, V, BV, end + 1)       # the chain done (also when it has no events)
+                publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
+            publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         else:
             state = commit_run(state, begin, end, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                                snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
