@@ -25,10 +25,8 @@ def _chunk_hover(width: int) -> str:
     return "chunk %{x}" if width == 1 else f"chunks %{{x}} to %{{x}}+{width - 1}"
 
 
-def _chunk_span_labels(columns: np.ndarray, width: int) -> list[str]:
-    if width == 1:
-        return [f"chunk {int(c)}" for c in columns]
-    return [f"chunks {int(c)}–{int(c) + width - 1}" for c in columns]
+def _chunk_span_labels(firsts: np.ndarray, lasts: np.ndarray) -> list[str]:
+    return [f"chunk {int(a)}" if a == b else f"chunks {int(a)}–{int(b)}" for a, b in zip(firsts, lasts)]
 
 
 def _integer_ticks(n_values: int) -> dict:
@@ -100,7 +98,13 @@ def event_heatmap(
     """
     grid, width = tables.layer_event_grid(events, layer, value, chunk_window, max_columns)
     head_pairs, columns, z = tables.to_matrix(grid, "head_pair", "chunk_bin", value)
-    spans = _chunk_span_labels(columns, width)
+    start, end = chunk_window if chunk_window is not None else (0, tables.n_chunks_of(events))
+    lasts = np.minimum(columns + width, end) - 1  # each column's last chunk; the window's end cuts the last bin
+    # Chunk c spans c-0.5..c+0.5 on the axis, so a bin's cell is centred on its chunks; the axis range
+    # below clips a short last bin at the window's end. Without a set range, plotly's autorange would
+    # stretch the axis to the chosen-chunk line and pad it for the strip's markers.
+    x = columns + (width - 1) / 2 if width > 1 else columns
+    spans = _chunk_span_labels(columns, lasts)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.86, 0.14], vertical_spacing=0.03)
     if value == "selected":
         colour = {"colorscale": SELECTED_SCALE if width == 1 else "Blues", "zmin": 0.0, "zmax": 1.0}
@@ -112,13 +116,19 @@ def event_heatmap(
         low, high = (np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0))
         colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": float(max(high, low + 1e-12))}
         label, fmt = VALUE_LABELS.get(value, value), ".3g"
+    # A binned cell's hover names its first and last chunk (customdata: numbers, not per-cell strings).
+    chunks_hover, chunk_data = _chunk_hover(1), {}
+    if width > 1:
+        chunks_hover = "chunks %{customdata[0]}–%{customdata[1]}"
+        chunk_data = {"customdata": np.tile(np.stack([columns, lasts], axis=-1), (len(head_pairs), 1, 1))}
     fig.add_trace(
         go.Heatmap(
             z=z,
-            x=columns,
+            x=x,
             y=head_pairs,
             colorbar={"title": label, "tickformat": fmt, "len": 0.85, "y": 0.57},
-            hovertemplate=f"head pair %{{y}}<br>{_chunk_hover(width)}<br>{label} %{{z:{fmt}}}<extra></extra>",
+            hovertemplate=f"head pair %{{y}}<br>{chunks_hover}<br>{label} %{{z:{fmt}}}<extra></extra>",
+            **chunk_data,
             **colour,
         ),
         row=1,
@@ -129,8 +139,9 @@ def event_heatmap(
         hover = [f"{span}: {previews[int(c)] if int(c) < len(previews) else ''}" for span, c in zip(spans, columns)]
     fig.add_trace(
         go.Scatter(
-            x=columns,
+            x=x,
             y=np.zeros(len(columns)),
+            customdata=columns,  # the chunk a click opens: the column's first
             mode="markers",
             marker={"symbol": "square", "size": 9, "color": "#9aa5b1"},
             text=hover,
@@ -151,8 +162,11 @@ def event_heatmap(
     )
     fig.update_yaxes(title_text="head pair", autorange="reversed", row=1, col=1, **_integer_ticks(len(head_pairs)))
     fig.update_yaxes(visible=False, fixedrange=True, row=2, col=1)
+    fig.update_xaxes(range=[start - 0.5, end - 0.5])
+    if end - start <= 16:  # plotly ticks a window of a few chunks at half chunks
+        fig.update_xaxes(**_integer_ticks(end - start))
     fig.update_xaxes(title_text="chunk (click the strip to read a chunk)", row=2, col=1)
-    _mark_chunk(fig, chunk, row="all", col=1)
+    _mark_chunk(fig, chunk if chunk is not None and start <= chunk < end else None, row="all", col=1)
     return fig
 
 

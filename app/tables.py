@@ -48,8 +48,9 @@ def bin_width(n_chunks: int, max_columns: int) -> int:
     return max(1, math.ceil(n_chunks / max_columns))
 
 
-def _with_bin(frame: pl.DataFrame, width: int) -> pl.DataFrame:
-    return frame.with_columns(((pl.col("chunk") // width) * width).alias("chunk_bin"))
+def _with_bin(frame: pl.DataFrame, width: int, start: int = 0) -> pl.DataFrame:
+    """Each chunk's column: the first chunk of its bin, bins of `width` chunks counted from `start`."""
+    return frame.with_columns((start + (pl.col("chunk") - start) // width * width).alias("chunk_bin"))
 
 
 def n_chunks_of(events: pl.DataFrame) -> int:
@@ -80,12 +81,14 @@ def layer_event_grid(
 ) -> tuple[pl.DataFrame, int]:
     """One layer's events as (head_pair, chunk_bin, value), inside `chunk_window` = [start, end).
 
-    `value` is a column of the events table; selected is averaged to a share when binned.
+    `value` is a column of the events table; selected is averaged to a share when binned. Bins start
+    at the window's first chunk (the last may be shorter), so no column reaches outside the window.
     Returns the frame and the bin width (1 = full resolution).
     """
     if value not in events.columns:
         raise ValueError(f"events has no column {value!r}; columns: {events.columns}")
     frame = events.filter(pl.col("layer") == layer)
+    start = 0
     if chunk_window is not None:
         start, end = chunk_window
         frame = frame.filter((pl.col("chunk") >= start) & (pl.col("chunk") < end))
@@ -94,7 +97,7 @@ def layer_event_grid(
         span = n_chunks_of(frame)
     width = bin_width(span, max_columns)
     grid = (
-        _with_bin(frame.select("head_pair", "chunk", value), width)
+        _with_bin(frame.select("head_pair", "chunk", value), width, start)
         .group_by("head_pair", "chunk_bin")
         .agg(pl.col(value).cast(pl.Float64).mean().alias(value))
         .sort("head_pair", "chunk_bin")

@@ -55,6 +55,37 @@ def test_layer_heatmap_full_resolution_inside_a_window(long_run):
     np.testing.assert_array_equal(z.astype(bool), expected)
 
 
+def test_layer_heatmap_axis_is_exactly_the_chunk_window(small):
+    # Chunk c spans c-0.5..c+0.5: the axis covers the window's chunks and nothing else. A chosen chunk
+    # outside the window is not drawn (its line stretched plotly's autorange to reach it).
+    for window, chunk, expected in ((None, 3, (-0.5, 19.5)), ((5, 15), 2, (4.5, 14.5)), ((10, 20), 0, (9.5, 19.5)),
+                                    ((12, 14), 19, (11.5, 13.5))):
+        fig = figures.event_heatmap(small.events, layer=1, chunk_window=window, chunk=chunk)
+        assert fig.layout.xaxis.range == expected and fig.layout.xaxis2.range == expected, (window, fig.layout.xaxis)
+        first, end = window or (0, 20)
+        assert list(heatmap_of(fig).x) == list(range(first, end)), window
+        assert [shape.x0 for shape in fig.layout.shapes] == ([chunk, chunk] if first <= chunk < end else []), window
+    narrow = figures.event_heatmap(small.events, layer=1, chunk_window=(12, 14))
+    assert narrow.layout.xaxis2.dtick == 1, "a window of two chunks is ticked at chunks, not half chunks"
+
+
+def test_layer_heatmap_bins_start_at_the_window_and_fill_it(long_run):
+    # 1047 chunks over 1024 columns: 2 chunks per column from chunk 1001, the last column chunk 2047 alone.
+    fig = figures.event_heatmap(long_run.events, layer=5, chunk_window=(1001, 2048), max_columns=1024)
+    trace, strip = heatmap_of(fig), next(t for t in fig.data if isinstance(t, go.Scatter))
+    assert "2 chunks per column" in fig.layout.title.text
+    assert fig.layout.xaxis.range == (1000.5, 2047.5)
+    # Each cell is centred on its two chunks, so its edges fall on chunk boundaries: 1000.5, 1002.5, …
+    np.testing.assert_array_equal(np.asarray(trace.x) - 1, np.arange(1000.5, 2047, 2))
+    assert list(strip.customdata[:2]) == [1001, 1003] and strip.customdata[-1] == 2047   # a click opens these
+    assert strip.text[0] == "chunks 1001–1002" and strip.text[-1] == "chunk 2047"
+    assert [list(cell) for cell in np.asarray(trace.customdata)[0, [0, -1]]] == [[1001, 1002], [2047, 2047]]
+    assert "chunks %{customdata[0]}–%{customdata[1]}" in trace.hovertemplate
+    first_column = long_run.events.filter((pl.col("layer") == 5) & pl.col("chunk").is_between(1001, 1002))
+    expected = first_column.group_by("head_pair").agg(pl.col("selected").mean()).sort("head_pair")["selected"]
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=float)[:, 0], expected.to_numpy())
+
+
 def test_layer_heatmap_bins_the_whole_long_document(long_run):
     fig = figures.event_heatmap(long_run.events, layer=0, max_columns=1024)
     assert np.asarray(heatmap_of(fig).z).shape == (32, 1024)

@@ -35,7 +35,7 @@ def on_chunk_input() -> None:
 def on_plot_select(key: str) -> None:
     points = st.session_state[key].selection.points
     if points:
-        set_chunk(int(points[0]["x"]))
+        set_chunk(int(points[0]["customdata"]))  # x is a binned column's centre, not a chunk
 
 
 def on_layer() -> None:
