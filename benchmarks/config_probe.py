@@ -64,10 +64,11 @@ VARIANTS = {
     "stored-separate": {"store": True, "overlap": False},
     "paired": {"paired": True},
     "paired-separate": {"paired": True, "overlap": False},
-    # The chain cut into segments of 64 commits (two launches: the one launch walks whole chains), the segment
-    # maps in float32 or as a scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS).
+    # The chain cut into segments of 64 commits walked side by side in the one launch (or in two launches), the
+    # segment maps in float32 or as a scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS).
     "segmented": {"segment": 64},
     "segmented-delta": {"segment": 64, "delta_maps": True},
+    "segmented-delta-separate": {"segment": 64, "delta_maps": True, "overlap": False},
     # Timing only (its outputs are garbage by construction, so it is never checked): the one launch with output
     # programs that return at once, i.e. the chains alone in the launch's shape. Against `baseline`, how much of
     # the one launch's time beyond its chains is the outputs' contention and waiting.

@@ -17,12 +17,13 @@
 # Then (CPU) short calls replayed from CUDA graphs (sparsegdn/triton/graphs.py, off).
 # Batch of 2026-12-01, midday (analysis/results/overlap/batch6): decays by slot -7 to -10%; pairs correct but
 # slower; graphs on by default (up to 8K). Next batch (its defaults): pair_check.py and the whole matrix; the
-# default (baseline), the two launches with the whole chain (separate) and with segments of 64 commits (float32
-# maps, and maps as identity plus difference in the input dtype: segmented-delta) checked, then timed beside the
-# timing-only chain-only and no-graph at 4K, 32K and 128K.
+# default (baseline), the two launches with the whole chain (separate), segments of 64 commits in the one launch
+# (float32 maps: segmented; maps as identity plus difference in the input dtype: segmented-delta) and in two
+# launches (segmented-delta-separate) checked, then timed beside the timing-only chain-only and no-graph at 4K,
+# 32K and 128K.
 set -u
 OUT=${OUT:-runs/kernel-batch}
-VARIANTS=${VARIANTS:-"separate segmented segmented-delta"}
+VARIANTS=${VARIANTS:-"separate segmented segmented-delta segmented-delta-separate"}
 # Timed in a process of their own (pairs faulted on the H200 in batch 5).
 RISKY=${RISKY:-"paired paired-separate"}
 SAFE=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] || echo -n "$name "; done)

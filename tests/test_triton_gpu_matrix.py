@@ -146,22 +146,25 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, monkeypatch):
     assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
 
 
-@pytest.mark.parametrize("overlap,ready,paired,relaxed", [
-    (False, False, False, False), (True, False, False, False), (True, True, False, False), (True, False, True, False),
-    (False, False, True, False), (True, False, False, True)],
+@pytest.mark.parametrize("overlap,ready,paired,relaxed,segment", [
+    (False, False, False, False, 0), (True, False, False, False, 0), (True, True, False, False, 0),
+    (True, False, True, False, 0), (False, False, True, False, 0), (True, False, False, True, 0),
+    (True, False, False, False, 16)],
     ids=["two-launches", "one-launch", "one-launch-ready-order", "one-launch-paired", "two-launches-paired",
-         "one-launch-relaxed-poll"])
-def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, relaxed, monkeypatch):
+         "one-launch-relaxed-poll", "one-launch-segments-delta-maps"])
+def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, relaxed, segment, monkeypatch):
     """The benchmark's head shape with the shared budget's skew (a few head pairs commit every chunk, most
     commit almost none), both designs of passes 4 and 5 (one launch whose output programs wait for their
     snapshots, in order of readiness or chunk by chunk, polling with acquire atomics or plain loads; or two
-    launches; commits one or two at a time)
-    against the torch backend. After a first call (compiling and autotuning) the snapshots are filled with
-    NaN before every launch and the chains publish their progress after every commit (every pair when paired)
-    or every 16, so an output that reads its snapshot before the chain stored it gives NaN, not an earlier
-    call's values."""
-    from sparsegdn.triton import forward, state_output, state_pass
+    launches; commits one or two at a time; whole chains, or cut into segments of 16 commits walked side by
+    side with delta maps, each output waiting on its snapshot's segment) against the torch backend. After a
+    first call (compiling and autotuning) the snapshots are filled with NaN before every launch and the chains
+    publish their progress after every commit (every pair when paired) or every 16, so an output that reads
+    its snapshot before the chain stored it gives NaN, not an earlier call's values."""
+    from sparsegdn.triton import forward, segment_maps, state_output, state_pass
     monkeypatch.setattr(forward, "OVERLAP", overlap)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", segment)
+    monkeypatch.setattr(segment_maps, "DELTA_MAPS", segment > 0)
     monkeypatch.setattr(state_output, "READY_ORDER", ready)
     monkeypatch.setattr(forward, "PAIRED", paired)
     monkeypatch.setattr(state_output, "RELAXED_POLL", relaxed)

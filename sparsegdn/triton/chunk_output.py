@@ -40,18 +40,22 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.jit
 def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT,
-                      HV: tl.constexpr, STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr):
+                      HV: tl.constexpr, STATE_BV: tl.constexpr, STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr,
+                      SEGMENTED: tl.constexpr):
     """Spin until every value block of head pair `row`'s chain has stored the snapshot at `snapshot_index`
     (progress counts the snapshots each block stored, published with release semantics by
     state_pass.publish, one count per segment of SEGMENT commits: the snapshot after commit j is stored by
-    the segment holding commit j, the first one by segment 0; whole chains have SEGMENT = NC, one segment);
+    the segment holding commit j, the first one by segment 0; whole chains, SEGMENTED false: one count a row);
     the barrier after it orders every thread's snapshot loads after the acquire.
     RELAXED_POLL: poll with plain volatile loads (no acquire atomics contending with the chains' releases)
     and acquire once when the counts suffice (counts only grow, so that acquire reads one of them)."""
     needed = snapshot_index - (b * (E + HV) + tl.load(first_event_ptr + row).to(tl.int64) + hv) + 1
-    segment = tl.maximum(needed - 2, 0) // SEGMENT
     blocks = tl.arange(0, STATE_BLOCKS)
-    counters = progress_ptr + (row * tl.cdiv(NC, SEGMENT) + segment) * tl.cdiv(V, STATE_BV) + blocks
+    if SEGMENTED:
+        counter = row * tl.cdiv(NC, SEGMENT) + tl.maximum(needed - 2, 0) // SEGMENT
+    else:
+        counter = row
+    counters = progress_ptr + counter * tl.cdiv(V, STATE_BV) + blocks
     live = blocks < tl.cdiv(V, STATE_BV)
     stored = fewest_stored(counters, live, needed, RELAXED_POLL)
     while stored < needed:
@@ -79,7 +83,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
                   beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                   BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
-                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT=1):
+                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT, SEGMENTED: tl.constexpr):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
     program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
     program (with more, the pipeliner could fetch the next chunk's snapshot before its wait)."""
@@ -123,7 +127,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
         if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
             wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT, HV,
-                              STATE_BV, STATE_BLOCKS, RELAXED_POLL)
+                              STATE_BV, STATE_BLOCKS, RELAXED_POLL, SEGMENTED)
             snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
         o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
@@ -156,7 +160,7 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                   snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
                   0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
-                  16, 0, False)
+                  16, 0, False, NC, False)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)

@@ -95,14 +95,23 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
     progress_ptr = ticket_ptr + 1
     ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
     state_blocks = tl.cdiv(V, STATE_BV)
-    n_slots = tl.cdiv(NC, SEGMENT)          # segments of SEGMENT commits a head pair (whole chains: SEGMENT = NC)
+    if HAS_STARTS:                          # segments of SEGMENT commits a head pair, each its own program
+        n_slots = tl.cdiv(NC, SEGMENT)
+    else:                                   # whole chains (SEGMENT = NC)
+        n_slots = 1
     n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
-        run = ticket // state_blocks
-        walk_chain(ticket % state_blocks, run // n_slots, run % n_slots, w_ptr, u_ptr, k_commit_ptr,
-                   event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
-                   snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK,
-                   STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED)
+        if HAS_STARTS:
+            run = ticket // state_blocks
+            walk_chain(ticket % state_blocks, run // n_slots, run % n_slots, w_ptr, u_ptr, k_commit_ptr,
+                       event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
+                       snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V,
+                       BK, STATE_BV, HAS_INITIAL, STORE_FINAL, True, PUBLISH_EVERY, PAIRED)
+        else:
+            walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr,
+                       event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
+                       snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK,
+                       STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY, PAIRED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -121,7 +130,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                       snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                       scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
-                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT)
+                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT, HAS_STARTS)
 
 
 launch_state_output = Launcher(state_output_kernel)

@@ -160,7 +160,10 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier
         # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
         if PUBLISH > 0:
-            counter = row * tl.cdiv(NC, SEGMENT) + segment         # whole chains: SEGMENT = NC, one counter a row
+            if HAS_STARTS:                                          # a count per segment; whole chains: per row
+                counter = row * tl.cdiv(NC, SEGMENT) + segment
+            else:
+                counter = row
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
