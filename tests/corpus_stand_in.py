@@ -30,3 +30,15 @@ def heldout() -> dict[str, np.ndarray]:
 def haystack() -> np.ndarray:
     """Every sample source joined: a training-split stand-in."""
     return np.concatenate(list(heldout().values()))
+
+
+def install(folder, monkeypatch, train_module):
+    """data/corpus/ replaced for one test by the sample texts under `folder` (train.npz and heldout.npz with
+    the two held-out sources' names), through `train_module`'s TRAIN_TOKENS and HELDOUT_TOKENS."""
+    corpus = Path(folder) / "corpus"
+    corpus.mkdir()
+    held = heldout()
+    np.savez(corpus / "train.npz", tokens=haystack())
+    np.savez(corpus / "heldout.npz", milton=held["sonnets"], **{"pydoc-howto": held["macbeth"]})
+    monkeypatch.setattr(train_module, "TRAIN_TOKENS", corpus / "train.npz")
+    monkeypatch.setattr(train_module, "HELDOUT_TOKENS", corpus / "heldout.npz")

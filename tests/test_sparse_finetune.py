@@ -4,7 +4,6 @@ fine-tune runs on a GPU)."""
 import json
 
 import corpus_stand_in
-import numpy as np
 import pytest
 import torch
 
@@ -43,13 +42,7 @@ def stand_in_run(tmp_path, monkeypatch):
     """A tiny GDN-only model saved as the start checkpoint, and data/corpus/ replaced by the sample texts."""
     from transformers import Qwen3_5ForCausalLM, PreTrainedTokenizerFast
 
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    heldout = corpus_stand_in.heldout()
-    np.savez(corpus / "train.npz", tokens=corpus_stand_in.haystack())
-    np.savez(corpus / "heldout.npz", milton=heldout["sonnets"], **{"pydoc-howto": heldout["macbeth"]})
-    monkeypatch.setattr(train, "TRAIN_TOKENS", corpus / "train.npz")
-    monkeypatch.setattr(train, "HELDOUT_TOKENS", corpus / "heldout.npz")
+    corpus_stand_in.install(tmp_path, monkeypatch, train)
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(train.TOKENIZER))
     torch.manual_seed(0)
     model = Qwen3_5ForCausalLM(train.model_config(len(tokenizer), 0, tiny=True, gdn_only=True))

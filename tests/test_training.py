@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import corpus_stand_in
-import numpy as np
 import pytest
 import torch
 
@@ -348,13 +347,7 @@ def test_state_files_split_large_tensors_and_restore_them_exactly(tmp_path):
 @pytest.fixture
 def stand_in_corpus(tmp_path, monkeypatch):
     """data/corpus/ replaced by the bundled sample texts (the real corpus is generated, not tracked)."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    heldout = corpus_stand_in.heldout()
-    np.savez(corpus / "train.npz", tokens=corpus_stand_in.haystack())
-    np.savez(corpus / "heldout.npz", milton=heldout["sonnets"], **{"pydoc-howto": heldout["macbeth"]})
-    monkeypatch.setattr(train, "TRAIN_TOKENS", corpus / "train.npz")
-    monkeypatch.setattr(train, "HELDOUT_TOKENS", corpus / "heldout.npz")
+    corpus_stand_in.install(tmp_path, monkeypatch, train)
     return tmp_path
 
 

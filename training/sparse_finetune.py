@@ -85,34 +85,12 @@ def load_model(directory: Path, device):
     return Qwen3_5ForCausalLM.from_pretrained(str(directory), dtype=torch.float32).to(device)
 
 
-def start_or_resume(args, model, optimizer) -> dict:
-    """The run's log: new, or read from --resume (then the optimizer state, which holds the float32 weights,
-    and the RNG states are restored too)."""
+def start_or_resume(args, optimizer) -> dict:
+    """The run's log: new, or read from --resume with the optimizer state (the float32 weights) and the RNG
+    states restored (train.py's checkpoint folder)."""
     if args.resume is None:
         return {"recipe": recipe(args), "next_step": 0, "stages": [], "log": []}
-    folder = args.resume / "checkpoint"
-    run = json.loads((folder / base.LOG).read_text())
-    tensors = base.load_tensors(folder, run["state_index"])
-    optimizer.load_state_tensors({k.removeprefix("optimizer."): v for k, v in tensors.items()
-                                  if k.startswith("optimizer.")})
-    torch.set_rng_state(tensors["rng.cpu"])
-    if "rng.cuda" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state(tensors["rng.cuda"])
-    if optimizer.steps != run["next_step"]:
-        raise SystemExit(f"{folder}: optimizer state is at step {optimizer.steps}, the log at {run['next_step']}")
-    return run
-
-
-def save_run(args, run: dict, model, optimizer, device) -> None:
-    folder = args.out / "checkpoint"
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {f"optimizer.{k}": v for k, v in optimizer.state_tensors().items()}
-    tensors["rng.cpu"] = torch.get_rng_state()
-    if device.type == "cuda":
-        tensors["rng.cuda"] = torch.cuda.get_rng_state()
-    run["state_index"] = base.save_tensors(folder, tensors)
-    (folder / base.LOG).write_text(json.dumps(run, indent=1) + "\n")
-    base.export_model(model, args.out / "default-model")
+    return base.resume_run(args.resume / "checkpoint", optimizer)
 
 
 def heldout_perplexity(model, device, config: SparseConfig, length: int, windows: int) -> dict:
@@ -162,7 +140,7 @@ def train(args) -> dict:
     model = load_model(args.model, device)
     core, core_check = base.choose_core(args.gdn_core, args.device, model.config)
     optimizer = CompactAdamW(model, betas=base.BETAS, weight_decay=base.WEIGHT_DECAY)
-    run = start_or_resume(args, model, optimizer)
+    run = start_or_resume(args, optimizer)
     rec = run["recipe"]
     config = sparse_config(rec)
     first = step = run["next_step"]
@@ -228,11 +206,11 @@ def train(args) -> dict:
                                if isinstance(v, dict)), flush=True)
         if time.perf_counter() - last_save > args.save_every_s:
             close_stage(time.perf_counter() - started_training)
-            save_run(args, run, model, optimizer, device)
+            base.save_run(args, run, model, optimizer, device)
             last_save = time.perf_counter()
     seconds = time.perf_counter() - started_training
     close_stage(seconds)
-    save_run(args, run, model, optimizer, device)
+    base.save_run(args, run, model, optimizer, device)
     print(f"[finetune] job done: steps {first} -> {step} of {rec['steps']} in {seconds:.0f} s; saved "
           f"{args.out / 'checkpoint'}", flush=True)
     if args.ppl_windows:

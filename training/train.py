@@ -518,7 +518,12 @@ def start_or_resume(args, model, optimizer) -> dict:
     --resume (then the weights, optimizer state and RNG states are restored too)."""
     if args.resume is None:
         return {"recipe": recipe(args), "recipe_flags": recipe_flags(args), "next_step": 0, "stages": [], "log": []}
-    folder = args.resume / "checkpoint"
+    return resume_run(args.resume / "checkpoint", optimizer)
+
+
+def resume_run(folder: Path, optimizer) -> dict:
+    """The log saved in `folder` (a checkpoint/ folder of save_run), with the optimizer state (which holds
+    the float32 weights) and the RNG states restored from its state files."""
     run = json.loads((folder / LOG).read_text())
     tensors = load_tensors(folder, run["state_index"])
     optimizer.load_state_tensors({k.removeprefix("optimizer."): v for k, v in tensors.items()
