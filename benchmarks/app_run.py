@@ -122,7 +122,8 @@ def per_repeat(timings) -> list[dict]:
         rows.append({"repeat": repeat, "path": path,
                      "prefill_ms": round(group.filter(pl.col("scope") == "prefill")["ms"].sum(), 3),
                      "core_ms": round(cores["ms"].sum(), 3),
-                     "slowest_layer": (slowest["layer"].item(), round(slowest["ms"].item(), 3)) if cores.height else None,
+                     "slowest_layer": ((slowest["layer"].item(), round(slowest["ms"].item(), 3)) if cores.height
+                                       else None),
                      "stages_ms": {stage: round(ms, 3) for stage, ms in group.filter(pl.col("scope") == "stage")
                                    .group_by("stage", maintain_order=True).agg(pl.col("ms").sum()).iter_rows()}})
     return rows

@@ -28,7 +28,8 @@ def test_the_app_run_script_records_the_apps_timings(tmp_path):
     sparse_cores = sorted(row["core_ms"] for (_, path), row in repeats.items() if path == "sparse")
     spread = run["timing"]["core_sparse"]                                    # the same repeats, rounded to 1 us
     assert abs(sparse_cores[0] - spread["low"]) < 1e-3 and abs(sparse_cores[-1] - spread["high"]) < 1e-3
-    assert set(repeats[(0, "sparse")]["stages_ms"]) == {"intra_solve", "selection", "event_prepare", "state_pass", "output"}
+    assert set(repeats[(0, "sparse")]["stages_ms"]) == {"intra_solve", "selection", "event_prepare", "state_pass",
+                                                         "output"}
     assert repeats[(0, "dense")]["stages_ms"] == {}
     table = front_page.render(out.name, tmp_path)
     assert "| default | CPU |" in table

@@ -126,15 +126,18 @@ LONG_CHAIN_SHAPES = [(2, 3000, 2, 8, 128, 128, 1, True, torch.bfloat16),
                      (1, 1500, 2, 4, 256, 128, 2, True, torch.float16)]
 
 
-@pytest.mark.parametrize("delta", [False, True], ids=["float32-maps", "delta-maps"])
+@pytest.mark.parametrize("delta,overlap", [(False, True), (True, True), (True, False)],
+                         ids=["float32-maps", "delta-maps", "delta-maps-two-launches"])
 @pytest.mark.parametrize("shape", LONG_CHAIN_SHAPES, ids=_case_id)
-def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, monkeypatch):
+def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, overlap, monkeypatch):
     """The segmented commit chain against the torch backend with the same events: cut into segments of 8
-    commits (segment_maps, segment_scan, then the state pass per segment), the maps in float32 or as a
-    scaled identity plus a difference in the input dtype (segment_maps.DELTA_MAPS); above K = 128 the chain
-    is walked whole (state_pass.SEGMENT_MAX_KEY_DIM)."""
+    commits (segment_maps, segment_scan, then every segment replayed from its start in the one launch beside
+    the outputs, or in the state pass before the output pass), the maps in float32 or as a scaled identity
+    plus a difference in the input dtype (segment_maps.DELTA_MAPS); above K = 128 the chain is walked whole
+    (state_pass.SEGMENT_MAX_KEY_DIM)."""
     from sparsegdn.triton import forward, segment_maps
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
     monkeypatch.setattr(segment_maps, "DELTA_MAPS", delta)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
@@ -153,7 +156,7 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, monkeypatch):
     ids=["two-launches", "one-launch", "one-launch-ready-order", "one-launch-paired", "two-launches-paired",
          "one-launch-relaxed-poll", "one-launch-segments-delta-maps"])
 def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, paired, relaxed, segment, monkeypatch):
-    """The benchmark's head shape with the shared budget's skew (a few head pairs commit every chunk, most
+    """The benchmark's head shape with the shared budget's skew (a few head pairs commit nearly every chunk, most
     commit almost none), both designs of passes 4 and 5 (one launch whose output programs wait for their
     snapshots, in order of readiness or chunk by chunk, polling with acquire atomics or plain loads; or two
     launches; commits one or two at a time; whole chains, or cut into segments of 16 commits walked side by
@@ -170,7 +173,8 @@ def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, pair
     monkeypatch.setattr(state_output, "RELAXED_POLL", relaxed)
     inputs = random_inputs(1, 8192, 4, 8, 128, 128, dtype=torch.bfloat16, initial_state=True, device="cuda")
     events = torch.zeros(1, 8, sparsegdn.num_chunks(8192), dtype=torch.bool, device="cuda")
-    events[0, :2] = True                   # two chains of every chunk
+    events[0, :2, :112] = True             # two long chains (112 commits: a multiple of the segments' 16) and
+    #                                        16 chunks after their last commit, which wait for the last snapshot
     events[0, 2:5, ::9] = True             # short chains; head pairs 5-7 commit nothing
     q, k, v, g, beta, s0 = inputs
     ref = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, initial_state=s0, output_final_state=True,

@@ -180,8 +180,9 @@ def train(args) -> dict:
         optimizer.zero_grad()
         parts = {}
         # Two forward-backward passes, gradients summed: dense on the training core, sparse on the reference.
-        for name, weight, context in (("dense", 1.0 - rec["sparse_weight"], base.training_core(model, core, base.TORCH_CORE_CHUNK)),
-                                      ("sparse", rec["sparse_weight"], swap_gdn_core(model, sparse_reference_core(config)))):
+        passes = (("dense", 1.0 - rec["sparse_weight"], base.training_core(model, core, base.TORCH_CORE_CHUNK)),
+                  ("sparse", rec["sparse_weight"], swap_gdn_core(model, sparse_reference_core(config))))
+        for name, weight, context in passes:
             if weight == 0:
                 continue
             with context, autocast:
@@ -238,7 +239,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--log-every", type=int, default=None)
     parser.add_argument("--save-every-s", type=float, default=150.0)
     parser.add_argument("--ppl-windows", type=int, default=None,
-                        help=f"held-out windows per source for the end-of-job perplexity (default {PPL_WINDOWS}; 0: none)")
+                        help=f"held-out windows per source for the end-of-job perplexity (default {PPL_WINDOWS}; "
+                             "0: none)")
     parser.add_argument("--ppl-length", type=int, default=None, help=f"their length (default {PPL_LENGTH})")
     parser.add_argument("--check-samples", type=int, default=None,
                         help="held-out needle samples per task and length, dense and sparse (0: none)")
@@ -261,13 +263,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                                       ("--length", args.length), ("--tokens-per-step", args.tokens_per_step),
                                       ("--lr", args.lr), ("--sparse-weight", args.sparse_weight),
                                       ("--budget", args.budget), ("--selector", args.selector),
-                                      ("--band", args.band), ("--seed", args.seed)) if value is not None and value is not False]
+                                      ("--band", args.band), ("--seed", args.seed))
+             if value is not None and value is not False]
     if args.resume is not None:
         if given:
             parser.error(f"--resume keeps the saved recipe: drop {' '.join(given)}")
         saved = json.loads((args.resume / "checkpoint" / base.LOG).read_text())["recipe"]
         args.tiny, args.steps, args.length = saved["tiny"], saved["steps"], saved["length"]
-        args.tokens_per_step, args.lr, args.sparse_weight = saved["tokens_per_step"], saved["lr"], saved["sparse_weight"]
+        args.tokens_per_step, args.lr = saved["tokens_per_step"], saved["lr"]
+        args.sparse_weight = saved["sparse_weight"]
         args.budget, args.selector, args.band = (saved["sparse"][k] for k in ("budget", "selector", "band"))
         args.seed = saved["seed"]
         # The weights come from the checkpoint's optimizer state; the model folder gives the architecture.
@@ -280,7 +284,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.tokens_per_step is None:
         args.tokens_per_step = TINY_TOKENS_PER_STEP if args.tiny else TOKENS_PER_STEP
     args.lr = LR if args.lr is None else args.lr
-    for flag, value in (("--steps", args.steps), ("--length", args.length), ("--tokens-per-step", args.tokens_per_step)):
+    for flag, value in (("--steps", args.steps), ("--length", args.length),
+                        ("--tokens-per-step", args.tokens_per_step)):
         if value < 1:
             parser.error(f"{flag} {value}: must be at least 1")
     if not args.lr > 0:
@@ -297,7 +302,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(str(error))
     args.seed = args.seed or 0
     args.log_every = args.log_every or (1 if args.tiny else 10)
-    args.ppl_windows = (TINY_PPL_WINDOWS if args.tiny else PPL_WINDOWS) if args.ppl_windows is None else args.ppl_windows
+    if args.ppl_windows is None:
+        args.ppl_windows = TINY_PPL_WINDOWS if args.tiny else PPL_WINDOWS
     args.ppl_length = args.ppl_length or (TINY_PPL_LENGTH if args.tiny else PPL_LENGTH)
     args.check_samples = (1 if args.tiny else 16) if args.check_samples is None else args.check_samples
     args.command = "python training/sparse_finetune.py " + shlex.join(sys.argv[1:] if argv is None else argv)

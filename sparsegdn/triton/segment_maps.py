@@ -6,8 +6,9 @@ the decay since the last commit, c_i the chunk's own decay), so a run of commits
 HOMOGENEOUS the program pushes identity columns through the run without the u terms and writes
 M_seg = prod M_i ([K, K]); without, it pushes zero columns through the whole commits and writes
 N_seg ([K, V]), the run's end state from a zero start. Every segment of every head pair runs at once;
-segment_scan.py then joins them in a short sequential pass, and state_pass.py replays each segment
-from its true start. The last segment of a head pair needs no map (nothing follows it).
+segment_scan.py then joins them in a short sequential pass, and state_pass.py (or the one launch,
+state_output.py) replays each segment from its true start. The last segment of a head pair needs no map
+(nothing follows it).
 
 The maps are products of float32 tiles (tf32x3, near float32), not of the running state rounded to
 the input dtype as in the state pass: a map is applied to every later segment's start, so its

@@ -6,17 +6,18 @@ long as its longest chain, a handful of programs walking ~NC commits while the r
 and only then does the output pass start. Here the output programs fill that idle GPU: an output chunk
 needs only its own head pair's snapshot, so it waits for that one, not for every chain.
 
-Grid: one program per chain block (value block x batch row x head pair, as state_pass.py) and per
-output block (one chunk of one head pair, as chunk_output.py with GROUP 1; chunks slowest, so early
-chunks first). A program takes a ticket
+Grid: one program per chain block (value block x batch row x head pair, as state_pass.py; with
+segments, x segment: each walks its segment from the entering state segment_scan.py computed before the
+launch) and per output block (one chunk of one head pair, as chunk_output.py with GROUP 1; chunks
+slowest, so early chunks first). A program takes a ticket
 from a counter when it starts and plays the role of that ticket's number: chain programs hold the
 first tickets. An output program waits only on chain programs, and those got their tickets earlier,
 so they are already running and never wait themselves: the waits always end, whatever order the
 hardware starts the programs in (a program's place in the grid does not decide its role).
 
 The chain programs publish how many snapshots they have stored every PUBLISH commits (state_pass.publish;
-an even number for paired chains);
-an output program spins on its head pair's counters just before its one product that needs the snapshot
+an even number for paired chains); an output program spins on the counters of the chain (with segments:
+of the segment) that stores its snapshot, just before its one product that needs it
 (chunk_output.wait_for_snapshot). The kernel autotunes with the counters zeroed before every run
 (reset_to_zero). Under the interpreter the programs run one after another in grid order, so every
 wait finds its snapshot stored: the interpreter tests check the arithmetic, never the waiting (a wait
