@@ -198,9 +198,10 @@ def test_gpu_overlapped_passes_match_torch_on_skewed_chains(overlap, ready, pair
 @pytest.mark.parametrize("selector,strided_v", [("score", False), ("all", True)])
 def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
     """graphs.CUDA_GRAPH: a short call replayed from a CUDA graph returns what the same call's launches return,
-    bit for bit (the same kernels and configs), for two different inputs of one shape in a row (the second
-    replays the first's graph with its inputs copied in), with v as a model hands it over (tokens innermost),
-    and leaves the first call's outputs alone."""
+    bit for bit (the same kernels and configs), for three different inputs of one shape in a row (the first
+    launched, the second captured and replayed, the third replaying that graph with its inputs copied in),
+    with v as a model hands it over (tokens innermost), and leaves the earlier calls' outputs alone; the
+    graph is captured under inference_mode and replayed under no_grad."""
     from sparsegdn.triton import graphs
     graphs.clear()
 
@@ -215,18 +216,19 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         return sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
                                                  budget=0.29, selector=selector, band=1, backend="triton")
     try:
-        for seed in (1, 2):
+        for seed, mode in ((1, torch.inference_mode), (2, torch.inference_mode), (3, torch.no_grad)):
             x = inputs(seed)
-            monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
-            o_ref, s_ref, info_ref = call(*x)
-            monkeypatch.setattr(graphs, "CUDA_GRAPH", True)
-            o, s, info = call(*x)
+            with mode():
+                monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+                o_ref, s_ref, info_ref = call(*x)
+                monkeypatch.setattr(graphs, "CUDA_GRAPH", True)
+                o, s, info = call(*x)
             assert torch.equal(o, o_ref) and torch.equal(s, s_ref), seed
             assert torch.equal(info.events, info_ref.events) and torch.equal(info.scores, info_ref.scores)
-            if seed == 1:
+            assert len(graphs._captured) == (0 if seed == 1 else 1), seed      # captured on the second call
+            if seed == 2:
                 kept = o.clone()
-                first = o
-        assert torch.equal(first, kept), "a later replay changed an earlier call's output"
-        assert len(graphs._captured) == 1
+                second = o
+        assert torch.equal(second, kept), "a later replay changed an earlier call's output"
     finally:
         graphs.clear()
