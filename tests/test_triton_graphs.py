@@ -36,6 +36,7 @@ def test_only_short_calls_whose_host_work_ignores_the_data_are_replayed(graphs_o
     assert not graphs.wanted(_tensors(), events=torch.ones(1), selector="score", stage_hook=None)  # sized by a sync
     assert not graphs.wanted(_tensors(), events=None, selector="random", stage_hook=None)     # selected in torch
     assert not graphs.wanted(_tensors(), events=None, selector="score", stage_hook=print)      # a hook syncs
+    assert not graphs.wanted(_tensors(), events=None, selector="score", stage_hook=None, deferred=True)  # no sync
     cpu = dict(_tensors(), v=torch.zeros(1, 64, 2, 16))
     assert not graphs.wanted(cpu, events=None, selector="score", stage_hook=None)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)        # inside a caller's graph

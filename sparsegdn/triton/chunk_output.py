@@ -24,6 +24,7 @@ from .band_solve import band_inverse
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, cdiv, inverse_norm, load_gates, load_rows, load_tile,
                           mma, not_finite, padded, raise_flag, round_to, solve_precision)
 from .launch import Launcher
+from .state_pass import progress_row
 
 # Only configs that computed correctly on the H200 when forced one at a time (2026-11-30,
 # benchmarks/config_probe.py, head size 128); an autotuning run over more of them ended in an illegal address.
@@ -51,11 +52,10 @@ def wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row,
     and acquire once when the counts suffice (counts only grow, so that acquire reads one of them)."""
     needed = snapshot_index - (b * (E + HV) + tl.load(first_event_ptr + row).to(tl.int64) + hv) + 1
     blocks = tl.arange(0, STATE_BLOCKS)
-    if SEGMENTED:
-        counter = row * tl.cdiv(NC, SEGMENT) + tl.maximum(needed - 2, 0) // SEGMENT
-    else:
-        counter = row
-    counters = progress_ptr + counter * tl.cdiv(V, STATE_BV) + blocks
+    segment = 0
+    if SEGMENTED:                                 # the segment that stores snapshot needed - 1
+        segment = tl.maximum(needed - 2, 0) // SEGMENT
+    counters = progress_ptr + progress_row(row, segment, NC, SEGMENT, SEGMENTED) * tl.cdiv(V, STATE_BV) + blocks
     live = blocks < tl.cdiv(V, STATE_BV)
     stored = fewest_stored(counters, live, needed, RELAXED_POLL)
     while stored < needed:

@@ -87,8 +87,8 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
     if v.is_cuda:
         with torch.cuda.device(v.device):
             tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
-            if replayable and graphs.wanted(tensors, events=options["events"], selector=options["selector"],
-                                            stage_hook=options.get("stage_hook")):
+            if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
+                             stage_hook=options.get("stage_hook"), deferred=not replayable):
                 return graphs.replay(_forward, tensors, options, design=design_switches())
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)

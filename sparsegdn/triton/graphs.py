@@ -63,11 +63,13 @@ _failed: set = set()                    # keys whose capture failed: launched
 SEEN_SIZE = 64
 
 
-def wanted(tensors: dict, *, events, selector, stage_hook) -> bool:
-    """Whether this call is replayed from a graph (see the module docstring)."""
+def wanted(tensors: dict, *, events, selector, stage_hook, deferred=False) -> bool:
+    """Whether this call is replayed from a graph (see the module docstring); `deferred`: the caller defers its
+    value checks."""
     v = tensors["v"]
     return (CUDA_GRAPH and v.is_cuda and events is None and selector in GRAPHED_SELECTORS and stage_hook is None
-            and v.shape[0] * v.shape[1] <= MAX_TOKENS and not torch.cuda.is_current_stream_capturing())
+            and not deferred and v.shape[0] * v.shape[1] <= MAX_TOKENS
+            and not torch.cuda.is_current_stream_capturing())
 
 
 def tensor_key(x):

@@ -102,17 +102,15 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         n_slots = 1
     n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
+        row = ticket // state_blocks
+        segment = 0                         # a constant without segments: the whole-chain code stays as it was
         if HAS_STARTS:
-            run = ticket // state_blocks
-            walk_chain(ticket % state_blocks, run // n_slots, run % n_slots, w_ptr, u_ptr, k_commit_ptr,
-                       event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
-                       snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V,
-                       BK, STATE_BV, HAS_INITIAL, STORE_FINAL, True, PUBLISH_EVERY, PAIRED)
-        else:
-            walk_chain(ticket % state_blocks, ticket // state_blocks, 0, w_ptr, u_ptr, k_commit_ptr,
-                       event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr,
-                       snapshot_ptr, final_state_ptr, flags_ptr, flags_ptr, progress_ptr, NC, E, NC, HV, K, V, BK,
-                       STATE_BV, HAS_INITIAL, STORE_FINAL, False, PUBLISH_EVERY, PAIRED)
+            segment = row % n_slots
+            row = row // n_slots
+        walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
+                   final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV,
+                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)

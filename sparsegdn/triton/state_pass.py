@@ -160,10 +160,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier
         # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
         if PUBLISH > 0:
-            if HAS_STARTS:                                          # a count per segment; whole chains: per row
-                counter = row * tl.cdiv(NC, SEGMENT) + segment
-            else:
-                counter = row
+            counter = progress_row(row, segment, NC, SEGMENT, HAS_STARTS)
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
@@ -224,6 +221,16 @@ def store_snapshot(snapshot, index, state, snapshot_ptr, K, V, state_offsets, st
     """This program's block of `state` as snapshot `index` after `snapshot` (in the snapshots' dtype)."""
     tl.store(snapshot + index * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
              mask=state_mask)
+
+
+@triton.jit
+def progress_row(row, segment, NC, SEGMENT, SEGMENTED: tl.constexpr):
+    """The row of the progress counts ([rows, cdiv(V, BV)]) that head pair `row`'s `segment` publishes to and
+    its outputs wait on: one a segment (SEGMENTED), else one a head pair."""
+    counter = row
+    if SEGMENTED:
+        counter = row * tl.cdiv(NC, SEGMENT) + segment
+    return counter
 
 
 @triton.jit
