@@ -26,8 +26,8 @@ CASES = [  # (B, T, H, HV, K, V, band, dtype)
 # Head size 32, refused on a GPU since it computed wrongly (sparsegdn.api.MIN_GPU_HEAD_SIZE): the variants
 # with "head32" lift the refusal and run these too, to see whether a config change cures it.
 HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16")]
-# A variant: "configs" forces one config per kernel (kwargs, warps, stages); "env" an environment setting
-# (its own process only); "head32" adds the head-size-32 cases.
+# A variant: "configs" forces one config per kernel (kwargs, warps, stages[, most registers a thread: maxnreg]);
+# "env" an environment setting (its own process only); "head32" adds the head-size-32 cases.
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
     "head32": {"head32": True},
@@ -78,13 +78,30 @@ VARIANTS = {
     # path; here it is timed (the public call too, where the host's launches show).
     "graph": {"graph": True, "timing_only": True},
     "no-graph": {"graph": False, "timing_only": True},
+    # The one launch's chain programs publish their progress every state_output.PUBLISH commits (16): each
+    # count ends a pipelined run (its loads issued again from empty, a barrier and a GPU-scope fence).
+    # Fewer counts, a longer wait for the outputs; chain-only-publish-end times the chains publishing once.
+    "publish-64": {"publish": 64},
+    "chain-only-publish-end": {"chain_only": True, "publish": 1 << 20, "timing_only": True},
+    # The one launch holds 255 registers a thread: two programs an SM. Capped at 168 (maxnreg, spills to local
+    # memory instead), three fit by registers and by shared memory at 2 stages (71,688 B).
+    "overlap-2stages-reg168": {"configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2, 168)}},
+    "overlap-bv64-2stages-reg168": {"configs": {"state_output": ({"STATE_BV": 16, "BV": 64}, 4, 2, 168)}},
+    # The chains alone walk faster in the two launches' state pass (0.44 ms at 32K) than in the one launch (0.67
+    # publishing once): which state-pass config the autotuner picks there, and chain blocks of 8 columns
+    # (mma.sync products, 51 KB of shared memory at 3 stages) in the one launch.
+    "separate-state-bv8": {"overlap": False, "configs": {"state_pass": ({"BV": 8}, 4, 3)}},
+    "separate-state-bv16": {"overlap": False, "configs": {"state_pass": ({"BV": 16}, 4, 3)}},
+    "overlap-state-bv8": {"configs": {"state_output": ({"STATE_BV": 8, "BV": 128}, 4, 3)}},
+    "chain-only-state-bv8": {"chain_only": True, "timing_only": True,
+                             "configs": {"state_output": ({"STATE_BV": 8, "BV": 128}, 4, 3)}},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
-                   "delta_maps": ("segment_maps", "DELTA_MAPS")}
+                   "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -111,7 +128,8 @@ def apply_variant(name):
         if not hasattr(kernel, "original_configs"):
             kernel.original_configs = list(kernel.configs)
         forced = variant.get("configs", {}).get(kernel_name)
-        kernel.configs = ([triton.Config(forced[0], num_warps=forced[1], num_stages=forced[2])] if forced
+        kernel.configs = ([triton.Config(forced[0], num_warps=forced[1], num_stages=forced[2],
+                                         maxnreg=forced[3] if len(forced) > 3 else None)] if forced
                           else list(kernel.original_configs))
         kernel.cache.clear()
         getattr(module, f"launch_{kernel_name}").plans.clear()

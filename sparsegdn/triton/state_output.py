@@ -47,7 +47,6 @@ from .state_pass import SEGMENT_MAX_KEY_DIM, walk_chain
 CONFIGS = [triton.Config({"STATE_BV": state_bv, "BV": 128}, num_warps=4, num_stages=stages)
            for state_bv, stages in ((16, 3), (16, 2), (32, 3))]
 FALLBACK = triton.Config({"STATE_BV": 16, "BV": 16}, num_warps=4, num_stages=2)   # BV set by _prune
-NARROWEST_STATE_BV = min(config.kwargs["STATE_BV"] for config in CONFIGS + [FALLBACK])
 PUBLISH = 16        # commits between two progress counts of a chain program
 # Output programs in order of readiness (chunks sorted by how many commits their snapshot needs, one
 # argsort per call, so that fewer programs wait holding an SM's slot), or chunk by chunk (the default:
@@ -161,8 +160,10 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     final_state = (torch.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
-    # The ticket counter and the progress counts of the narrowest chain blocks any config uses.
-    counters = torch.zeros(1 + batch * value_heads * n_slots * cdiv(value_dim, NARROWEST_STATE_BV),
+    # The ticket counter and the progress counts of the narrowest chain blocks any config uses (the kernel's
+    # configs as they are now: a probe may force others).
+    narrowest = min(config.kwargs["STATE_BV"] for config in state_output_kernel.configs + [FALLBACK])
+    counters = torch.zeros(1 + batch * value_heads * n_slots * cdiv(value_dim, narrowest),
                            dtype=torch.int32, device=w.device)
 
     order = ready_order(schedule) if READY_ORDER else counters
