@@ -123,15 +123,21 @@ def mean_nll(model, windows: torch.Tensor, batch: int) -> float:
     return total / count
 
 
-def heldout_windows(heldout: dict[str, np.ndarray], length: int, count: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """`count` non-overlapping windows of `length` tokens per held-out source, seeded."""
+def heldout_picks(heldout: dict[str, np.ndarray], length: int, count: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Which windows `heldout_windows` takes: per source, the sorted indices of `count` of its
+    non-overlapping windows of `length` tokens (window i covers tokens i * length .. (i + 1) * length)."""
     rng = np.random.default_rng(seed)
-    out = {}
+    picks = {}
     for source, tokens in heldout.items():
         n = len(tokens) // length
-        picks = np.sort(rng.choice(n, size=min(count, n), replace=False))
-        out[source] = np.stack([tokens[i * length:(i + 1) * length] for i in picks]).astype(np.int64)
-    return out
+        picks[source] = np.sort(rng.choice(n, size=min(count, n), replace=False))
+    return picks
+
+
+def heldout_windows(heldout: dict[str, np.ndarray], length: int, count: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """`count` non-overlapping windows of `length` tokens per held-out source, seeded."""
+    return {source: np.stack([heldout[source][i * length:(i + 1) * length] for i in picks]).astype(np.int64)
+            for source, picks in heldout_picks(heldout, length, count, seed).items()}
 
 
 def wilson_interval(accuracy: float, samples: int, z: float = 1.96) -> tuple[float, float]:

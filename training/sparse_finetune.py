@@ -48,7 +48,7 @@ STEPS, LENGTH, TOKENS_PER_STEP = 600, 4096, 32768
 TINY_LENGTH, TINY_TOKENS_PER_STEP = 256, 512
 LR, WARMUP = 1e-4, 20              # a tenth of pre-training's peak, held constant after the warm-up
 SPARSE_WEIGHT = 0.5
-PPL_LENGTH, PPL_WINDOWS = 8192, 4  # per held-out source, at the end of every job
+PPL_LENGTH, PPL_WINDOWS = 8192, 8  # per held-out source, at the end of every job: the evaluation's windows
 TINY_PPL_LENGTH, TINY_PPL_WINDOWS = 256, 1
 
 
