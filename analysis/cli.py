@@ -129,11 +129,17 @@ def _format(value, spec=".4g") -> str:
 def _format_spread(spread: dict | None, median=None) -> str:
     """'1,234.5 ms [1,200.1-1,300.2]': the median and the range of the repeats (a run recorded before
     repeated timing has only its one figure)."""
-    if not spread:
-        return _format_ms(median)
-    if spread["n"] < 2:
-        return f"{_format_ms(spread['median'])} (one measurement)"
-    return f"{_format_ms(spread['median'])} [{spread['low']:,.1f}-{spread['high']:,.1f}]"
+    from .timing import spread_text
+
+    return spread_text(spread) if spread else _format_ms(median)
+
+
+def _timed(timing: dict, name: str, median=None) -> str:
+    """The spread `name` ("prefill_sparse", "core_dense", ...) of the summary's timing (_format_spread),
+    said to include first-call work when a repeat of its path did (timing.first_call_notes says which)."""
+    path = name.split("_", 1)[1]
+    affected = " (includes first-call work, see below)" if path in timing.get("clean", {}) else ""
+    return _format_spread(timing.get(name), median) + affected
 
 
 def _ratio(timing: dict, scope: str) -> str:
@@ -172,17 +178,18 @@ def print_summary(summary: dict, out: Path, stream=None) -> None:
         f"sparse      budget {s['budget']}, selector {s['selector']}, band {s['band']}, backend {s['backend']}"
         f" on {s['device']}; {s.get('events_selected', '?'):,} of {s.get('events_total', '?'):,} events",
         *_placement_lines(s),
-        f"prefill     dense {_format_spread(timing.get('prefill_dense'), s['prefill_ms_dense'])} "
+        f"prefill     dense {_timed(timing, 'prefill_dense', s['prefill_ms_dense'])} "
         f"({s.get('dense_backend', '?')} core), "
-        f"sparse {_format_spread(timing.get('prefill_sparse'), s['prefill_ms_sparse'])}" + _ratio(timing, "prefill"),
-        f"GDN core    dense {_format_spread(timing.get('core_dense'), s.get('core_ms_dense_total'))}, "
-        f"sparse {_format_spread(timing.get('core_sparse'), s.get('core_ms_sparse_total'))}" + _ratio(timing, "core"),
+        f"sparse {_timed(timing, 'prefill_sparse', s['prefill_ms_sparse'])}" + _ratio(timing, "prefill"),
+        f"GDN core    dense {_timed(timing, 'core_dense', s.get('core_ms_dense_total'))}, "
+        f"sparse {_timed(timing, 'core_sparse', s.get('core_ms_sparse_total'))}" + _ratio(timing, "core"),
     ]
     if timing:
-        from .timing import warm_up_text
+        from .timing import first_call_notes, warm_up_text
 
         lines.append(f"timing      median [min-max] of {timing['repeats']} interleaved repeat(s), {timing['threads']} "
                      f"thread(s); warm-up not counted: {warm_up_text(timing.get('warm_up', {}))}")
+        lines += [f"first call  {note}" for note in first_call_notes(timing)]
     lines += [
         f"model       KL {_format(s['kl_mean'])}, top-1 agreement {_format(s['top1_agreement'], '.2%')}, "
         f"ppl dense {_format(s['ppl_dense'])} / sparse {_format(s['ppl_sparse'])}",

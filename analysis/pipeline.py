@@ -1,8 +1,9 @@
 """One analysed prefill of one document: dense and SparseGDN runs side by side, recorded and timed.
 
-1. Warm-up (not timed): a dense and a sparse prefill of a prefix, so that compilation, autotuning
-   and first use are paid before any timed call (the whole first segment on a GPU, 128 tokens on the
-   CPU). Its time is kept as the first-call cost, shown apart.
+1. Warm-up (not timed): a dense and a sparse prefill of the document's start with the cores the
+   timing passes use, so that compilation, autotuning and first use are paid before any timed call
+   (one segment of each kind the timing passes prefill on a GPU, see `_warm_up_pieces`; 128 tokens on
+   the CPU). Its time is kept as the first-call cost, shown apart.
 2. Analysis pass, for each segment of `segment_tokens` tokens (the recurrent states and the
    attention KV cache carried in each run's own cache): the dense prefill (if compare_dense, with
    sparsegdn's dense core: 'auto' = FLA on a GPU when installed, else the torch path), then the
@@ -14,6 +15,9 @@
    (nothing recorded), dense and sparse interleaved (alternating which goes first), each whole
    prefill and each layer's core timed, the sparse core's stages too. The records keep every repeat
    (the `timings` table); the summary and the layers table give medians, with the range beside them.
+   Each repeat is watched for first-call work that still landed in it (timing.FirstCallWatch: Triton
+   compiling or autotuning); the records say which repeats held some, and the summary gives each path's
+   medians without them beside the medians over all.
 """
 from __future__ import annotations
 
@@ -28,7 +32,6 @@ import numpy as np
 import polars as pl
 import torch
 
-import sparsegdn
 from sparsegdn import CHUNK_SIZE, SparseConfig, num_chunks
 from sparsegdn.config import resolve_dense_backend
 from sparsegdn.validation import DeferredChecks, ResultOverflowError
@@ -37,10 +40,10 @@ from .documents import DocumentError
 from .errors import AnalysisError, ConfigError, DocumentTooLongError, NonFiniteError, OutOfMemoryError
 from . import placement
 from .models import LoadedModel, segment_inputs
-from .patching import dense_core, swap_gdn_core
-from .recorder import Recorder, event_columns
-from .records import RunResult, document_hash
-from .timing import Spread, StageClock, Timer
+from .patching import dense_core, sparse_core, swap_gdn_core
+from .recorder import Recorder, event_columns, raise_if_nonfinite
+from .records import SCHEMAS, RunResult, document_hash
+from .timing import PATH_NAMES, FirstCallWatch, Spread, StageClock, Timer, group_first_calls
 
 __all__ = ["AnalysisError", "ProgressUpdate", "RunConfig", "analyze"]
 
@@ -241,7 +244,7 @@ class _Prefill:
     recorder: Recorder
     metrics: "_Metrics"
     document_name: Optional[str] = None
-    warm_up: dict = field(default_factory=dict)          # {"tokens": n, "dense_ms": x, "sparse_ms": y}
+    warm_up: dict = field(default_factory=dict)          # {"tokens", "pieces", "dense_ms", "sparse_ms"}
     timed: list = field(default_factory=list)            # [_TimedPrefill] of every timing pass
 
     @property
@@ -255,14 +258,15 @@ class _Prefill:
 
 @dataclass
 class _TimedPrefill:
-    """One timed whole prefill of one path: its segments' intervals, each layer's core intervals and
-    (sparse) the stage clock."""
+    """One timed whole prefill of one path: its segments' intervals, each layer's core intervals,
+    (sparse) the stage clock, and the first-call work seen while it ran."""
 
     repeat: int
     path: str                        # "dense" | "sparse"
     whole: list = field(default_factory=list)
     cores: dict = field(default_factory=lambda: defaultdict(list))
     stages: Optional[StageClock] = None
+    first_calls: list = field(default_factory=list)     # [timing.FirstCall]: compiles, autotune benchmarks
 
 
 def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
@@ -293,14 +297,11 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
                    recorder=Recorder(sparse, compare_dense=config.compare_dense, dense_backend=dense_backend),
                    metrics=_Metrics(model.lm_head.weight.device), document_name=document_name)
     segments, paths, recorder = run.segments, _paths(config), run.recorder
-    # Without a warm-up the first timed calls hold one-off costs: Triton/FLA compilation on a GPU (the
-    # whole first segment, so every kernel shape is compiled), lazy initialisation on the CPU, where a
-    # short prefix is enough (an idle 2-core CPU, 5.6K tokens: layer times then within 80-107 ms).
-    warm_up_end = segments[0][1] if device.type == "cuda" else min(segments[0][1], CPU_WARM_UP_TOKENS)
+    warm_up_pieces = _warm_up_pieces(segments, device)
     # Work, in layer forwards times tokens: warm-up, the analysis pass (its sparse core runs the dense
     # core too when comparing), the timing passes.
     analysis_weight = 3 if config.compare_dense else 1
-    total = len(paths) * warm_up_end + run.n_tokens * (analysis_weight + config.repeats * len(paths))
+    total = len(paths) * warm_up_pieces[-1][1] + run.n_tokens * (analysis_weight + config.repeats * len(paths))
 
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     if progress:
@@ -308,8 +309,7 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
                                 f"{run.n_tokens:,} tokens, {run.n_chunks:,} chunks, {len(segments)} segment(s)"))
     tracker = _LayerProgress(model, progress, total, len(segments))
     try:
-        run.warm_up = _warm_up(model, input_ids[:, :warm_up_end], recorder, dense_core(dense_backend), paths, tracker,
-                               timer)
+        run.warm_up = _warm_up(model, input_ids, warm_up_pieces, run, tracker, timer)
         cache_dense = DynamicCache(config=model.config) if config.compare_dense else None
         cache_sparse = DynamicCache(config=model.config)
         with torch.inference_mode():
@@ -355,61 +355,107 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     return result
 
 
+def _plain_core(run: _Prefill, path: str, checks: DeferredChecks, stages: Optional[StageClock]):
+    """The core a timing pass times (nothing recorded) and the warm-up runs first: one call for both.
+    Non-finite inputs it refuses are a NonFiniteError, as in the analysis pass."""
+    plain = dense_core(run.dense_backend) if path == "dense" else sparse_core(run.sparse, checks, stages)
+
+    def core(call):
+        try:
+            return plain(call)
+        except ValueError:
+            raise_if_nonfinite(call)
+            raise
+
+    return core
+
+
+def _check_values(checks: DeferredChecks) -> None:
+    """Read the deferred GPU value checks of a prefill; what they found is a NonFiniteError."""
+    try:
+        checks.check()
+    except ValueError as error:
+        raise NonFiniteError(f"{error}; try float32 or another model.") from None
+
+
 def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat: int, timer: Timer,
                    tracker: _LayerProgress) -> _TimedPrefill:
     """One whole prefill of `path` with the plain core (nothing recorded), every segment and every core
-    call timed; the sparse core's stages on a StageClock. GPU value checks are read once, at the end."""
+    call timed; the sparse core's stages on a StageClock. GPU value checks are read once, at the end.
+    Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
     from transformers import DynamicCache
 
     timed = _TimedPrefill(repeat, path, stages=StageClock(timer.cuda) if path == "sparse" else None)
     checks = DeferredChecks()
-    plain = dense_core(run.dense_backend)
+    plain = _plain_core(run, path, checks, timed.stages)
 
     def core(call):
         with timer.interval(call.v.device) as interval:    # on the layer's own GPU
-            if path == "dense":
-                result = plain(call)
-            else:
-                timed.stages.start(call.v.device)
-                o, state, _ = sparsegdn.sparse_gated_delta_rule(
-                    call.q, call.k, call.v, call.g, call.beta, scale=call.scale, initial_state=call.initial_state,
-                    output_final_state=call.output_final_state, use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel,
-                    stage_hook=timed.stages.hook, config=run.sparse, checks=checks)
-                result = o, state
+            result = plain(call)
         timed.cores[call.layer].append(interval)
         return result
 
-    name = "dense" if path == "dense" else "SparseGDN"
     cache = DynamicCache(config=model.config)
-    with torch.inference_mode(), swap_gdn_core(model, core):
+    with FirstCallWatch() as watch, torch.inference_mode(), swap_gdn_core(model, core):
         for index, (start, end) in enumerate(segments):
-            tracker.begin("timing", f"timing {repeat + 1}/{run.config.repeats}: {name} prefill, segment "
-                                    f"{index + 1}/{len(segments)}", index, end - start)
+            tracker.begin("timing", f"timing {repeat + 1}/{run.config.repeats}: {PATH_NAMES[path]} prefill, "
+                                    f"segment {index + 1}/{len(segments)}", index, end - start)
             with timer.interval() as interval:
                 model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
                             **segment_inputs(model.config, start, end, input_ids.device))
             timed.whole.append(interval)
-    checks.check()
+        _check_values(checks)
+    timed.first_calls = watch.calls
     return timed
 
 
-def _warm_up(model, input_ids, recorder, plain_dense, paths, tracker, timer: Timer) -> dict:
+def _warm_up_pieces(segments: list, device: torch.device) -> list[tuple[int, int]]:
+    """The token spans the warm-up prefills, one after another in one cache, from the document's start.
+
+    On a GPU, one of each kind of segment the timing passes prefill, so that Triton meets every
+    specialisation there first (it compiles per value of its constexprs, e.g. HAS_INITIAL, and per int
+    argument divisible by 16 or equal to 1, e.g. a length or a chunk count; it autotunes per tuning key):
+    the first segment (no carried state), a full segment carried from it (three or more segments), and a
+    piece of the last segment's length carried (two or more). At most three segments of prefill, paid
+    once; the analysis pass meets these shapes too, but through another call (the recording core, CUDA
+    graphs), so it does not stand in for the warm-up. On the CPU nothing compiles and first use is what is
+    paid: the first CPU_WARM_UP_TOKENS tokens, the last quarter carried (an idle 2-core CPU, 5.6K tokens:
+    layer times then within 80-107 ms)."""
+    first_end = segments[0][1]
+    if device.type != "cuda":
+        end = min(first_end, CPU_WARM_UP_TOKENS)
+        return [(0, end)] if len(segments) == 1 else [(0, end - end // 4), (end - end // 4, end)]
+    pieces = list(segments[:2])
+    if len(segments) >= 3:
+        start, last = segments[2][0], segments[-1][1] - segments[-1][0]
+        pieces.append((start, start + last))
+    return pieces
+
+
+def _warm_up(model, input_ids, pieces: list, run: _Prefill, tracker, timer: Timer) -> dict:
     """Compile/autotune the kernels once (Triton, FLA) and touch everything once, so that no timed call
-    is a first call. Returns the tokens and the wall time of each path's warm-up prefill (ms)."""
+    is a first call: each path's plain core, as `_timed_prefill` calls it (stage clock, deferred checks),
+    over `pieces` (`_warm_up_pieces`) with the state carried. Returns the tokens, the pieces and the wall
+    time of each path's warm-up (ms)."""
     from transformers import DynamicCache
 
-    tokens, times = input_ids.shape[1], {"tokens": input_ids.shape[1]}
+    tokens = pieces[-1][1]
+    times = {"tokens": tokens, "pieces": [list(piece) for piece in pieces]}
     label = f"warming up on the first {tokens:,} tokens (compiling, first use; not timed)"
     with torch.inference_mode():
-        for path in paths:
-            tracker.begin("warmup", f"{label}: {path}", 0, tokens)
+        for path in _paths(run.config):
+            checks = DeferredChecks()
+            core = _plain_core(run, path, checks, StageClock(timer.cuda) if path == "sparse" else None)
+            cache = DynamicCache(config=model.config)
             started = time.perf_counter()
-            with swap_gdn_core(model, plain_dense if path == "dense" else recorder.core):
-                model.model(input_ids=input_ids, past_key_values=DynamicCache(config=model.config), use_cache=True,
-                            **segment_inputs(model.config, 0, tokens, input_ids.device))
+            with swap_gdn_core(model, core):
+                for index, (start, end) in enumerate(pieces):
+                    tracker.begin("warmup", f"{label}: {path}", index, end - start)
+                    model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
+                                **segment_inputs(model.config, start, end, input_ids.device))
+            _check_values(checks)
             timer.resolve()     # every GPU of the model
             times[f"{path}_ms"] = (time.perf_counter() - started) * 1e3
-    recorder.reset()
     return times
 
 
@@ -460,15 +506,14 @@ def _timings(run: _Prefill) -> pl.DataFrame:
     """Every timed repeat: whole prefills, each layer's core, the sparse core's stages (see records.py)."""
     rows = []
     for timed in run.timed:
-        base = {"repeat": timed.repeat, "path": timed.path}
+        base = {"repeat": timed.repeat, "path": timed.path, "first_calls": len(timed.first_calls)}
         rows.append({**base, "scope": "prefill", "layer": None, "stage": None, "ms": sum(i.ms for i in timed.whole)})
         rows += [{**base, "scope": "core", "layer": layer, "stage": None, "ms": sum(i.ms for i in intervals)}
                  for layer, intervals in sorted(timed.cores.items())]
         if timed.stages is not None:
             rows += [{**base, "scope": "stage", "layer": None, "stage": name, "ms": ms}
                      for name, ms in timed.stages.totals_ms().items()]
-    return pl.DataFrame(rows, schema={"repeat": pl.Int32, "path": pl.String, "scope": pl.String, "layer": pl.Int32,
-                                      "stage": pl.String, "ms": pl.Float64})
+    return pl.DataFrame(rows, schema=SCHEMAS["timings"])
 
 
 def _spread(timings: pl.DataFrame, path: str, scope: str) -> Optional[Spread]:
@@ -518,9 +563,20 @@ def _tokens(run: _Prefill) -> pl.DataFrame:
 
 
 def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
-    """How the run was timed, and the spread of each whole-prefill and core total (see records.py)."""
-    spreads = {f"{scope}_{path}": _spread(timings, path, scope) for path in _paths(run.config)
-               for scope in ("prefill", "core")}
+    """How the run was timed, the spread of each whole-prefill and core total over every repeat, the
+    first-call work seen inside repeats and, for each path that had some, the spreads without those
+    repeats (see records.py)."""
+    paths = _paths(run.config)
+    spreads = {f"{scope}_{path}": _spread(timings, path, scope) for path in paths for scope in ("prefill", "core")}
+    first_calls = [{"repeat": timed.repeat, "path": timed.path, **row} for timed in run.timed
+                   for row in group_first_calls(timed.first_calls)]
+    clean = {}
+    for path in paths:
+        excluded = sorted({row["repeat"] for row in first_calls if row["path"] == path})
+        if excluded:
+            kept = timings.filter(pl.col("first_calls") == 0)
+            clean[path] = {"excluded": excluded, **{scope: _spread_dict(_spread(kept, path, scope))
+                                                    for scope in ("prefill", "core")}}
     return {
         "repeats": run.config.repeats,
         "statistic": "median, with the range (min-max) of the repeats",
@@ -528,7 +584,15 @@ def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
         "threads": torch.get_num_threads(),
         "warm_up": run.warm_up,
         **{name: spread.to_dict() for name, spread in spreads.items() if spread is not None},
+        # Triton compiles and autotune benchmarks inside timed repeats, per repeat, path, kind and kernel.
+        "first_calls": first_calls,
+        # Per path with such repeats: which were excluded, and the spreads over the others (null if none).
+        "clean": clean,
     }
+
+
+def _spread_dict(spread: Optional[Spread]) -> Optional[dict]:
+    return spread.to_dict() if spread is not None else None
 
 
 def _stage_medians(timings: pl.DataFrame) -> list[dict]:

@@ -28,6 +28,17 @@ def _chunk_sums(x: torch.Tensor) -> torch.Tensor:
     return padded.view(n_chunks, CHUNK_SIZE, heads).sum(1).T
 
 
+def raise_if_nonfinite(call: CoreCall) -> None:
+    """After a core refused `call` with a ValueError: a NonFiniteError if that was because NaN/inf reached
+    it (sparsegdn refuses non-finite inputs), said in the run's terms; checked only on failure."""
+    inputs = [call.q, call.k, call.v, call.g, call.beta]
+    if call.initial_state is not None:
+        inputs.append(call.initial_state)
+    if not all(bool(torch.isfinite(x).all()) for x in inputs):
+        raise NonFiniteError(f"NaN/inf reached the GDN core of layer {call.layer}; "
+                             "try float32 or another model.") from None
+
+
 class Recorder:
     """The sparse core of `config` (its backend resolved), recording every call; see the module docstring."""
 
@@ -56,13 +67,7 @@ class Recorder:
                 output_final_state=call.output_final_state or self.compare_dense,
                 use_qk_l2norm_in_kernel=call.use_qk_l2norm_in_kernel, config=self.config)
         except ValueError:
-            # sparsegdn refuses non-finite inputs; say so in the run's terms (checked only on failure).
-            inputs = [call.q, call.k, call.v, call.g, call.beta]
-            if call.initial_state is not None:
-                inputs.append(call.initial_state)
-            if not all(bool(torch.isfinite(x).all()) for x in inputs):
-                raise NonFiniteError(f"NaN/inf reached the GDN core of layer {call.layer}; "
-                                     "try float32 or another model.") from None
+            raise_if_nonfinite(call)
             raise
         record = {"layer": call.layer, "device": str(call.v.device), "start": self.segment_start,
                   "tokens": call.v.shape[1],

@@ -9,8 +9,10 @@ One table per kind of fact (column names from docs/CONTRACT.md):
 - chunks: one row per chunk: its token span and the character span of the document it covers;
 - timings: one row per timed repeat and path ("dense", "sparse") of the whole prefill (scope
   "prefill"), of each layer's GDN core (scope "core", with its layer) and of each stage of the sparse
-  core (scope "stage", with its stage name), in ms summed over segments (and layers for stages).
-  Runs recorded before repeated timing have none (an empty table).
+  core (scope "stage", with its stage name), in ms summed over segments (and layers for stages);
+  `first_calls` on every row of a repeat: how many Triton compiles and autotune benchmarks ran inside
+  it (0 for a clean repeat; which kernels and how long: the summary's timing.first_calls; null in runs
+  recorded before repeats were watched). Runs recorded before repeated timing have none (an empty table).
 - tokens: one row per token of the document: its id and character span, and the most likely next
   token (top-1 of the next-token distribution at this position) of the dense and of the sparse
   prefill, as an id and as text (null dense columns without the dense pass). The prediction at
@@ -40,14 +42,15 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "chunks": {"chunk": pl.Int32, "token_start": pl.Int64, "token_end": pl.Int64,
                "char_start": pl.Int64, "char_end": pl.Int64},
     "timings": {"repeat": pl.Int32, "path": pl.String, "scope": pl.String, "layer": pl.Int32,
-                "stage": pl.String, "ms": pl.Float64},
+                "stage": pl.String, "ms": pl.Float64, "first_calls": pl.Int32},
     "tokens": {"position": pl.Int64, "token": pl.Int64, "char_start": pl.Int64, "char_end": pl.Int64,
                "predicted_dense": pl.Int64, "predicted_sparse": pl.Int64,
                "predicted_dense_text": pl.String, "predicted_sparse_text": pl.String},
 }
 TABLES = tuple(SCHEMAS)
 OPTIONAL_TABLES = ("timings", "tokens")   # absent from runs saved before they existed: loaded as empty
-OPTIONAL_COLUMNS = {"layers": ("device",)}   # absent from runs saved before they existed: loaded as null
+# Absent from runs saved before they existed: loaded as null.
+OPTIONAL_COLUMNS = {"layers": ("device",), "timings": ("first_calls",)}
 
 SUMMARY_KEYS = (
     "model", "n_tokens", "n_chunks", "budget", "selector", "band", "backend", "device",

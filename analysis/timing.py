@@ -1,6 +1,7 @@
 """Timing that a person can trust: intervals that do not stall the GPU (CUDA events there, read once
 at the end; perf_counter on the CPU), per-stage clocks, the spread of repeated measurements and when
-two of them differ, and the number of CPU threads a process computes with.
+two of them differ, the first-call work (Triton compiling and autotuning) that landed inside a timed
+span, and the number of CPU threads a process computes with.
 
 A model spread over several GPUs is timed on each GPU's own stream: a layer's core on its GPU's, a
 whole prefill on every GPU's, taking the longest span. The GPUs of a layer placement run one after
@@ -12,7 +13,9 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Mapping, Sequence
 
@@ -21,6 +24,7 @@ import torch
 from sparsegdn import STAGES
 
 THREADS_VARIABLE = "SPARSEGDN_THREADS"
+PATH_NAMES = {"dense": "dense", "sparse": "SparseGDN"}     # how a timed path is named to a person
 
 
 def _event(device: torch.device) -> torch.cuda.Event:
@@ -168,12 +172,227 @@ def difference(new: Spread | None, old: Spread | None) -> Difference | None:
     return Difference(new.median / old.median - 1.0, repeated and not new.overlaps(old), repeated)
 
 
+@dataclass(frozen=True)
+class FirstCall:
+    """One piece of first-call work a FirstCallWatch saw: a Triton JIT compile ("compile") or the autotuner's
+    benchmark of one config ("autotune"), the kernel's name and its wall time in seconds."""
+
+    kind: str
+    kernel: str
+    seconds: float
+
+
+class _TritonHooks:
+    """Triton's compile hooks and Autotuner._bench, replaced while at least one FirstCallWatch is active
+    (a count, under a lock) and put back when the last one leaves. Both are process-wide, so every
+    active watch records what any thread compiles or tunes meanwhile (see FirstCallWatch)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.watches: list = []
+        self.undo: list = []               # what puts back each replaced hook, in installation order
+        self.compiling: dict = {}          # (JIT function's id, compile key) -> perf_counter when it began
+        self.installed_at = 0.0
+        self.thread = threading.local()    # .benchmarks: autotune benchmarks running on this thread
+
+    def enter(self, watch) -> None:
+        with self.lock:
+            if not self.watches:
+                self.installed_at = time.perf_counter()
+                self.undo = _install(self)
+            self.watches.append(watch)
+
+    def leave(self, watch) -> None:
+        with self.lock:
+            self.watches.remove(watch)
+            if not self.watches:
+                for undo in reversed(self.undo):
+                    undo()
+                self.undo, self.compiling = [], {}
+
+    def record(self, kind: str, kernel: str, seconds: float) -> None:
+        with self.lock:
+            for watch in self.watches:
+                watch.calls.append(FirstCall(kind, kernel, seconds))
+
+    def compile_started(self, hook_kwargs: Mapping) -> None:
+        with self.lock:
+            if self.watches:
+                self.compiling[_compile_id(hook_kwargs)] = time.perf_counter()
+
+    def compile_finished(self, hook_kwargs: Mapping) -> None:
+        with self.lock:
+            began = self.compiling.pop(_compile_id(hook_kwargs), self.installed_at)
+        # A compile inside an autotune benchmark (each config's own) is counted in that benchmark's time.
+        if not getattr(self.thread, "benchmarks", 0):
+            self.record("compile", _kernel_name(hook_kwargs.get("fn")), time.perf_counter() - began)
+
+    def benchmark(self, original):
+        """Autotuner._bench, timed: one "autotune" record per config benchmarked."""
+        def _bench(tuner, *args, **kwargs):
+            self.thread.benchmarks = getattr(self.thread, "benchmarks", 0) + 1
+            began = time.perf_counter()
+            try:
+                return original(tuner, *args, **kwargs)
+            finally:
+                self.thread.benchmarks -= 1
+                self.record("autotune", _kernel_name(getattr(tuner, "base_fn", None)), time.perf_counter() - began)
+
+        return _bench
+
+
+def _kernel_name(fn) -> str:
+    """A kernel's name from what Triton hands a hook (JitFunctionInfo.name) or an Autotuner's base_fn."""
+    return str(getattr(fn, "name", None) or getattr(fn, "__name__", None) or "unnamed kernel")
+
+
+def _compile_id(hook_kwargs: Mapping) -> tuple:
+    return id(getattr(hook_kwargs.get("fn"), "jit_function", None)), str(hook_kwargs.get("key"))
+
+
+def _replace(owner, name: str, new):
+    """Set owner.name to `new`; return what puts back what `owner` itself held (or nothing of its own, so
+    that the class's value shows again), unless someone has replaced `new` since."""
+    own = vars(owner)
+    had, old = name in own, own.get(name)
+    setattr(owner, name, new)
+
+    def undo():
+        if vars(owner).get(name) is new:
+            if had:
+                setattr(owner, name, old)
+            else:
+                delattr(owner, name)
+
+    return undo
+
+
+def _install(hooks: _TritonHooks) -> list:
+    """Chain `hooks` into Triton's jit_cache_hook / jit_post_compile_hook and wrap Autotuner._bench, each
+    where this Triton has it; returns the undo of each. Without Triton (or with neither), nothing."""
+    try:
+        from triton import knobs
+        from triton.runtime import autotuner
+    except Exception:  # noqa: BLE001 - no usable Triton: nothing can compile or tune, so nothing to watch
+        return []
+    undo = []
+    runtime = getattr(knobs, "runtime", None)
+    if all(hasattr(runtime, name) for name in ("jit_cache_hook", "jit_post_compile_hook")):
+        before_compile, after_compile = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+
+        def jit_cache_hook(*args, **kwargs):
+            skip = before_compile(*args, **kwargs) if before_compile else None
+            if not skip:        # a true value makes Triton skip the compile: nothing to time
+                hooks.compile_started(kwargs)
+            return skip
+
+        def jit_post_compile_hook(*args, **kwargs):
+            hooks.compile_finished(kwargs)
+            return after_compile(*args, **kwargs) if after_compile else None
+
+        undo += [_replace(runtime, "jit_cache_hook", jit_cache_hook),
+                 _replace(runtime, "jit_post_compile_hook", jit_post_compile_hook)]
+    tuner = getattr(autotuner, "Autotuner", None)
+    if callable(getattr(tuner, "_bench", None)):
+        undo.append(_replace(tuner, "_bench", hooks.benchmark(tuner._bench)))
+    return undo
+
+
+_hooks = _TritonHooks()
+
+
+class FirstCallWatch:
+    """`with FirstCallWatch() as watch:` records in `watch.calls` (FirstCall) every Triton JIT compile
+    and every autotuner config benchmark of this process while it is active; a compile inside a benchmark
+    counts in the benchmark's time, not again. Seconds are wall time on the host, where both happen.
+
+    Through Triton's public hooks (triton.knobs.runtime.jit_cache_hook and jit_post_compile_hook,
+    chained to any installed before) and a wrapper of triton.runtime.autotuner.Autotuner._bench; both
+    are put back when the last active watch leaves, on an exception too. Where Triton or one of these is
+    missing, that kind is not recorded (without Triton, nothing is) and the watched code runs as ever.
+
+    Limits: the hooks are process-wide, so with sessions served from threads a watch also records what
+    another thread compiles or tunes while it is active (it may over-report, never miss its own work);
+    overlapping watches each get every record. A compile begun before the first watch entered counts
+    from that entry. Disk-cache hits of Triton's compile cache still count as compiles (short ones).
+    """
+
+    def __init__(self):
+        self.calls: list[FirstCall] = []
+
+    def __enter__(self) -> "FirstCallWatch":
+        _hooks.enter(self)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        _hooks.leave(self)
+        return False
+
+
+def group_first_calls(calls: Sequence[FirstCall]) -> list[dict]:
+    """[{kind, kernel, count, seconds}]: the calls summed per kind and kernel, in the order first seen."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for call in calls:
+        groups[call.kind, call.kernel].append(call.seconds)
+    return [{"kind": kind, "kernel": kernel, "count": len(seconds), "seconds": sum(seconds)}
+            for (kind, kernel), seconds in groups.items()]
+
+
+def first_call_text(rows: Sequence[Mapping]) -> str:
+    """Grouped first calls (group_first_calls) in words: 'compiling 3 kernels (9.8 s: state_output_kernel x2,
+    chunk_output_kernel) and autotuning 1 kernel (1.2 s: intra_chunk_kernel, 8 configs)'."""
+    parts = []
+    for kind, verb, unit in (("compile", "compiling", ""), ("autotune", "autotuning", " configs")):
+        mine = [row for row in rows if row["kind"] == kind]
+        if not mine:
+            continue
+        seconds = sum(row["seconds"] for row in mine)
+        if kind == "compile":
+            count = sum(row["count"] for row in mine)
+            names = ", ".join(row["kernel"] + (f" x{row['count']}" if row["count"] > 1 else "") for row in mine)
+        else:
+            count = len(mine)
+            names = ", ".join(f"{row['kernel']}, {row['count']}{unit}" for row in mine)
+        parts.append(f"{verb} {count} kernel{'s' if count > 1 else ''} ({seconds:,.1f} s: {names})")
+    return " and ".join(parts)
+
+
+def spread_text(spread: Mapping) -> str:
+    """'1,234.5 ms [1,200.1-1,300.2]': a spread's median and range, or its one measurement."""
+    if spread["n"] < 2:
+        return f"{spread['median']:,.1f} ms (one measurement)"
+    return f"{spread['median']:,.1f} ms [{spread['low']:,.1f}-{spread['high']:,.1f}]"
+
+
+def first_call_notes(timing: Mapping) -> list[str]:
+    """Sentences on the first-call work inside a run's timed repeats (`summary["timing"]`): each affected
+    repeat, what it included, and each affected path's medians without those repeats. None when the
+    repeats held none, or the run was recorded before they were watched."""
+    repeats = defaultdict(list)
+    for row in timing.get("first_calls") or []:
+        repeats[row["path"], row["repeat"]].append(row)
+    notes = [f"Repeat {repeat + 1} of {timing['repeats']} of {PATH_NAMES[path]} included {first_call_text(rows)}: "
+             "excluded from the clean median." for (path, repeat), rows in sorted(repeats.items())]
+    for path, clean in (timing.get("clean") or {}).items():
+        name = PATH_NAMES[path]
+        if clean.get("prefill") is None:
+            notes.append(f"Every repeat of {name} included first-call work: no clean median; its figures hold it.")
+            continue
+        core = spread_text(clean["core"]) if clean.get("core") else "-"
+        notes.append(f"{name} without those repeats (clean median of {clean['prefill']['n']}): prefill "
+                     f"{spread_text(clean['prefill'])}, GDN core {core}; the medians shown elsewhere are over all "
+                     f"{timing['repeats']}.")
+    return notes
+
+
 def warm_up_text(warm_up: Mapping) -> str:
     """The warm-up a run recorded (`summary["timing"]["warm_up"]`), in words: each path's wall time and
-    the tokens it ran on."""
+    the tokens it ran on (in pieces, the state carried from one to the next, where it had several)."""
     paths = ", ".join(f"{path} {warm_up[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse")
                       if f"{path}_ms" in warm_up)
-    return f"{paths} on the first {warm_up.get('tokens', 0):,} tokens"
+    pieces = len(warm_up.get("pieces", ()))
+    carried = f" ({pieces} pieces, the state carried)" if pieces > 1 else ""
+    return f"{paths} on the first {warm_up.get('tokens', 0):,} tokens{carried}"
 
 
 def choose_threads(environ: Mapping[str, str] | None = None, cores: int | None = None) -> tuple[int, str]:

@@ -8,8 +8,9 @@ model, paste a document of at least --tokens tokens, press Run) and reads what t
 
 Each model's run is the app's own: warm-up (not timed), the analysis pass, then --repeats timed whole
 prefills of each path, interleaved; the JSON keeps each run's summary timing (median and range of the
-repeats, the warm-up, the threads), the stages, the model-level metrics, the whole run's wall time
-and the Timings page's metrics as drawn. The document is the bundled samples, one after another,
+repeats, the warm-up, the threads, the first-call work seen inside repeats and the medians without
+those repeats), the stages, the model-level metrics, the whole run's wall time, the Timings page's
+metrics as drawn and each repeat's figures (`per_repeat`). The document is the bundled samples, one after another,
 repeated until it has --tokens tokens for the model's tokenizer. Render the README's table with
 `python -m analysis.front_page` (analysis/measurements.py reads the file).
 """
@@ -107,12 +108,14 @@ def run_in_the_app(model: str, tokens: int, repeats: int, timeout: float) -> dic
             "timing": summary["timing"], "stages": summary["stages"], "kl_mean": summary["kl_mean"],
             "top1_agreement": summary["top1_agreement"], "ppl_dense": summary["ppl_dense"],
             "ppl_sparse": summary["ppl_sparse"], "wall_s": wall_s, "timings_page": drawn, "run_key": key,
-            "per_repeat": per_repeat(result.timings)}
+            "per_repeat": per_repeat(result.timings, summary["timing"].get("first_calls", []))}
 
 
-def per_repeat(timings) -> list[dict]:
+def per_repeat(timings, first_calls: list[dict]) -> list[dict]:
     """Each timed repeat of each path: the whole prefill, the GDN core summed over layers, its slowest
-    layer, and (sparse) each stage's sum, in ms; a one-off cost inside a repeat shows where it landed."""
+    layer, (sparse) each stage's sum, in ms, and the first-call work seen inside it (the summary's
+    timing.first_calls: Triton compiles and autotune benchmarks per kernel, in s); a one-off cost inside a
+    repeat shows where it landed and, when Triton's, what it was."""
     import polars as pl
 
     rows = []
@@ -125,7 +128,10 @@ def per_repeat(timings) -> list[dict]:
                      "slowest_layer": ((slowest["layer"].item(), round(slowest["ms"].item(), 3)) if cores.height
                                        else None),
                      "stages_ms": {stage: round(ms, 3) for stage, ms in group.filter(pl.col("scope") == "stage")
-                                   .group_by("stage", maintain_order=True).agg(pl.col("ms").sum()).iter_rows()}})
+                                   .group_by("stage", maintain_order=True).agg(pl.col("ms").sum()).iter_rows()},
+                     "first_calls": [{"kind": row["kind"], "kernel": row["kernel"], "count": row["count"],
+                                      "seconds": round(row["seconds"], 3)} for row in first_calls
+                                     if (row["repeat"], row["path"]) == (repeat, path)]})
     return rows
 
 

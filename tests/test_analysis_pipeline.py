@@ -190,6 +190,85 @@ def test_timings_are_repeated_and_summarised_by_their_spread(loaded):
     assert result.layers.sort("layer")["core_ms_sparse"].to_list() == per_layer["ms"].to_list()
     stages = timings.filter(pl.col("scope") == "stage")
     assert set(stages["stage"]) == set(sparsegdn.STAGES) and (stages["path"] == "sparse").all()
+    # Nothing compiles on a CPU: every repeat is clean, and the records say so.
+    assert (timings["first_calls"] == 0).all() and timing["first_calls"] == [] and timing["clean"] == {}
+
+
+def test_a_compile_inside_a_timed_repeat_is_recorded_and_kept_out_of_the_clean_median(loaded, tmp_path):
+    """A Triton compile (simulated through Triton's own hooks) during the second timed SparseGDN prefill: that
+    repeat's records say so, with the kernel, and the summary gives the median without it beside the one over
+    all; the CLI says which repeat and what it held."""
+    import io
+
+    from analysis.cli import print_summary
+    from test_analysis_timing import simulate_compile
+
+    def progress(update):
+        if update.stage == "timing" and update.layer is None and update.message.startswith("timing 2/2: SparseGDN"):
+            simulate_compile("state_output_kernel")
+
+    result = analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch"), repeats=2), progress=progress)
+    timings, timing = result.timings, result.summary["timing"]
+    # Every row of a repeat (prefill, each layer's core, each stage) carries its count.
+    assert set(timings.select("repeat", "path", "first_calls").unique().iter_rows()) == {
+        (0, "dense", 0), (0, "sparse", 0), (1, "dense", 0), (1, "sparse", 1)}
+    [row] = timing["first_calls"]
+    assert (row["repeat"], row["path"], row["kind"], row["kernel"], row["count"]) == (
+        1, "sparse", "compile", "state_output_kernel", 1) and row["seconds"] >= 0
+    clean_prefill = timings.filter((pl.col("scope") == "prefill") & (pl.col("path") == "sparse")
+                                   & (pl.col("repeat") == 0))["ms"].item()
+    assert set(timing["clean"]) == {"sparse"} and timing["clean"]["sparse"]["excluded"] == [1]
+    assert timing["clean"]["sparse"]["prefill"] == {"median": clean_prefill, "low": clean_prefill,
+                                                    "high": clean_prefill, "n": 1}
+    assert timing["prefill_sparse"]["n"] == 2                  # the median over all is still there, not replaced
+    loaded_back = RunResult.load(result.save(tmp_path / "run"))
+    assert loaded_back.timings["first_calls"].to_list() == timings["first_calls"].to_list()
+    out = io.StringIO()
+    print_summary(result.summary, tmp_path / "run", out)
+    text = out.getvalue()
+    assert "Repeat 2 of 2 of SparseGDN included compiling 1 kernel (" in text and "state_output_kernel" in text
+    prefill = next(line for line in text.splitlines() if line.startswith("prefill"))
+    assert prefill.count("includes first-call work") == 1 and "(torch core), sparse" in prefill
+
+
+def test_the_warm_up_runs_the_timed_call_over_each_kind_of_segment(loaded, monkeypatch):
+    """The warm-up calls the sparse core exactly as the timing passes do (stage hook, deferred checks), with
+    the state carried into a second piece, so a timed call meets no call shape the warm-up did not."""
+    from analysis import patching
+
+    real, calls = sparsegdn.sparse_gated_delta_rule, []
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("initial_state") is not None, kwargs.get("stage_hook") is not None,
+                      kwargs.get("checks") is not None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(patching.sparsegdn, "sparse_gated_delta_rule", spy)
+    result = analyze(loaded, TEXT[:300], RunConfig(SparseConfig(backend="torch"), segment_tokens=128, repeats=1,
+                                                   compare_dense=False))
+    assert result.summary["timing"]["warm_up"]["pieces"] == [[0, 96], [96, 128]]
+    layers = len(loaded.gdn_layers)
+    warm_up, timed = calls[:2 * layers], calls[-3 * layers:]          # 2 pieces, then 3 timed segments
+    assert warm_up == [(False, True, True)] * layers + [(True, True, True)] * layers
+    assert set(timed) == {(False, True, True), (True, True, True)}
+    assert all(call[1] is False for call in calls[2 * layers:-3 * layers])   # the analysis pass: the recorder
+
+
+@pytest.mark.parametrize("device, lengths, pieces", [
+    ("cuda", [8192] * 4 + [377], [(0, 8192), (8192, 16384), (16384, 16761)]),   # first, a full one, the last's length
+    ("cuda", [8192, 100], [(0, 8192), (8192, 8292)]),
+    ("cuda", [500], [(0, 500)]),
+    ("cpu", [8192] * 3, [(0, 96), (96, 128)]),
+    ("cpu", [100], [(0, 100)]),
+])
+def test_the_warm_up_pieces_cover_each_kind_of_segment(device, lengths, pieces):
+    import torch
+
+    from analysis.pipeline import _warm_up_pieces
+
+    starts = [sum(lengths[:i]) for i in range(len(lengths))]
+    segments = [(start, start + length) for start, length in zip(starts, lengths)]
+    assert _warm_up_pieces(segments, torch.device(device)) == pieces
 
 
 def test_a_run_names_its_document(loaded):

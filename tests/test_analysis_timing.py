@@ -55,3 +55,145 @@ def test_the_thread_count_leaves_a_core_free_unless_asked(environ, cores, expect
 def test_a_bad_thread_count_is_refused_naming_the_variable(raw):
     with pytest.raises(ValueError, match="^SPARSEGDN_THREADS"):
         choose_threads({"SPARSEGDN_THREADS": raw}, 4)
+
+
+# First-call work inside a timed span (FirstCallWatch): Triton's compile hooks and Autotuner._bench, simulated
+# here as Triton 3.6 calls them (triton/runtime/jit.py JITFunction._call_hook, autotuner.Autotuner.run); no
+# kernel is compiled on a CPU.
+
+def simulate_compile(name: str, key: str = "key-1"):
+    """What JITFunction._do_compile does around one compile: the cache hook (a true answer skips the
+    compile), then, having compiled, the post-compile hook. Returns whether it compiled."""
+    from triton import knobs
+    from triton.runtime.jit import JitFunctionInfo
+
+    kwargs = dict(key=key, repr=f"{name}[num_warps=4](...)", fn=JitFunctionInfo("tests", name, object()),
+                  compile={"key": key}, is_manual_warmup=False, already_compiled=False)
+    hook = knobs.runtime.jit_cache_hook
+    if hook and hook(**kwargs):
+        return False
+    if knobs.runtime.jit_post_compile_hook:
+        knobs.runtime.jit_post_compile_hook(**kwargs)
+    return True
+
+
+class FakeTuner:
+    """What Autotuner._bench reads of its Autotuner: the kernel it tunes."""
+
+    def __init__(self, name: str):
+        def kernel():
+            pass
+
+        kernel.__name__ = name
+        self.base_fn = kernel
+
+
+@pytest.fixture
+def triton_hooks(monkeypatch):
+    """Hooks someone installed before the watch (they must be chained, then put back) and a stand-in for
+    Autotuner._bench whose benchmark compiles its config (as a real one does); the calls each saw."""
+    from triton import knobs
+    from triton.runtime import autotuner
+
+    seen = {"cache": [], "post": [], "bench": []}
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", lambda **kwargs: seen["cache"].append(kwargs["key"]))
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", lambda **kwargs: seen["post"].append(kwargs["key"]))
+
+    def bench(tuner, *args, config, **meta):
+        seen["bench"].append(config)
+        simulate_compile(tuner.base_fn.__name__, key=f"config-{config}")
+        return [1.0, 1.0, 1.0]
+
+    monkeypatch.setattr(autotuner.Autotuner, "_bench", bench)
+    return seen, (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, bench)
+
+
+def installed():
+    from triton import knobs
+    from triton.runtime import autotuner
+
+    return knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, autotuner.Autotuner._bench
+
+
+def test_the_watch_records_compiles_and_autotune_benchmarks_and_chains_the_hooks(triton_hooks):
+    from triton.runtime import autotuner
+
+    from analysis.timing import FirstCallWatch
+
+    seen, before = triton_hooks
+    simulate_compile("before_the_watch")                      # not watched: not recorded
+    with FirstCallWatch() as watch:
+        assert installed() != before
+        assert simulate_compile("state_output_kernel")
+        assert autotuner.Autotuner._bench(FakeTuner("intra_chunk_kernel"), config="a") == [1.0, 1.0, 1.0]
+        autotuner.Autotuner._bench(FakeTuner("intra_chunk_kernel"), config="b")
+    assert installed() == before
+    # One compile, two config benchmarks; each benchmark's own compile is in its time, not counted again.
+    assert [(call.kind, call.kernel) for call in watch.calls] == [
+        ("compile", "state_output_kernel"), ("autotune", "intra_chunk_kernel"), ("autotune", "intra_chunk_kernel")]
+    assert all(call.seconds >= 0 for call in watch.calls)
+    # The hooks installed before were called as ever, inside the watch and out.
+    assert seen["cache"] == seen["post"] == ["key-1", "key-1", "config-a", "config-b"]
+    assert seen["bench"] == ["a", "b"]
+
+
+def test_a_cache_hook_that_skips_the_compile_is_obeyed_and_nothing_is_recorded(monkeypatch):
+    from triton import knobs
+
+    from analysis.timing import FirstCallWatch
+
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", lambda **kwargs: True)
+    with FirstCallWatch() as watch:
+        assert not simulate_compile("kernel")
+    assert watch.calls == [] and knobs.runtime.jit_cache_hook(key=None) is True
+
+
+def test_the_watch_puts_the_hooks_back_after_an_exception_and_when_nested(triton_hooks):
+    from analysis.timing import FirstCallWatch
+
+    _, before = triton_hooks
+    with pytest.raises(RuntimeError, match="inside"):
+        with FirstCallWatch() as outer:
+            with FirstCallWatch() as inner:
+                simulate_compile("kernel")
+            assert installed() != before                     # the outer watch is still active
+            simulate_compile("other_kernel")
+            raise RuntimeError("inside")
+    assert installed() == before
+    assert [call.kernel for call in inner.calls] == ["kernel"]
+    assert [call.kernel for call in outer.calls] == ["kernel", "other_kernel"]
+
+
+def test_without_triton_the_watch_records_nothing_and_the_code_runs(monkeypatch):
+    import sys
+
+    from analysis.timing import FirstCallWatch
+
+    monkeypatch.setitem(sys.modules, "triton", None)        # `import triton` raises ImportError
+    with FirstCallWatch() as watch:
+        total = sum(range(10))
+    assert total == 45 and watch.calls == []
+
+
+def test_first_call_notes_name_the_affected_repeat_and_the_clean_median():
+    from analysis.timing import FirstCall, first_call_notes, group_first_calls
+
+    calls = [FirstCall("compile", "state_output_kernel", 6.0), FirstCall("compile", "chunk_output_kernel", 2.5),
+             FirstCall("compile", "state_output_kernel", 1.3), FirstCall("autotune", "intra_chunk_kernel", 0.1),
+             FirstCall("autotune", "intra_chunk_kernel", 0.2)]
+    rows = [{"repeat": 1, "path": "sparse", **row} for row in group_first_calls(calls)]
+    assert rows[0] == {"repeat": 1, "path": "sparse", "kind": "compile", "kernel": "state_output_kernel", "count": 2,
+                       "seconds": pytest.approx(7.3)}
+    clean = Spread.of([80.0, 82.0]).to_dict()
+    timing = {"repeats": 3, "first_calls": rows,
+              "clean": {"sparse": {"excluded": [1], "prefill": clean, "core": Spread.of([8.0, 8.2]).to_dict()}}}
+    notes = first_call_notes(timing)
+    assert notes[0] == ("Repeat 2 of 3 of SparseGDN included compiling 3 kernels (9.8 s: state_output_kernel x2, "
+                        "chunk_output_kernel) and autotuning 1 kernel (0.3 s: intra_chunk_kernel, 2 configs): "
+                        "excluded from the clean median.")
+    assert notes[1].startswith("SparseGDN without those repeats (clean median of 2): prefill 81.0 ms [80.0-82.0], "
+                               "GDN core 8.1 ms [8.0-8.2]")
+    timing["clean"]["sparse"].update(prefill=None, core=None)
+    assert "no clean median" in first_call_notes(timing)[1]
+    assert first_call_notes({"repeats": 3, "first_calls": [], "clean": {}}) == []
+    assert first_call_notes({"repeats": 3}) == []           # a run recorded before repeats were watched

@@ -393,3 +393,29 @@ def test_the_triton_backend_is_offered_only_where_it_can_run(examples, no_model,
     backend = at.selectbox(key="compare_backend")
     assert ("triton" in backend.options) == interpreted, backend.options
     assert ("Not offered here: triton" in backend.help) != interpreted, backend.help
+
+
+def test_a_figure_that_includes_first_call_work_is_said_so(examples):
+    """A run whose second SparseGDN repeat held Triton compiles (as on the H200, 2026-12-01): the Timings page
+    names the repeat, what it held and the median without it; the run page's prefill figure points there."""
+    from analysis.timing import Spread
+    from test_app_support import with_timings
+
+    run = with_timings(synthetic_result(n_layers=3, head_pairs=4, n_chunks=40, seed=7), [100.0, 101.0, 102.0],
+                       [80.0, 12100.0, 81.0])
+    run.summary["timing"].update(
+        first_calls=[{"repeat": 1, "path": "sparse", "kind": "compile", "kernel": "state_output_kernel", "count": 3,
+                      "seconds": 9.8}],
+        clean={"sparse": {"excluded": [1], "prefill": Spread.of([80.0, 81.0]).to_dict(),
+                          "core": Spread.of([8.0, 8.1]).to_dict()}})
+    run.save(examples / "compiled")
+    at = goto(start(example="compiled"), "views/timings.py")
+    warning = " ".join(w.value for w in at.warning)
+    assert "Repeat 2 of 3 of SparseGDN included compiling 3 kernels (9.8 s: state_output_kernel x3): excluded " \
+           "from the clean median." in warning, warning
+    assert "SparseGDN without those repeats (clean median of 2): prefill 80.5 ms [80.0-81.0]" in warning
+    goto(at, "views/run.py")
+    assert any(c.value.startswith("Includes first-call work") for c in at.caption), [c.value for c in at.caption]
+    # A run without any (the demo example): no such word.
+    at = goto(start(example="demo"), "views/timings.py")
+    assert not any("first-call work" in w.value for w in at.warning)

@@ -31,5 +31,23 @@ def test_the_app_run_script_records_the_apps_timings(tmp_path):
     assert set(repeats[(0, "sparse")]["stages_ms"]) == {"intra_solve", "selection", "event_prepare", "state_pass",
                                                          "output"}
     assert repeats[(0, "dense")]["stages_ms"] == {}
+    assert all(row["first_calls"] == [] for row in run["per_repeat"])      # nothing compiles on a CPU
     table = front_page.render(out.name, tmp_path)
     assert "| default | CPU |" in table
+
+
+def test_each_repeat_row_names_the_first_call_work_that_landed_in_it():
+    import polars as pl
+
+    from analysis.records import SCHEMAS
+    from benchmarks.app_run import per_repeat
+
+    timings = pl.DataFrame([{"repeat": repeat, "path": "sparse", "scope": "prefill", "layer": None, "stage": None,
+                             "ms": ms, "first_calls": calls} for repeat, ms, calls in ((0, 80.0, 0), (1, 12100.0, 2))],
+                           schema=SCHEMAS["timings"])
+    first_calls = [{"repeat": 1, "path": "sparse", "kind": "compile", "kernel": "state_output_kernel", "count": 2,
+                    "seconds": 11.98765}]
+    rows = {row["repeat"]: row for row in per_repeat(timings, first_calls)}
+    assert rows[0]["first_calls"] == []
+    assert rows[1]["first_calls"] == [{"kind": "compile", "kernel": "state_output_kernel", "count": 2,
+                                       "seconds": 11.988}]

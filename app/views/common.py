@@ -208,7 +208,8 @@ def tour_layer_note(result, chunk: int, favourable: int) -> str:
 TIMINGS_APART = ("Timings of different runs were taken at different moments, perhaps on different machines: the "
                  "machine's other work, its clocks and what ran before differ, so they are not comparable as if "
                  "measured together. Each run's first-call cost (compilation, autotuning, first use) is measured "
-                 "apart and left out of its figures.")
+                 "apart and left out of its figures; where some still landed inside a timed repeat, the Timings "
+                 "page says which repeat and gives the medians without it.")
 
 
 def how_timed(summary: dict) -> str:
@@ -266,6 +267,9 @@ def prefill_metric(slot, result, label: str = "Prefill, sparse") -> None:
     spreads = tables.timing_spreads(result)
     timing_metric(slot, label, spreads.get("prefill_sparse"), spreads.get("prefill_dense"),
                   median=result.summary.get("prefill_ms_sparse"), old_median=result.summary.get("prefill_ms_dense"))
+    if (result.summary.get("timing") or {}).get("clean"):
+        slot.caption("Includes first-call work (compiling, autotuning) in a timed repeat: the Timings page says "
+                     "which, with the medians without it.")
 
 
 def attention_caption(attention: list[int]) -> None:

@@ -3,7 +3,7 @@ Every time is a median of repeats with its range; a change inside the noise is s
 import polars as pl
 import streamlit as st
 
-from analysis.timing import warm_up_text
+from analysis.timing import first_call_notes, warm_up_text
 from app import figures, session, tables
 from app.views import common
 from sparsegdn import STAGES
@@ -42,6 +42,10 @@ if not has_dense:
 if timing and timing.get("warm_up"):
     st.caption(f"First call (warm-up, not counted above): {warm_up_text(timing['warm_up'])} — compilation and "
                "autotuning on a GPU, first use of memory and libraries on the CPU.")
+first_calls = first_call_notes(timing or {})
+if first_calls:
+    st.warning("A figure above includes first-call work: Triton compiled or autotuned inside a timed repeat, "
+               "after the warm-up. " + " ".join(first_calls))
 st.caption("The GDN core is one part of a prefill: a faster core saves its share of the whole, not more. "
            + tables.core_implementation(summary))
 st.plotly_chart(figures.prefill_totals(summary, summary.get("core_ms_dense_total", core_dense),
