@@ -59,7 +59,7 @@ def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run, mo
         return sparse_reference_core(config)
     monkeypatch.setattr(sparse_finetune, "sparse_reference_core", counted)
     common = ["--tiny", "--device", "cpu", "--steps", "2", "--model", str(runs / "start"), "--ppl-windows", "0",
-              "--check-samples", "0"]
+              "--check-samples", "0", "--text-share", "0.5"]
     sparse_finetune.main(["--out", str(runs / "whole")] + common)
     sparse_finetune.main(["--out", str(runs / "first")] + common + ["--job-steps", "1"])
     split = sparse_finetune.main(["--resume", str(runs / "first"), "--out", str(runs / "second"), "--device", "cpu",
@@ -82,6 +82,7 @@ def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run, mo
     assert len(sparse_configs) == 4     # one sparse pass a step: two steps whole, one + one resumed
     assert {(c.budget, c.selector, c.band) for c in sparse_configs} == {(0.29, "score", 1)}
     assert split["recipe"]["sparse"] == {"budget": 0.29, "selector": "score", "band": 1}
+    assert split["recipe"]["text_share"] == 0.5                  # the resumed job kept the run's mixture
     assert [(s["first_step"], s["last_step"]) for s in split["stages"]] == [(0, 1), (1, 2)]
     last = split["stages"][-1]
     assert "--resume" in last["command"] and last["date"] and last["script"] == "training/sparse_finetune.py"
@@ -98,7 +99,23 @@ def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run, mo
     assert any(not torch.equal(before[name].to(after[name].dtype), after[name]) for name in after)
 
 
+def test_the_text_share_rescales_the_training_mixture():
+    same = sparse_finetune.mixture_with_text(0.10)                  # train.py's own mixture
+    assert [entry[1:] for entry in same] == [entry[1:] for entry in train.MIXTURE]
+    assert [entry[0] for entry in same] == pytest.approx([entry[0] for entry in train.MIXTURE])
+    mixture = sparse_finetune.mixture_with_text(0.7)
+    assert mixture[0] == (0.7, None, None, None)
+    assert sum(entry[0] for entry in mixture) == pytest.approx(1.0)
+    tasks = [entry for entry in train.MIXTURE if entry[1] is not None]
+    for (share, *rest), (old_share, *old_rest) in zip(mixture[1:], tasks):
+        assert rest == old_rest and share == pytest.approx(old_share * 0.3 / 0.9)
+
+
 def test_bad_settings_are_refused_before_any_work(stand_in_run, capsys):
+    for share in ("1", "-0.1"):
+        with pytest.raises(SystemExit):
+            sparse_finetune.parse_args(["--text-share", share])
+        assert f"--text-share {float(share)}" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sparse_finetune.parse_args(["--sparse-weight", "1.5"])
     assert "--sparse-weight 1.5" in capsys.readouterr().err
