@@ -95,6 +95,11 @@ VARIANTS = {
     "overlap-state-bv8": {"configs": {"state_output": ({"STATE_BV": 8, "BV": 128}, 4, 3)}},
     "chain-only-state-bv8": {"chain_only": True, "timing_only": True,
                              "configs": {"state_output": ({"STATE_BV": 8, "BV": 128}, 4, 3)}},
+    # The output role with the row scales folded into M's columns (chunk_output.FOLD_SCALES, read when the kernels
+    # are compiled: timed only in a process started with the setting, see time_variants_at): compile_report shows
+    # the one launch without local-memory spills (0 against 92 instructions) at the same instruction count.
+    "fold-scales": {"env": {"SPARSEGDN_FOLD_SCALES": "1"}},
+    "fold-scales-separate": {"env": {"SPARSEGDN_FOLD_SCALES": "1"}, "overlap": False},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
@@ -177,8 +182,16 @@ def run_variant(name):
 def time_variants(names, lengths):
     """In this process, one variant after another: the backend entry's median ms and its stage times at
     each of `lengths` on the benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON."""
+    runnable = []
+    for name in names:
+        unset = {key: value for key, value in VARIANTS[name].get("env", {}).items() if os.environ.get(key) != value}
+        if unset:       # read at import or compile time: this process cannot switch it (run it with the setting)
+            print("TIMED " + json.dumps({"variant": name, "error": f"needs {unset} in this process's environment"}),
+                  flush=True)
+        else:
+            runnable.append(name)
     for tokens in lengths:
-        time_variants_at(names, tokens)
+        time_variants_at(runnable, tokens)
 
 
 def time_variants_at(names, tokens):

@@ -23,7 +23,10 @@
 # 32K and 128K.
 # Batch of 2026-12-01, afternoon (analysis/results/overlap/batch7): segments lost in every form, so did publishing
 # less, capping registers and chain blocks of 8 (kernel_bench.notes.md). The default variants are now the two
-# designs only; name the variants under study in VARIANTS.
+# designs only; name the variants under study in VARIANTS. Next: the output role with its row scales folded
+# into M (chunk_output.FOLD_SCALES), read at compile time, so checked and timed with the setting:
+#   OUT=$OUT STEPS="probe timed" VARIANTS="separate stored" ENV_VARIANTS="fold-scales fold-scales-separate" \
+#     ENV_SETTING="SPARSEGDN_FOLD_SCALES=1" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
@@ -33,6 +36,10 @@ SAFE=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] || echo -n "$na
 RISKY_ASKED=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] && echo -n "$name "; done)
 # Timed only, never checked here (chain-only's outputs are garbage; the graphs' checks are in the GPU matrix).
 TIMED_ONLY=${TIMED_ONLY:-"chain-only no-graph"}
+# Variants whose switch is read at import or compile time (an "env" in config_probe.VARIANTS): checked like the
+# others, timed in a process of their own started with ENV_SETTING (one setting for all of them).
+ENV_VARIANTS=${ENV_VARIANTS:-""}
+ENV_SETTING=${ENV_SETTING:-""}
 LENGTHS=${LENGTHS:-"4096 32768 131072"}
 STEPS=${STEPS:-"matrix probe timed"}
 WORK="$OUT/logs"          # under $OUT, so that every step's log comes back even if a later step hangs
@@ -58,7 +65,7 @@ if has matrix; then
   grep -E "FAILED|Error" "$WORK/gpu_matrix.log" | head -20 | cut -c1-200 | tee -a "$WORK/summary.txt"
 fi
 if has probe; then
-  timeout 180 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
+  timeout 180 python benchmarks/config_probe.py --only baseline $VARIANTS $ENV_VARIANTS --out "$WORK/probe" \
     > "$WORK/config_probe.log" 2>&1
   summary "config_probe rc $? at ${SECONDS}s"
   grep -E "^[a-z0-9-]+ +(OK|BAD)|process ended" "$WORK/config_probe.log" | tee -a "$WORK/summary.txt"
@@ -73,7 +80,13 @@ if has timed; then
     timeout 120 python benchmarks/config_probe.py --timed $RISKY_ASKED --time $LENGTHS > "$WORK/timed_risky.log" 2>&1
     summary "timed ($RISKY_ASKED) rc $? at ${SECONDS}s"
   fi
-  cat "$WORK/timed.log" "$WORK/timed_risky.log" > "$WORK/timed_all.log"
+  : > "$WORK/timed_env.log"
+  if [ -n "$ENV_VARIANTS" ]; then
+    env $ENV_SETTING timeout 150 python benchmarks/config_probe.py --timed $ENV_VARIANTS --time $LENGTHS \
+      > "$WORK/timed_env.log" 2>&1
+    summary "timed ($ENV_SETTING: $ENV_VARIANTS) rc $? at ${SECONDS}s"
+  fi
+  cat "$WORK/timed.log" "$WORK/timed_risky.log" "$WORK/timed_env.log" > "$WORK/timed_all.log"
   python benchmarks/config_probe.py --summarize "$WORK/timed_all.log" | tee -a "$WORK/summary.txt"
 fi
 tar czf "$OUT/kernel_batch.tgz" -C "$WORK" .

@@ -37,11 +37,17 @@ def load_rows(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS: tl.co
     """float32 [ROWS, COLS] from rows row0.. of a strided matrix; zero outside num_rows x num_cols.
     Any strides: a model's v can come with the tokens innermost (a transposed convolution output),
     read in place with each column's tokens contiguous (Triton specialises a stride of 1)."""
+    return load_rows_stored(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS, COLS).to(tl.float32)
+
+
+@triton.jit
+def load_rows_stored(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """As load_rows, in the stored dtype (a dot operand as it is)."""
     rows = row0 + tl.arange(0, ROWS)
     cols = tl.arange(0, COLS)
     mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
     offsets = rows[:, None].to(tl.int64) * row_stride + cols[None, :].to(tl.int64) * col_stride
-    return tl.load(ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    return tl.load(ptr + offsets, mask=mask, other=0.0)
 
 
 @triton.jit

@@ -16,13 +16,15 @@ stay raw dot operands; their norms scale the products. Tinv is read from pass 1,
 does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A non-finite
 output raises FLAG_OUTPUT.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, cdiv, inverse_norm, load_gates, load_rows, load_tile,
-                          mma, not_finite, padded, raise_flag, round_to, solve_precision)
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, cdiv, inverse_norm, load_gates, load_rows,
+                          load_rows_stored, load_tile, mma, not_finite, padded, raise_flag, round_to, solve_precision)
 from .launch import Launcher
 from .state_pass import progress_row
 
@@ -30,6 +32,14 @@ from .state_pass import progress_row
 # benchmarks/config_probe.py, head size 128); an autotuning run over more of them ended in an illegal address.
 CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=4, num_stages=stages)
            for group, bv, stages in ((1, 128, 2), (4, 128, 3), (2, 64, 3))]
+
+
+# The per-row scales of X = beta e^gamma K and of beta V folded into M's columns (64 x 64) instead of applied to
+# the 64 x K and 64 x BV tiles: M X = (M diag(beta e^gamma / ||k||)) K and M (beta V) = (M diag(beta)) V, with K and
+# V the dot operands as loaded (SPARSEGDN_FOLD_SCALES=1; off: not yet measured on a GPU). Why: the output role is
+# latency-bound on element-wise work and conversions (ncu, 2026-12-01, kernel_bench.notes.md); this moves 2 x 64
+# x 128 scalings and roundings onto 2 x 64 x 64.
+FOLD_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_FOLD_SCALES", "0") == "1")
 
 
 def _prune(configs, named_args, **kwargs):
@@ -102,7 +112,11 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         t0 = c * CHUNK
         q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
         k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-        v = load_rows(v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
+        v_block = v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd
+        if FOLD_SCALES:
+            v = load_rows_stored(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
+        else:
+            v = load_rows(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         if not RECOMPUTE:
@@ -122,14 +136,23 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 could overflow.
         p = mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :])
         p = tl.where(causal, p * tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)
-        m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
-        x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
-        left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
+        if FOLD_SCALES:
+            m = mma(round_to(p, dot_dtype), t_inv)
+            m_write = round_to(m * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype)
+            left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m_write, k)) * decay_since
+            m = round_to(m * beta[None, :], dot_dtype)
+        else:
+            m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
+            x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
+            left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
         if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
             wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT, HV,
                               STATE_BV, STATE_BLOCKS, RELAXED_POLL, SEGMENTED)
             snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
-        o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
+        if FOLD_SCALES:
+            o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, v)) * scale
+        else:
+            o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
         mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
         stored = round_to(o, o_ptr.dtype.element_ty)      # checked as stored: float16 can overflow here
         tl.store(o_ptr + b * o_sb + hv * o_sh + (t0 + rows)[:, None].to(tl.int64) * o_st + cv[None, :], stored,
