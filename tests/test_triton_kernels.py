@@ -132,21 +132,23 @@ def test_triton_reports_finite_inputs_whose_computation_overflows():
 @pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
 @pytest.mark.parametrize("dtype,band", [(torch.float32, 1), (torch.bfloat16, 3)])
 def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, monkeypatch):
-    """chunk_output.FOLD_SCALES (off by default): the scales of X and of beta V applied to M's columns compute
-    what the default computes, and what the reference computes."""
+    """chunk_loads.FOLD_SCALES (off by default): the scales of X and of beta V applied to the columns of M (output
+    role) and of Tinv (event lists) compute what the default computes, and what the reference computes."""
     import triton.language as tl
-    from sparsegdn.triton import chunk_output, forward
+    from sparsegdn.triton import chunk_output, event_prepare, forward
     monkeypatch.setattr(forward, "OVERLAP", overlap)
     inputs = random_inputs(2, 190, 2, 4, 32, 16, dtype=dtype, initial_state=True, device=DEVICE)
     events = random_events(2, 4, sparsegdn.num_chunks(190), seed=5, p=0.5).to(DEVICE)
     out = {}
     for fold in (False, True):
-        monkeypatch.setattr(chunk_output, "FOLD_SCALES", tl.constexpr(fold))
+        for module in (chunk_output, event_prepare):      # each kernel reads its module's name of the switch
+            monkeypatch.setattr(module, "FOLD_SCALES", tl.constexpr(fold))
         out[fold] = _both(inputs, events=events, band=band)
     (o_ref, s_ref, _), (o_default, s_default, _) = out[False]
     o_fold, s_fold, _ = out[True][1]
-    assert torch.equal(s_fold, s_default)                  # the state pass is untouched
+    assert rel_err(s_fold, s_default) <= (1e-5 if dtype == torch.float32 else 1e-2)
     assert rel_err(o_fold, o_default) <= (1e-5 if dtype == torch.float32 else 1e-2)
+    assert rel_err(s_fold, s_ref) <= TOLERANCE[dtype]
     assert rel_err(o_fold, o_ref) <= TOLERANCE[dtype]
     # The switch took effect: the products' operands differ, so the float32 sums round differently somewhere.
     assert not torch.equal(o_fold, o_default)
@@ -165,7 +167,10 @@ def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
         out[store] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, initial_state=s0,
                                                        output_final_state=True, backend="triton")
     assert torch.equal(out[True][2].events, out[False][2].events)
-    assert rel_err(out[False][0], out[True][0]) <= 1e-3 and rel_err(out[False][1], out[True][1]) <= 1e-3
+    # With chunk_loads.FOLD_SCALES the stored design rounds Tinv twice (stored, then scaled): 2e-3 apart in bfloat16.
+    from sparsegdn.triton import chunk_loads
+    tolerance = 3e-3 if chunk_loads.FOLD_SCALES else 1e-3
+    assert rel_err(out[False][0], out[True][0]) <= tolerance and rel_err(out[False][1], out[True][1]) <= tolerance
 
 
 @small_shapes

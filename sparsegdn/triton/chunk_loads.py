@@ -22,6 +22,13 @@ INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
 # Autotuning compiles every config for every new shape: on by default, off for quick GPU test runs.
 AUTOTUNE = os.environ.get("SPARSEGDN_AUTOTUNE", "1") == "1" and not INTERPRET
 INF = tl.constexpr(float("inf"))
+# Per-row scales of a product's right operand folded into its 64 x 64 left factor's columns: F (diag(s) X) =
+# (F diag(s)) X, so that X (a 64 x K or 64 x V tile of k or v) goes to the product as loaded and only 64 x 64
+# values are scaled and rounded. The output role (chunk_output: M X and M (beta V)) and the event lists
+# (event_prepare: Tinv (beta e^gamma K) and Tinv (beta V)) both do it when SPARSEGDN_FOLD_SCALES=1 (read at
+# compile time; off: not yet measured on a GPU). Why: those passes are latency-bound on element-wise work,
+# conversions and spills (ncu and compile_report, 2026-12-01, kernel_bench.notes.md).
+FOLD_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_FOLD_SCALES", "0") == "1")
 # The contract's ranges (sparsegdn.validation): g in [LOWEST_LOG_DECAY, 0], beta in [0, 1].
 LOWEST_LOG_DECAY = tl.constexpr(-torch.finfo(torch.float32).max / CHUNK_SIZE)
 

@@ -16,15 +16,14 @@ stay raw dot operands; their norms scale the products. Tinv is read from pass 1,
 does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A non-finite
 output raises FLAG_OUTPUT.
 """
-import os
-
 import torch
 import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, any_2d, cdiv, inverse_norm, load_gates, load_rows,
-                          load_rows_stored, load_tile, mma, not_finite, padded, raise_flag, round_to, solve_precision)
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, FOLD_SCALES, any_2d, cdiv, inverse_norm, load_gates,
+                          load_rows, load_rows_stored, load_tile, mma, not_finite, padded, raise_flag, round_to,
+                          solve_precision)
 from .launch import Launcher
 from .state_pass import progress_row
 
@@ -32,14 +31,6 @@ from .state_pass import progress_row
 # benchmarks/config_probe.py, head size 128); an autotuning run over more of them ended in an illegal address.
 CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=4, num_stages=stages)
            for group, bv, stages in ((1, 128, 2), (4, 128, 3), (2, 64, 3))]
-
-
-# The per-row scales of X = beta e^gamma K and of beta V folded into M's columns (64 x 64) instead of applied to
-# the 64 x K and 64 x BV tiles: M X = (M diag(beta e^gamma / ||k||)) K and M (beta V) = (M diag(beta)) V, with K and
-# V the dot operands as loaded (SPARSEGDN_FOLD_SCALES=1; off: not yet measured on a GPU). Why: the output role is
-# latency-bound on element-wise work and conversions (ncu, 2026-12-01, kernel_bench.notes.md); this moves 2 x 64
-# x 128 scalings and roundings onto 2 x 64 x 64.
-FOLD_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_FOLD_SCALES", "0") == "1")
 
 
 def _prune(configs, named_args, **kwargs):

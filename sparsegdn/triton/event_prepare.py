@@ -14,7 +14,8 @@ import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
-from .chunk_loads import CHUNK, inverse_norm, load_gates, load_rows, load_tile, mma, padded, round_to, solve_precision
+from .chunk_loads import (CHUNK, FOLD_SCALES, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
+                          padded, round_to, solve_precision)
 from .launch import Launcher
 
 NUM_WARPS = 4
@@ -38,19 +39,31 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         k_raw = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
         k_scale = inverse_norm(k_raw, NORMALIZE)
         k = k_raw.to(tl.float32)
-        v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
+        if FOLD_SCALES:
+            v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
+        else:
+            v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         gamma = tl.cumsum(g, axis=0)
         rows = tl.arange(0, CHUNK)
         if RECOMPUTE:
-            t_inv = round_to(band_inverse(k_raw, k_scale, beta, gamma, BAND, PRECISION), dot_dtype)
+            t_inv = band_inverse(k_raw, k_scale, beta, gamma, BAND, PRECISION)
+            if not FOLD_SCALES:
+                t_inv = round_to(t_inv, dot_dtype)
         else:
             t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK
                             + rows[None, :])
-        w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k, dot_dtype))
+        if FOLD_SCALES:      # the scales on Tinv's columns, k and v as loaded (chunk_loads.FOLD_SCALES)
+            t_inv = t_inv.to(tl.float32)
+            w = mma(round_to(t_inv * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype), k_raw)
+        else:
+            w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k, dot_dtype))
         k_commit = (k_scale * tl.exp(tl.sum(g, axis=0) - gamma))[:, None] * k
-        u = mma(t_inv, round_to((beta[:, None] * v), dot_dtype))
+        if FOLD_SCALES:
+            u = mma(round_to(t_inv * beta[None, :], dot_dtype), v)
+        else:
+            u = mma(t_inv, round_to((beta[:, None] * v), dot_dtype))
         ck = tl.arange(0, BK)
         cv = tl.arange(0, BV)
         slot = b * E + e
