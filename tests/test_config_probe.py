@@ -10,7 +10,7 @@ import config_probe  # noqa: E402
 
 
 def test_a_variant_set_at_import_time_is_refused_in_a_process_without_its_setting(monkeypatch, capsys):
-    """Its switch is read when the kernels compile (chunk_output.FOLD_SCALES): timing it in a process without the
+    """Its switch is read when the kernels compile (chunk_loads.FOLD_SCALES): timing it in a process without the
     setting would time the default under its name, so the row says what is missing instead."""
     monkeypatch.delenv("SPARSEGDN_FOLD_SCALES", raising=False)
     config_probe.time_variants(["fold-scales"], [])
