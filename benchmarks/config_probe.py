@@ -96,7 +96,7 @@ VARIANTS = {
     "chain-only-state-bv8": {"chain_only": True, "timing_only": True,
                              "configs": {"state_output": ({"STATE_BV": 8, "BV": 128}, 4, 3)}},
     # The row scales of k and v folded into M's and Tinv's columns (chunk_loads.FOLD_SCALES, read when the kernels
-    # are compiled: timed only in a process started with the setting, see time_variants_at): compile_report shows
+    # are compiled: timed only in a process started with the setting, see time_variants): compile_report shows
     # the one launch without local-memory spills (0 against 92 instructions) at the same instruction count.
     "fold-scales": {"env": {"SPARSEGDN_FOLD_SCALES": "1"}},
     "fold-scales-separate": {"env": {"SPARSEGDN_FOLD_SCALES": "1"}, "overlap": False},
