@@ -25,7 +25,8 @@
 # less, capping registers and chain blocks of 8 (kernel_bench.notes.md). The default variants are now the two
 # designs only; name the variants under study in VARIANTS. Next: the output role with its row scales folded
 # into M and Tinv (chunk_loads.FOLD_SCALES), read at compile time, so checked and timed with the setting:
-#   OUT=$OUT STEPS="probe timed" VARIANTS="separate stored" ENV_VARIANTS="fold-scales fold-scales-separate" \
+#   OUT=$OUT STEPS="probe timed" VARIANTS="separate stored" \
+#     ENV_VARIANTS="fold-scales fold-scales-separate fold-scales-stored" \
 #     ENV_SETTING="SPARSEGDN_FOLD_SCALES=1" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
