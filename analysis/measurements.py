@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from sparsegdn import SparseConfig
+from .timing import first_call_notes
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "selector": pl.Utf8,
@@ -598,7 +599,9 @@ def app_runs(path: Path) -> tuple[dict, pl.DataFrame]:
                         for field in ("median", "low", "high", "n")},
                      "warm_up_tokens": timing["warm_up"]["tokens"], "warm_up_dense_ms": timing["warm_up"]["dense_ms"],
                      "warm_up_sparse_ms": timing["warm_up"]["sparse_ms"], "wall_s": run["wall_s"],
-                     "top1_agreement": run["top1_agreement"]})
+                     "top1_agreement": run["top1_agreement"],
+                     # None: recorded before timed repeats were watched for first-call work
+                     "watched": "first_calls" in timing, "first_call_notes": first_call_notes(timing)})
     return data["meta"], pl.DataFrame(rows)
 
 
@@ -627,6 +630,12 @@ def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
             f"{row['wall_s']:.0f} |")
     lines += ["", "`sparse vs dense`: dense's median over sparse's (above 1 sparse is faster), within the noise "
               "when the ranges overlap. The whole run includes the untimed analysis pass (events, errors)."]
+    watched = [row for row in frame.iter_rows(named=True) if row["watched"]]
+    if watched:
+        lines += ["", "First-call work inside the timed repeats (Triton compiling or autotuning, "
+                      "`analysis.timing.FirstCallWatch`): " + "; ".join(
+                          f"{row['model']}: " + (" ".join(row["first_call_notes"]) or "none") for row in watched)
+                  + "."]
     return "\n".join(lines)
 
 

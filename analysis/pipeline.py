@@ -426,9 +426,9 @@ def _warm_up_pieces(segments: list, device: torch.device) -> list[tuple[int, int
         end = min(first_end, CPU_WARM_UP_TOKENS)
         return [(0, end)] if len(segments) == 1 else [(0, end - end // 4), (end - end // 4, end)]
     pieces = list(segments[:2])
-    if len(segments) >= 3:
-        start, last = segments[2][0], segments[-1][1] - segments[-1][0]
-        pieces.append((start, start + last))
+    last = segments[-1][1] - segments[-1][0]
+    if len(segments) >= 3 and last != segments[1][1] - segments[1][0]:   # a last segment as long as a full one: met
+        pieces.append((segments[2][0], segments[2][0] + last))
     return pieces
 
 

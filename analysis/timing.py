@@ -311,8 +311,10 @@ class FirstCallWatch:
     are put back when the last active watch leaves, on an exception too. Where Triton or one of these is
     missing, that kind is not recorded (without Triton, nothing is) and the watched code runs as ever.
 
-    Limits: the hooks are process-wide, so with sessions served from threads a watch also records what
-    another thread compiles or tunes while it is active (it may over-report, never miss its own work);
+    Limits: it sees Triton's own JIT and autotuner only: kernels compiled by other means (FlashQLA's TileLang
+    kernels, which FLA 0.6 calls when flash-qla is installed; torch.compile) are not recorded. The hooks are
+    process-wide, so with sessions served from threads a watch also records what another thread compiles or
+    tunes while it is active (it may over-report, never miss its own Triton work);
     overlapping watches each get every record. A compile begun before the first watch entered counts
     from that entry. Disk-cache hits of Triton's compile cache still count as compiles (short ones).
     """
@@ -339,21 +341,22 @@ def group_first_calls(calls: Sequence[FirstCall]) -> list[dict]:
 
 
 def first_call_text(rows: Sequence[Mapping]) -> str:
-    """Grouped first calls (group_first_calls) in words: 'compiling 3 kernels (9.8 s: state_output_kernel x2,
-    chunk_output_kernel) and autotuning 1 kernel (1.2 s: intra_chunk_kernel, 8 configs)'."""
+    """Grouped first calls (group_first_calls) in words: '3 compiles of 2 kernels (9.8 s: state_output_kernel x2,
+    chunk_output_kernel) and autotuning of 1 kernel (1.2 s: intra_chunk_kernel, 8 configs)'."""
+    def kernels(n: int) -> str:
+        return f"{n} kernel{'s' if n > 1 else ''}"
+
     parts = []
-    for kind, verb, unit in (("compile", "compiling", ""), ("autotune", "autotuning", " configs")):
-        mine = [row for row in rows if row["kind"] == kind]
-        if not mine:
-            continue
-        seconds = sum(row["seconds"] for row in mine)
-        if kind == "compile":
-            count = sum(row["count"] for row in mine)
-            names = ", ".join(row["kernel"] + (f" x{row['count']}" if row["count"] > 1 else "") for row in mine)
-        else:
-            count = len(mine)
-            names = ", ".join(f"{row['kernel']}, {row['count']}{unit}" for row in mine)
-        parts.append(f"{verb} {count} kernel{'s' if count > 1 else ''} ({seconds:,.1f} s: {names})")
+    compiles = [row for row in rows if row["kind"] == "compile"]
+    if compiles:
+        count = sum(row["count"] for row in compiles)
+        names = ", ".join(row["kernel"] + (f" x{row['count']}" if row["count"] > 1 else "") for row in compiles)
+        parts.append(f"{count} compile{'s' if count > 1 else ''} of {kernels(len(compiles))} "
+                     f"({sum(row['seconds'] for row in compiles):,.1f} s: {names})")
+    tuned = [row for row in rows if row["kind"] == "autotune"]
+    if tuned:
+        names = ", ".join(f"{row['kernel']}, {row['count']} configs" for row in tuned)
+        parts.append(f"autotuning of {kernels(len(tuned))} ({sum(row['seconds'] for row in tuned):,.1f} s: {names})")
     return " and ".join(parts)
 
 

@@ -6,9 +6,9 @@
 
 Runs the Triton backend's forward on CPU tensors with a stand-in driver that compiles every kernel
 launch for sm_90 (every config of an autotuned kernel) and launches nothing, then prints per kernel and
-config: registers per thread, spilled bytes, shared memory, asynchronous copies (the pipeliner's loads
-into shared memory), Hopper matrix instructions (wgmma) against older ones (mma), and local-memory
-instructions in the machine code. It costs no device time: read it before a GPU batch
+config: registers per thread, machine instructions, spilled bytes, shared memory, asynchronous copies
+(the pipeliner's loads into shared memory), Hopper matrix instructions (wgmma) against older ones (mma),
+and local-memory instructions in the machine code. It costs no device time: read it before a GPU batch
 (analysis/results/kernel_bench.notes.md). Numbers are the compiler's; only a GPU run says how fast.
 """
 import argparse
@@ -57,6 +57,8 @@ def machine_code_report(cubin: bytes) -> dict:
         sass = subprocess.run([cuobjdump(), "--dump-sass", file.name], capture_output=True, text=True).stdout
     registers = re.search(r"REG:(\d+)", usage)
     return {"registers": int(registers.group(1)) if registers else None,
+            # the machine code's length: what a warp runs per call in straight-line kernels (loops run theirs again)
+            "instructions": len(re.findall(r"/\*[0-9a-f]{4,6}\*/\s+\S", sass)),
             "local_ops": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
             "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "hmma": len(re.findall(r"\bHMMA\b", sass))}
 
@@ -116,7 +118,8 @@ def main():
     if not os.environ.get("TRITON_PTXAS_PATH"):
         sys.exit("set TRITON_PTXAS_PATH to a ptxas (see the docstring)")
     reports = compile_all(args)
-    columns = ["kernel", "config", "registers", "local_ops", "shared", "async_copies", "wgmma", "mma", "hgmma"]
+    columns = ["kernel", "config", "registers", "instructions", "local_ops", "shared", "async_copies", "wgmma", "mma",
+               "hgmma"]
     print(" | ".join(columns))
     for report in reports:
         print(" | ".join(str(report.get(column)) for column in columns))

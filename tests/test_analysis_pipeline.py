@@ -226,7 +226,7 @@ def test_a_compile_inside_a_timed_repeat_is_recorded_and_kept_out_of_the_clean_m
     out = io.StringIO()
     print_summary(result.summary, tmp_path / "run", out)
     text = out.getvalue()
-    assert "Repeat 2 of 2 of SparseGDN included compiling 1 kernel (" in text and "state_output_kernel" in text
+    assert "Repeat 2 of 2 of SparseGDN included 1 compile of 1 kernel (" in text and "state_output_kernel" in text
     prefill = next(line for line in text.splitlines() if line.startswith("prefill"))
     assert prefill.count("includes first-call work") == 1 and "(torch core), sparse" in prefill
 
@@ -257,6 +257,7 @@ def test_the_warm_up_runs_the_timed_call_over_each_kind_of_segment(loaded, monke
 @pytest.mark.parametrize("device, lengths, pieces", [
     ("cuda", [8192] * 4 + [377], [(0, 8192), (8192, 16384), (16384, 16761)]),   # first, a full one, the last's length
     ("cuda", [8192, 100], [(0, 8192), (8192, 8292)]),
+    ("cuda", [8192] * 3, [(0, 8192), (8192, 16384)]),          # the last is a full one: met by the second
     ("cuda", [500], [(0, 500)]),
     ("cpu", [8192] * 3, [(0, 96), (96, 128)]),
     ("cpu", [100], [(0, 100)]),

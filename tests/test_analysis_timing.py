@@ -188,8 +188,8 @@ def test_first_call_notes_name_the_affected_repeat_and_the_clean_median():
     timing = {"repeats": 3, "first_calls": rows,
               "clean": {"sparse": {"excluded": [1], "prefill": clean, "core": Spread.of([8.0, 8.2]).to_dict()}}}
     notes = first_call_notes(timing)
-    assert notes[0] == ("Repeat 2 of 3 of SparseGDN included compiling 3 kernels (9.8 s: state_output_kernel x2, "
-                        "chunk_output_kernel) and autotuning 1 kernel (0.3 s: intra_chunk_kernel, 2 configs): "
+    assert notes[0] == ("Repeat 2 of 3 of SparseGDN included 3 compiles of 2 kernels (9.8 s: state_output_kernel x2, "
+                        "chunk_output_kernel) and autotuning of 1 kernel (0.3 s: intra_chunk_kernel, 2 configs): "
                         "excluded from the clean median.")
     assert notes[1].startswith("SparseGDN without those repeats (clean median of 2): prefill 81.0 ms [80.0-82.0], "
                                "GDN core 8.1 ms [8.0-8.2]")

@@ -176,6 +176,17 @@ def test_the_app_run_table_shows_medians_ranges_and_the_warm_up(tmp_path):
     row = next(line for line in table.splitlines() if line.startswith("| default"))
     assert "| 900.0 [870.0-930.0] | 880.0 [850.0-910.0] | 1.02x (within the noise) |" in row
     assert "| 1.50x (faster) |" in row and "40 / 50 ms on 128 tokens" in row
+    assert "First-call work" not in table          # recorded before timed repeats were watched: nothing claimed
+    timing["first_calls"] = [{"repeat": 1, "path": "sparse", "kind": "compile", "kernel": "state_output_kernel",
+                              "count": 2, "seconds": 9.5}]
+    timing["clean"] = {"sparse": {"prefill": {"median": 870.0, "low": 850.0, "high": 890.0, "n": 2},
+                                  "core": {"median": 59.0, "low": 58.0, "high": 60.0, "n": 2}}}
+    clean_run = {**run, "model": "other", "timing": {**timing, "first_calls": [], "clean": {}}}
+    (tmp_path / "app_run_cpu.json").write_text(json.dumps({"meta": meta, "runs": [run, clean_run]}))
+    table = front_page.render("app_run_cpu.json", tmp_path)
+    note = next(line for line in table.splitlines() if line.startswith("First-call work"))
+    assert "default: Repeat 2 of 3 of SparseGDN included 2 compiles of 1 kernel" in note and "state_output_kernel" in note
+    assert "other: none" in note
 
 
 def test_the_multi_gpu_runs_report_renders_from_its_committed_record(monkeypatch):

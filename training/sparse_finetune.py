@@ -48,10 +48,10 @@ STEPS, LENGTH, TOKENS_PER_STEP = 600, 4096, 32768
 TINY_LENGTH, TINY_TOKENS_PER_STEP = 256, 512
 LR, WARMUP = 1e-4, 20              # a tenth of pre-training's peak, held constant after the warm-up
 SPARSE_WEIGHT = 0.5
-# Plain corpus text's share of the rows: train.py's MIXTURE has 0.10 (its tasks, drills and retrieval, the rest).
-# Job 1 (2026-12-01, training/logs/sparse-finetune-1) on that mixture raised dense held-out perplexity by ~3% in
-# 65 steps; a larger share keeps the fine-tune closer to the text the perplexity target is measured on.
-TEXT_SHARE = 0.10
+# Plain corpus text's share of the rows, by default train.py's MIXTURE's own (0.10; its tasks, drills and
+# retrieval, the rest). Job 1 (2026-12-01, training/logs/sparse-finetune-1) on that mixture raised dense held-out
+# perplexity by ~3% in 65 steps; a larger share keeps the fine-tune closer to the text the target is measured on.
+TEXT_SHARE = sum(entry[0] for entry in base.MIXTURE if entry[1] is None)
 PPL_LENGTH, PPL_WINDOWS = 8192, 8  # per held-out source, at the end of every job: the evaluation's windows
 TINY_PPL_LENGTH, TINY_PPL_WINDOWS = 256, 1
 
@@ -71,7 +71,9 @@ def recipe(args) -> dict:
 
 def mixture_with_text(share: float) -> tuple:
     """train.py's MIXTURE with plain text at `share` of the rows and its other entries scaled to the rest
-    (share 0.10 gives MIXTURE itself)."""
+    (MIXTURE itself, unchanged, at its own text share: a run recorded before this option resumes exactly)."""
+    if share == TEXT_SHARE:
+        return base.MIXTURE
     tasks = [entry for entry in base.MIXTURE if entry[1] is not None]
     total = sum(entry[0] for entry in tasks)
     return ((share, None, None, None),) + tuple(((1 - share) * part / total, task, needles, queries)
