@@ -396,7 +396,7 @@ def test_the_triton_backend_is_offered_only_where_it_can_run(examples, no_model,
 
 
 def test_a_figure_that_includes_first_call_work_is_said_so(examples):
-    """A run whose second SparseGDN repeat held Triton compiles (as on the H200, 2026-12-01): the Timings page
+    """A run whose second SparseGDN repeat held Triton compiles: the Timings page
     names the repeat, what it held and the median without it; the run page's prefill figure points there."""
     from analysis.timing import Spread
     from test_app_support import with_timings
