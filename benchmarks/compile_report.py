@@ -12,6 +12,7 @@ and local-memory instructions in the machine code. It costs no device time: read
 (analysis/results/kernel_bench.notes.md). Numbers are the compiler's; only a GPU run says how fast.
 """
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -63,6 +64,41 @@ def machine_code_report(cubin: bytes) -> dict:
             "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "hmma": len(re.findall(r"\bHMMA\b", sass))}
 
 
+def nvdisasm() -> str:
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm")
+
+
+def instructions_by_line(cubin: bytes) -> collections.Counter:
+    """Machine instructions per source line ((file, line) -> count) from the cubin's line table (nvdisasm -gi):
+    each instruction counts for the innermost source line it was compiled from (a helper's line, not its
+    caller's, where the compiler inlined one)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        listing = subprocess.run([nvdisasm(), "-gi", "-c", file.name], capture_output=True, text=True).stdout
+    counts, where = collections.Counter(), ("?", 0)
+    for line in listing.splitlines():
+        source = re.search(r'//## File "([^"]+)", line (\d+)', line)
+        if source:
+            where = (source.group(1), int(source.group(2)))
+        elif re.search(r"/\*[0-9a-f]{4,6}\*/\s+\S", line):
+            counts[where] += 1
+    return counts
+
+
+def print_lines(name: str, label: dict, counts: collections.Counter, top: int) -> None:
+    """The `top` source lines with the most machine instructions, with their text."""
+    total = sum(counts.values())
+    print(f"\n{name} {label}: {total} instructions; the {top} source lines with the most")
+    for (path, number), count in counts.most_common(top):
+        try:
+            text = Path(path).read_text().splitlines()[number - 1].strip()
+        except (OSError, IndexError):
+            text = ""
+        shown = path.split("/sparsegdn/")[-1] if "/sparsegdn/" in path else Path(path).name
+        print(f"{count:6d} {count / total:6.1%}  {shown}:{number}  {text[:90]}")
+
+
 def kernel_report(name, config, compiled) -> dict:
     ttgir = compiled.asm.get("ttgir", "")
     ptx = compiled.asm.get("ptx", "")
@@ -90,6 +126,8 @@ def compile_all(args) -> list[dict]:
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
             label = {k: v for k, v in options.items() if k in ("BV", "GROUP", "num_warps", "num_stages")}
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
+            if args.lines == self.jit.fn.__name__:
+                print_lines(args.lines, label, instructions_by_line(compiled.asm["cubin"]), args.top)
             if args.dump:
                 stem = Path(args.dump) / f"{self.jit.fn.__name__}-{len(reports)}"
                 for kind in ("ttgir", "ptx"):
@@ -112,6 +150,9 @@ def main():
     parser.add_argument("--heads", type=int, nargs=2, default=[16, 32], metavar=("H", "HV"))
     parser.add_argument("--dim", type=int, default=128, help="K = V")
     parser.add_argument("--dump", help="also write every compiled kernel's TTGIR and PTX into this folder")
+    parser.add_argument("--lines", metavar="KERNEL", help="also print where this kernel's machine instructions come "
+                                                          "from: its source lines with the most, per config")
+    parser.add_argument("--top", type=int, default=25, help="how many source lines --lines prints (default 25)")
     args = parser.parse_args()
     if args.dump:
         Path(args.dump).mkdir(parents=True, exist_ok=True)
