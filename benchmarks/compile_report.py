@@ -2,7 +2,7 @@
 
     pip install nvidia-cuda-nvcc-cu12        # ptxas, once (Triton's CPU wheels carry no ptxas)
     TRITON_PTXAS_PATH=$(python -c "import nvidia.cuda_nvcc, os; print(os.path.dirname(nvidia.cuda_nvcc.__file__))")/bin/ptxas \
-        python benchmarks/compile_report.py [--tokens 4096] [--dim 128]
+        python benchmarks/compile_report.py [--tokens 4096] [--dim 128] [--lines chunk_output_kernel]
 
 Runs the Triton backend's forward on CPU tensors with a stand-in driver that compiles every kernel
 launch for sm_90 (every config of an autotuned kernel) and launches nothing, then prints per kernel and
@@ -126,7 +126,7 @@ def compile_all(args) -> list[dict]:
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
             label = {k: v for k, v in options.items() if k in ("BV", "GROUP", "num_warps", "num_stages")}
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
-            if args.lines == self.jit.fn.__name__:
+            if getattr(args, "lines", None) == self.jit.fn.__name__:
                 print_lines(args.lines, label, instructions_by_line(compiled.asm["cubin"]), args.top)
             if args.dump:
                 stem = Path(args.dump) / f"{self.jit.fn.__name__}-{len(reports)}"
