@@ -45,43 +45,40 @@ class CompileOnlyDriver:
         return 0
 
 
-def cuobjdump() -> str:
-    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
+INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,6}\*/\s+\S")     # a line of SASS holding an instruction (its address)
+
+
+def on_cubin(cubin: bytes, tool: str, *flags: str) -> str:
+    """The output of one of Triton's bundled NVIDIA tools (cuobjdump, nvdisasm) run on a cubin."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        path = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool
+        return subprocess.run([str(path), *flags, file.name], capture_output=True, text=True).stdout
 
 
 def machine_code_report(cubin: bytes) -> dict:
     """Registers and local-memory instructions from the cubin (cuobjdump), when it can be read."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        usage = subprocess.run([cuobjdump(), "--dump-resource-usage", file.name], capture_output=True, text=True).stdout
-        sass = subprocess.run([cuobjdump(), "--dump-sass", file.name], capture_output=True, text=True).stdout
+    usage = on_cubin(cubin, "cuobjdump", "--dump-resource-usage")
+    sass = on_cubin(cubin, "cuobjdump", "--dump-sass")
     registers = re.search(r"REG:(\d+)", usage)
     return {"registers": int(registers.group(1)) if registers else None,
             # the machine code's length: what a warp runs per call in straight-line kernels (loops run theirs again)
-            "instructions": len(re.findall(r"/\*[0-9a-f]{4,6}\*/\s+\S", sass)),
+            "instructions": len(INSTRUCTION.findall(sass)),
             "local_ops": len(re.findall(r"\b(?:LDL|STL)\b", sass)),
             "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "hmma": len(re.findall(r"\bHMMA\b", sass))}
-
-
-def nvdisasm() -> str:
-    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm")
 
 
 def instructions_by_line(cubin: bytes) -> collections.Counter:
     """Machine instructions per source line ((file, line) -> count) from the cubin's line table (nvdisasm -gi):
     each instruction counts for the innermost source line it was compiled from (a helper's line, not its
     caller's, where the compiler inlined one)."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        listing = subprocess.run([nvdisasm(), "-gi", "-c", file.name], capture_output=True, text=True).stdout
     counts, where = collections.Counter(), ("?", 0)
-    for line in listing.splitlines():
+    for line in on_cubin(cubin, "nvdisasm", "-gi", "-c").splitlines():
         source = re.search(r'//## File "([^"]+)", line (\d+)', line)
         if source:
             where = (source.group(1), int(source.group(2)))
-        elif re.search(r"/\*[0-9a-f]{4,6}\*/\s+\S", line):
+        elif INSTRUCTION.search(line):
             counts[where] += 1
     return counts
 
