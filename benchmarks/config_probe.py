@@ -19,13 +19,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))       # this checkout's sparsegdn, whatever else is on the path
-CASES = [  # (B, T, H, HV, K, V, band, dtype)
-    (1, 1000, 3, 3, 128, 128, 2, "bfloat16"), (2, 777, 2, 8, 128, 128, 1, "bfloat16"),
-    (1, 500, 2, 4, 64, 64, 3, "float16"), (1, 600, 2, 4, 64, 256, 1, "bfloat16"),
+CASES = [  # (B, T, H, HV, K, V, band, dtype, initial state)
+    (1, 1000, 3, 3, 128, 128, 2, "bfloat16", True), (2, 777, 2, 8, 128, 128, 1, "bfloat16", True),
+    (1, 500, 2, 4, 64, 64, 3, "float16", True), (1, 600, 2, 4, 64, 256, 1, "bfloat16", True),
+    (2, 900, 2, 8, 128, 128, 1, "bfloat16", False),   # zero states before the first commits (chunk_output)
 ]
 # Head size 32, refused on a GPU since it computed wrongly (sparsegdn.api.MIN_GPU_HEAD_SIZE): the variants
 # with "head32" lift the refusal and run these too, to see whether a config change cures it.
-HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16"), (1, 300, 2, 4, 32, 128, 1, "bfloat16")]
+HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16", True), (1, 300, 2, 4, 32, 128, 1, "bfloat16", True)]
 # A variant: "configs" forces one config per kernel (kwargs, warps, stages[, most registers a thread: maxnreg]);
 # "env" an environment setting (its own process only); "head32" adds the head-size-32 cases.
 VARIANTS = {
@@ -103,6 +104,9 @@ VARIANTS = {
     # With Tinv stored by pass 1 the output role has no solve either (compile_report: 3,144 instructions a warp
     # a chunk and 18 local-memory ones, against 4,368 and 116 for the default's output pass).
     "fold-scales-stored": {"env": {"SPARSEGDN_FOLD_SCALES": "1"}, "store": True},
+    # Chunks that start from a zero state computed in full (chunk_output.SKIP_ZERO_STATE off): what the skip gives.
+    "no-zero-skip": {"env": {"SPARSEGDN_SKIP_ZERO_STATE": "0"}},
+    "no-zero-skip-stored": {"env": {"SPARSEGDN_SKIP_ZERO_STATE": "0"}, "store": True},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
@@ -159,16 +163,19 @@ def run_variant(name):
         api.MIN_GPU_HEAD_SIZE = 16
         cases = CASES + HEAD32_CASES
     results = []
-    for batch, tokens, heads, value_heads, key_dim, value_dim, band, dtype in cases:
+    for batch, tokens, heads, value_heads, key_dim, value_dim, band, dtype, initial in cases:
         q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, key_dim, value_dim,
-                                             dtype=getattr(torch, dtype), initial_state=True, device="cuda", seed=7)
+                                             dtype=getattr(torch, dtype), initial_state=initial, device="cuda", seed=7)
         events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.35).cuda()
+        if not initial:        # late first commits and an empty chain: chunks that start from a zero state
+            events[:, ::2, : events.shape[-1] // 2] = False
+            events[-1, 1] = False
         ref = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band, initial_state=s0,
                                                 output_final_state=True, backend="torch")
         for store in (True, False):
             forward.STORE_INVERSE = store
-            case = f"B{batch}-T{tokens}-H{heads}-HV{value_heads}-K{key_dim}-V{value_dim}-band{band}-{dtype}-" + (
-                "stored" if store else "on_chip")
+            case = (f"B{batch}-T{tokens}-H{heads}-HV{value_heads}-K{key_dim}-V{value_dim}-band{band}-{dtype}-"
+                    + ("" if initial else "no-initial-") + ("stored" if store else "on_chip"))
             try:
                 o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band,
                                                             initial_state=s0, output_final_state=True,
@@ -182,19 +189,27 @@ def run_variant(name):
     print("RESULT " + json.dumps({"variant": name, "results": results}), flush=True)
 
 
-def time_variants(names, lengths):
-    """In this process, one variant after another: the backend entry's median ms and its stage times at
-    each of `lengths` on the benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON."""
-    runnable = []
+def time_variants(names, lengths, spawn=True):
+    """One variant after another: the backend entry's median ms and its stage times at each of `lengths` on the
+    benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON. A variant whose setting
+    is read at import or compile time ("env") and is not this process's is timed next, in a process of its own
+    started with it (spawn; without, it is reported as not timed), one process at a time: the GPU is never shared."""
+    runnable, elsewhere = [], []
     for name in names:
         unset = {key: value for key, value in VARIANTS[name].get("env", {}).items() if os.environ.get(key) != value}
-        if unset:       # read at import or compile time: this process cannot switch it (run it with the setting)
+        (elsewhere if unset else runnable).append((name, unset))
+    for tokens in lengths:
+        time_variants_at([name for name, _ in runnable], tokens)
+    for name, unset in elsewhere:
+        if not spawn:
             print("TIMED " + json.dumps({"variant": name, "error": f"needs {unset} in this process's environment"}),
                   flush=True)
-        else:
-            runnable.append(name)
-    for tokens in lengths:
-        time_variants_at(runnable, tokens)
+            continue
+        done = subprocess.run([sys.executable, __file__, "--timed", name, "--no-spawn", "--time", *map(str, lengths)],
+                              env=dict(os.environ, **unset), capture_output=True, text=True, timeout=600, cwd=ROOT)
+        rows = [line for line in done.stdout.splitlines() if line.startswith("TIMED ")]
+        print("\n".join(rows) if rows else "TIMED " + json.dumps(
+            {"variant": name, "error": f"process ended with {done.returncode}: {done.stderr[-200:]}"}), flush=True)
 
 
 def time_variants_at(names, tokens):
@@ -254,6 +269,7 @@ def main():
     parser.add_argument("--only", nargs="+", default=None, choices=sorted(VARIANTS), help="these variants only")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timed", nargs="+", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-spawn", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--summarize", type=Path, default=None, help="print the timed rows of a log of --timed")
     args = parser.parse_args()
     if args.summarize:
@@ -263,7 +279,7 @@ def main():
     if args.one:
         return run_variant(args.one)
     if args.timed:
-        return time_variants(args.timed, args.time)
+        return time_variants(args.timed, args.time, spawn=not args.no_spawn)
     names = [name for name in args.only or list(VARIANTS) if not VARIANTS[name].get("timing_only")]
 
     def launch(name):

@@ -23,11 +23,14 @@
 # 32K and 128K.
 # Batch of 2026-12-01, afternoon (analysis/results/overlap/batch7): segments lost in every form, so did publishing
 # less, capping registers and chain blocks of 8 (kernel_bench.notes.md). The default variants are now the two
-# designs only; name the variants under study in VARIANTS. Next: the output role with its row scales folded
-# into M and Tinv (chunk_loads.FOLD_SCALES), read at compile time, so checked and timed with the setting:
-#   OUT=$OUT STEPS="probe timed" VARIANTS="separate stored" \
-#     ENV_VARIANTS="fold-scales fold-scales-separate fold-scales-stored" \
-#     ENV_SETTING="SPARSEGDN_FOLD_SCALES=1" bash benchmarks/kernel_batch.sh
+# designs only; name the variants under study in VARIANTS.
+# Evening (CPU): chunks from a zero state skip the state's part (chunk_output.SKIP_ZERO_STATE), one decay grid,
+# 32-bit offsets inside tiles, a cheaper finite check; the one launch's timeline (benchmarks/launch_timeline.py).
+# Variants whose setting is read at import time ("env" in config_probe.VARIANTS) are checked and timed each in a
+# process started with it (config_probe does that itself). Next:
+#   OUT=$OUT STEPS="probe timeline" VARIANTS="separate stored fold-scales fold-scales-stored no-zero-skip" \
+#     bash benchmarks/kernel_batch.sh
+#   OUT=$OUT STEPS="timed" VARIANTS="..." LENGTHS="32768 131072" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
@@ -37,11 +40,10 @@ SAFE=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] || echo -n "$na
 RISKY_ASKED=$(for name in $VARIANTS; do [[ " $RISKY " == *" $name "* ]] && echo -n "$name "; done)
 # Timed only, never checked here (chain-only's outputs are garbage; the graphs' checks are in the GPU matrix).
 TIMED_ONLY=${TIMED_ONLY:-"chain-only no-graph"}
-# Variants whose switch is read at import or compile time (an "env" in config_probe.VARIANTS): checked like the
-# others, timed in a process of their own started with ENV_SETTING (one setting for all of them).
-ENV_VARIANTS=${ENV_VARIANTS:-""}
-ENV_SETTING=${ENV_SETTING:-""}
 LENGTHS=${LENGTHS:-"4096 32768 131072"}
+# The one launch's timeline (benchmarks/launch_timeline.py): these variants at these lengths.
+TIMELINE_VARIANTS=${TIMELINE_VARIANTS:-"baseline chain-only stored"}
+TIMELINE_LENGTHS=${TIMELINE_LENGTHS:-"32768 131072"}
 STEPS=${STEPS:-"matrix probe timed"}
 WORK="$OUT/logs"          # under $OUT, so that every step's log comes back even if a later step hangs
 mkdir -p "$WORK"
@@ -66,7 +68,7 @@ if has matrix; then
   grep -E "FAILED|Error" "$WORK/gpu_matrix.log" | head -20 | cut -c1-200 | tee -a "$WORK/summary.txt"
 fi
 if has probe; then
-  timeout 180 python benchmarks/config_probe.py --only baseline $VARIANTS $ENV_VARIANTS --out "$WORK/probe" \
+  timeout 180 python benchmarks/config_probe.py --only baseline $VARIANTS --out "$WORK/probe" \
     > "$WORK/config_probe.log" 2>&1
   summary "config_probe rc $? at ${SECONDS}s"
   grep -E "^[a-z0-9-]+ +(OK|BAD)|process ended" "$WORK/config_probe.log" | tee -a "$WORK/summary.txt"
@@ -74,21 +76,21 @@ fi
 if has timed; then
   # Two processes: a CUDA fault ends its process, so the variants that faulted before (the paired ones) are timed
   # in a second one and cannot take the default's and the timing-only rows with them.
-  timeout 240 python benchmarks/config_probe.py --timed baseline $TIMED_ONLY $SAFE --time $LENGTHS > "$WORK/timed.log" 2>&1
+  timeout ${TIMED_LIMIT:-240} python benchmarks/config_probe.py --timed baseline $TIMED_ONLY $SAFE --time $LENGTHS > "$WORK/timed.log" 2>&1
   summary "timed rc $? at ${SECONDS}s"
   : > "$WORK/timed_risky.log"
   if [ -n "$RISKY_ASKED" ]; then
     timeout 120 python benchmarks/config_probe.py --timed $RISKY_ASKED --time $LENGTHS > "$WORK/timed_risky.log" 2>&1
     summary "timed ($RISKY_ASKED) rc $? at ${SECONDS}s"
   fi
-  : > "$WORK/timed_env.log"
-  if [ -n "$ENV_VARIANTS" ]; then
-    env $ENV_SETTING timeout 150 python benchmarks/config_probe.py --timed $ENV_VARIANTS --time $LENGTHS \
-      > "$WORK/timed_env.log" 2>&1
-    summary "timed ($ENV_SETTING: $ENV_VARIANTS) rc $? at ${SECONDS}s"
-  fi
-  cat "$WORK/timed.log" "$WORK/timed_risky.log" "$WORK/timed_env.log" > "$WORK/timed_all.log"
+  cat "$WORK/timed.log" "$WORK/timed_risky.log" > "$WORK/timed_all.log"
   python benchmarks/config_probe.py --summarize "$WORK/timed_all.log" | tee -a "$WORK/summary.txt"
+fi
+if has timeline; then
+  timeout 240 python benchmarks/launch_timeline.py --tokens $TIMELINE_LENGTHS --variants $TIMELINE_VARIANTS \
+    --out "$WORK/timeline.json" > "$WORK/timeline.log" 2>&1
+  summary "timeline rc $? at ${SECONDS}s"
+  cat "$WORK/timeline.log" | tee -a "$WORK/summary.txt"
 fi
 tar czf "$OUT/kernel_batch.tgz" -C "$WORK" .
 cp "$WORK/summary.txt" "$OUT/summary.txt"

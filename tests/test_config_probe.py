@@ -13,11 +13,32 @@ def test_a_variant_set_at_import_time_is_refused_in_a_process_without_its_settin
     """Its switch is read when the kernels compile (chunk_loads.FOLD_SCALES): timing it in a process without the
     setting would time the default under its name, so the row says what is missing instead."""
     monkeypatch.delenv("SPARSEGDN_FOLD_SCALES", raising=False)
-    config_probe.time_variants(["fold-scales"], [])
+    config_probe.time_variants(["fold-scales"], [], spawn=False)
     rows = config_probe.timed_rows(capsys.readouterr().out)
     assert rows == [{"variant": "fold-scales", "error": "needs {'SPARSEGDN_FOLD_SCALES': '1'} in this process's "
                                                         "environment"}]
     assert "fold-scales" in config_probe.timed_line(rows[0])
+
+
+def test_a_variant_set_at_import_time_is_timed_in_a_process_started_with_its_setting(monkeypatch, capsys):
+    """One --timed call can hold variants of several settings: those this process lacks are timed after the
+    others, each in a process of its own started with its setting (and told not to spawn again)."""
+    import subprocess
+    monkeypatch.delenv("SPARSEGDN_SKIP_ZERO_STATE", raising=False)
+    calls = []
+
+    def fake_run(command, env, **kwargs):
+        calls.append((command, env.get("SPARSEGDN_SKIP_ZERO_STATE")))
+        row = {"variant": command[command.index("--timed") + 1], "tokens": 4096, "entry_ms": [1.0, 1.1],
+               "public_ms": [1.2, 1.2], "stage_ms": {}, "peak_extra_mb": 1.0}
+        return subprocess.CompletedProcess(command, 0, stdout="noise\nTIMED " + json.dumps(row) + "\n", stderr="")
+    monkeypatch.setattr(config_probe.subprocess, "run", fake_run)
+    monkeypatch.setattr(config_probe, "time_variants_at", lambda names, tokens: None)
+    config_probe.time_variants(["baseline", "no-zero-skip"], [4096])
+    assert len(calls) == 1 and calls[0][1] == "0"
+    assert calls[0][0][-3:] == ["--no-spawn", "--time", "4096"]
+    rows = config_probe.timed_rows(capsys.readouterr().out)
+    assert [row["variant"] for row in rows] == ["no-zero-skip"] and rows[0]["entry_ms"] == [1.0, 1.1]
 
 
 @pytest.mark.parametrize("name", sorted(config_probe.VARIANTS))

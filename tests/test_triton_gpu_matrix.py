@@ -89,6 +89,29 @@ def test_gpu_matches_torch_given_events(shape, store_inverse, monkeypatch):
     assert rel_err(s, s_ref) <= TOLERANCE.get(dtype, 2e-2), f"state rel err {rel_err(s, s_ref):.2e}"
 
 
+@pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
+def test_gpu_chunks_from_a_zero_state_skip_its_part(overlap, monkeypatch):
+    """Without an initial state, the chunks before their head pair's first commit skip the state's part
+    (chunk_output.SKIP_ZERO_STATE): the torch backend's result, and the launch's own with the skip off, for
+    head pairs that never commit, commit late, commit from the first chunk, and a batch of two rows."""
+    from sparsegdn.triton import chunk_output, forward
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
+    q, k, v, g, beta, _ = random_inputs(2, 3000, 2, 8, 128, 128, dtype=torch.bfloat16, device="cuda")
+    events = random_events(2, 8, sparsegdn.num_chunks(3000), seed=8, p=0.4).cuda()
+    events[0, 0, :30] = False
+    events[0, 1] = False
+    events[1, 2, 0] = True
+    ref = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, output_final_state=True, backend="torch")
+    out = {}
+    for skip in (True, False):
+        monkeypatch.setattr(chunk_output, "SKIP_ZERO_STATE", skip)
+        out[skip] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, output_final_state=True,
+                                                      backend="triton")
+    o, s, _ = out[True]
+    assert rel_err(o, ref[0]) <= 2e-2 and rel_err(s, ref[1]) <= 2e-2, (rel_err(o, ref[0]), rel_err(s, ref[1]))
+    assert rel_err(o, out[False][0]) <= 1e-3 and torch.equal(s, out[False][1])      # the same chains
+
+
 @pytest.mark.parametrize("key_dim", [64, 128])
 @pytest.mark.parametrize("selector", ["score", "uniform", "random", "oracle", "all"])
 def test_gpu_selectors_match_torch(selector, key_dim):

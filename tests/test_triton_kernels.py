@@ -424,3 +424,69 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot():
         count = len(heads_of)
         assert torch.allclose(got[b, :count], want, rtol=1e-6, atol=0), b
         assert torch.equal(got[b, count:], torch.ones(schedule.max_events - count, 2))
+
+
+@small_shapes
+@pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
+def test_chunks_that_start_from_a_zero_state_skip_its_part(overlap, monkeypatch):
+    """Without an initial state, the chunks before their head pair's first commit start from a zero state: their
+    output programs skip the state's part (chunk_output.SKIP_ZERO_STATE). The result is the reference's, and
+    bit for bit what the same launch computes with the skip off; with an initial state nothing is skipped."""
+    from sparsegdn.triton import chunk_output, forward
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
+    tokens = 64 * 9 - 20
+    q, k, v, g, beta, s0 = random_inputs(2, tokens, 2, 4, 16, 32, dtype=torch.float32, initial_state=True,
+                                         device=DEVICE)
+    events = random_events(2, 4, 9, seed=5, p=0.5).to(DEVICE)
+    events[0, 0, :6] = False           # a late first commit
+    events[0, 1] = False               # no commit: every chunk from zero
+    events[1, 2, 0] = True             # a commit in the first chunk: only chunk 0 from zero
+    out = {}
+    for initial in (None, s0):
+        for skip in (True, False):
+            monkeypatch.setattr(chunk_output, "SKIP_ZERO_STATE", skip)
+            out[initial is None, skip] = sparsegdn.sparse_gated_delta_rule(
+                q, k, v, g, beta, events=events, band=1, initial_state=initial, output_final_state=True,
+                backend="triton")
+        reference = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, initial_state=initial,
+                                                      output_final_state=True, backend="torch")
+        got = out[initial is None, True]
+        assert rel_err(got[0], reference[0]) <= 1e-3 and rel_err(got[1], reference[1]) <= 1e-3
+        assert torch.equal(got[0], out[initial is None, False][0])
+        assert torch.equal(got[1], out[initial is None, False][1])
+
+
+@small_shapes
+def test_launch_timeline_records_every_program_by_ticket(monkeypatch):
+    """state_output.TIMELINE (benchmarks/launch_timeline.py) records a row per program of the one launch, chain
+    programs first, and changes nothing computed. The interpreter's clock and multiprocessor are stand-ins (0):
+    here only the rows and roles are checked; the times come from a GPU."""
+    from sparsegdn.triton import forward, state_output
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    q, k, v, g, beta, _ = random_inputs(1, 64 * 5 - 9, 1, 2, 16, 32, dtype=torch.float32, device=DEVICE)
+    events = random_events(1, 2, 5, seed=1, p=0.6).to(DEVICE)
+    plain = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, backend="triton")[0]
+    monkeypatch.setattr(state_output, "TIMELINE", True)
+    timed = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1, backend="triton")[0]
+    assert torch.equal(plain, timed)
+    records = state_output.last_timeline.cpu()
+    config = state_output.state_output_kernel.configs[0].kwargs     # the interpreter runs the first config
+    chains = 2 * -(-32 // config["STATE_BV"])
+    outputs = 5 * 2 * -(-32 // config["BV"])
+    assert records[:chains, 3].eq(0).all() and records[chains:chains + outputs, 3].eq(1).all()
+    assert records[:chains + outputs, :3].eq(0).all()                 # the stand-in clock and multiprocessor
+    assert records[chains + outputs:].eq(-1).all()                    # rows past the grid: never written
+
+
+def test_tile_view_copies_only_inputs_whose_tiles_outgrow_32_bit_offsets(monkeypatch):
+    """The loaders address a chunk's tile by 32-bit offsets from its first row (chunk_loads.tile_view): a view
+    whose tile would reach past them is copied to a contiguous tensor first; any other is read in place."""
+    from sparsegdn.triton import chunk_loads
+    v = torch.randn(1, 100, 2, 8).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)   # tokens innermost
+    assert chunk_loads.tile_view(v) is v
+    reach = 63 * v.stride(1) + 7 * v.stride(3)          # 63 + 7 * 100
+    monkeypatch.setattr(chunk_loads, "TILE_OFFSET_LIMIT", reach)
+    copied = chunk_loads.tile_view(v)
+    assert copied.is_contiguous() and torch.equal(copied, v)
+    monkeypatch.setattr(chunk_loads, "TILE_OFFSET_LIMIT", reach + 1)
+    assert chunk_loads.tile_view(v) is v

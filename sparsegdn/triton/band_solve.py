@@ -23,13 +23,22 @@ from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
 
 
 @triton.jit
-def decayed_kkt(k, k_scale, beta, gamma):
-    """strict_lower(beta_i k_i . k_j exp(gamma_i - gamma_j)), float32 [64, 64], from a raw k tile."""
+def causal_decay(gamma):
+    """float32 [64, 64]: exp(gamma_i - gamma_j) on and below the diagonal, 0 above it. One grid serves both of
+    the output role's masked products (K K^T strictly below the diagonal, Q K^T on and below it)."""
+    rows = tl.arange(0, CHUNK)
+    causal = rows[:, None] >= rows[None, :]
+    return tl.where(causal, tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)  # masked before exp
+
+
+@triton.jit
+def decayed_kkt(k, k_scale, beta, decay):
+    """strict_lower(beta_i k_i . k_j exp(gamma_i - gamma_j)), float32 [64, 64], from a raw k tile and the
+    chunk's causal_decay grid."""
     rows = tl.arange(0, CHUNK)
     below = rows[:, None] > rows[None, :]
-    log_decay = tl.where(below, gamma[:, None] - gamma[None, :], 0.0)     # masked before exp: no overflow
     scale = (beta * k_scale)[:, None] * k_scale[None, :]
-    return tl.where(below, mma(k, tl.trans(k)) * scale * tl.exp(log_decay), 0.0)
+    return tl.where(below, mma(k, tl.trans(k)) * scale * decay, 0.0)
 
 
 @triton.jit
@@ -86,7 +95,13 @@ def _whole_tile_inverse(a, BAND: tl.constexpr, PRECISION: tl.constexpr):
 def band_inverse(k, k_scale, beta, gamma, BAND: tl.constexpr, PRECISION: tl.constexpr):
     """float32 [64, 64] band-projected Tinv of one chunk, from its raw k tile [64, BK], the inverse norms
     of k, beta and gamma [64]."""
-    a = decayed_kkt(k, k_scale, beta, gamma)
+    return band_inverse_decayed(k, k_scale, beta, causal_decay(gamma), BAND, PRECISION)
+
+
+@triton.jit
+def band_inverse_decayed(k, k_scale, beta, decay, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """band_inverse from the chunk's causal_decay grid (a caller that needs the grid anyway forms it once)."""
+    a = decayed_kkt(k, k_scale, beta, decay)
     if BAND <= 1:
         return _adjacent_inverse(a, BAND, PRECISION)
     return _whole_tile_inverse(a, BAND, PRECISION)

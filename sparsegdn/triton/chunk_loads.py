@@ -50,27 +50,35 @@ def load_rows(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS: tl.co
 @triton.jit
 def load_rows_stored(ptr, row0, num_rows, row_stride, col_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
     """As load_rows, in the stored dtype (a dot operand as it is)."""
-    rows = row0 + tl.arange(0, ROWS)
+    rows = tl.arange(0, ROWS)
     cols = tl.arange(0, COLS)
-    mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
-    offsets = rows[:, None].to(tl.int64) * row_stride + cols[None, :].to(tl.int64) * col_stride
-    return tl.load(ptr + offsets, mask=mask, other=0.0)
+    mask = (rows < rows_left(row0, num_rows, ROWS))[:, None] & (cols < num_cols)[None, :]
+    offsets = rows[:, None] * row_stride + cols[None, :] * col_stride      # in the tile: int32 (tile_view)
+    return tl.load(ptr + row0.to(tl.int64) * row_stride + offsets, mask=mask, other=0.0)
 
 
 @triton.jit
 def load_tile(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COLS: tl.constexpr):
     """[ROWS, COLS] in the stored dtype (a dot operand as it is); zero outside num_rows x num_cols."""
-    rows = row0 + tl.arange(0, ROWS)
+    rows = tl.arange(0, ROWS)
     cols = tl.arange(0, COLS)
-    mask = (rows < num_rows)[:, None] & (cols < num_cols)[None, :]
-    return tl.load(ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :], mask=mask, other=0.0)
+    mask = (rows < rows_left(row0, num_rows, ROWS))[:, None] & (cols < num_cols)[None, :]
+    return tl.load(ptr + row0.to(tl.int64) * row_stride + (rows[:, None] * row_stride + cols[None, :]), mask=mask,
+                   other=0.0)
 
 
 @triton.jit
 def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
     """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
-    rows = row0 + tl.arange(0, ROWS)
-    return tl.load(ptr + rows.to(tl.int64) * row_stride, mask=rows < num_rows, other=0.0).to(tl.float32)
+    rows = tl.arange(0, ROWS)
+    return tl.load(ptr + row0.to(tl.int64) * row_stride + rows * row_stride, mask=rows < rows_left(row0, num_rows, ROWS),
+                   other=0.0).to(tl.float32)
+
+
+@triton.jit
+def rows_left(row0, num_rows, ROWS: tl.constexpr):
+    """How many of the tile's ROWS rows from row0 exist (at most ROWS; int32, so that the masks stay int32)."""
+    return tl.minimum(num_rows - row0, ROWS).to(tl.int32)
 
 
 @triton.jit
@@ -92,6 +100,16 @@ def mma(a, b):
     if a.dtype == tl.float32:      # float32 inputs: three tf32 products, near float32 accuracy
         return tl.dot(a, b, input_precision="tf32x3")
     return tl.dot(a, b)
+
+
+@triton.jit
+def mma_into(acc, a, b):
+    """acc + a @ b (float32 acc), the sum formed by the product itself, as mma forms a @ b."""
+    if INTERPRET:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    if a.dtype == tl.float32:
+        return tl.dot(a, b, acc, input_precision="tf32x3")
+    return tl.dot(a, b, acc)
 
 
 @triton.jit
@@ -120,6 +138,13 @@ def round_to(x, dtype: tl.constexpr):
 def not_finite(x):
     """True where x is NaN or infinite (a NaN fails every comparison)."""
     return ~(tl.abs(x) < INF)
+
+
+@triton.jit
+def any_not_finite(x):
+    """int32 scalar: 1 when any element of a 2D tile is NaN or infinite. The sum of x * 0 is NaN exactly then
+    (0 for finite values): one multiply-add an element instead of a compare and a select."""
+    return not_finite(tl.sum(tl.sum(x.to(tl.float32) * 0.0, axis=1), axis=0)).to(tl.int32)
 
 
 @triton.jit
@@ -166,8 +191,21 @@ def strides(x: torch.Tensor):
 
 def rows_view(x: torch.Tensor) -> torch.Tensor:
     """x itself when the kernels can read it in place (the innermost dimension contiguous), else a
-    contiguous copy."""
-    return x if x.stride(-1) == 1 else x.contiguous()
+    contiguous copy (see tile_view)."""
+    return tile_view(x if x.stride(-1) == 1 else x.contiguous())
+
+
+# The loaders address a tile's elements by 32-bit offsets from its first row (the row's own offset is 64-bit):
+# a 64-row tile's offsets must stay under 2^31 elements.
+TILE_OFFSET_LIMIT = 1 << 31
+
+
+def tile_view(x: torch.Tensor) -> torch.Tensor:
+    """x itself when a chunk's tile of it (CHUNK_SIZE tokens, every column of one head) is addressed within
+    32-bit offsets, else a contiguous copy (whose token and column strides are small). The token dimension
+    is 1; a model's views pass (transformers' v with the tokens innermost: 127 * T, up to T ~ 16M)."""
+    reach = (CHUNK_SIZE - 1) * abs(x.stride(1)) + sum((n - 1) * abs(d) for n, d in zip(x.shape[3:], x.stride()[3:]))
+    return x if reach < TILE_OFFSET_LIMIT else x.contiguous()
 
 
 def solve_precision(dtype: torch.dtype) -> str:

@@ -16,19 +16,26 @@ stay raw dot operands; their norms scale the products. Tinv is read from pass 1,
 does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A non-finite
 output raises FLAG_OUTPUT.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
 
-from .band_solve import band_inverse
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, FOLD_SCALES, any_2d, cdiv, inverse_norm, load_gates,
-                          load_rows, load_rows_stored, load_tile, mma, not_finite, padded, raise_flag, round_to,
-                          solve_precision)
+from .band_solve import band_inverse_decayed, causal_decay
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, FOLD_SCALES, any_not_finite, cdiv, inverse_norm,
+                          load_gates, load_rows, load_rows_stored, load_tile, mma, mma_into, padded, raise_flag,
+                          round_to, rows_left, solve_precision)
 from .launch import Launcher
 from .state_pass import progress_row
 
 # Only configs that computed correctly on the H200 when forced one at a time (2026-11-30,
 # benchmarks/config_probe.py, head size 128); an autotuning run over more of them ended in an illegal address.
+# Chunks that start from a zero state (no initial state, no commit of their head pair yet: on the benchmark's
+# inputs at budget 0.29, two thirds of all chunks, the fast-decaying head pairs' before their one late commit)
+# skip the state's part of the output: two products, the snapshot's read and the wait for it.
+# SPARSEGDN_SKIP_ZERO_STATE=0 computes it anyway (to measure what the skip gives).
+SKIP_ZERO_STATE = os.environ.get("SPARSEGDN_SKIP_ZERO_STATE", "1") == "1"
 CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=4, num_stages=stages)
            for group, bv, stages in ((1, 128, 2), (4, 128, 3), (2, 64, 3))]
 
@@ -84,10 +91,12 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
                   beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                   BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
-                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT, SEGMENTED: tl.constexpr):
+                  STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT, SEGMENTED: tl.constexpr,
+                  ZERO_START: tl.constexpr):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
     program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
-    program (with more, the pipeliner could fetch the next chunk's snapshot before its wait)."""
+    program (with more, the pipeliner could fetch the next chunk's snapshot before its wait). ZERO_START: every
+    head pair's snapshot 0 is zero (no initial state), so the chunks that start from it skip the state's part."""
     tl.static_assert(STATE_BLOCKS == 0 or GROUP == 1)
     hk = hv // (HV // H)
     row = b * HV + hv
@@ -113,42 +122,55 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         if not RECOMPUTE:
             t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
         snapshot_index = tl.load(snapshot_of_chunk_ptr + row * NC + c).to(tl.int64)
-        snapshot_offsets = snapshot_index * K * V + ck[:, None] * V + cv[None, :]
+        # Without an initial state, a chunk whose head pair has not committed yet starts from snapshot 0, the
+        # head pair's first (the one chunk 0 starts from), which is zero: its output is the chunk's own part
+        # alone, and it neither waits for a chain nor reads a snapshot.
+        if ZERO_START:
+            has_state = snapshot_index != tl.load(snapshot_of_chunk_ptr + row * NC).to(tl.int64)
+        else:
+            has_state = snapshot_index >= 0
+        snapshot_block = snapshot_ptr + snapshot_index * K * V           # 64-bit base, 32-bit offsets in the block
+        snapshot_offsets = ck[:, None] * V + cv[None, :]
         snapshot_mask = (ck < K)[:, None] & (cv < V)[None, :]
         if STATE_BLOCKS == 0:     # stored by an earlier launch: loaded early, its latency behind the products
-            snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0)
+            snapshot = tl.load(snapshot_block + snapshot_offsets, mask=snapshot_mask & has_state, other=0.0)
         decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
 
         q_scale = inverse_norm(q, NORMALIZE)
         k_scale = inverse_norm(k, NORMALIZE)
         gamma = tl.cumsum(g, axis=0)
+        decay = causal_decay(gamma)                       # one grid for K K^T (in the solve) and Q K^T
         if RECOMPUTE:
-            t_inv = round_to(band_inverse(k, k_scale, beta, gamma, BAND, PRECISION), dot_dtype)
-        # Mask before exp: above the diagonal gamma_i - gamma_j >= 0 could overflow.
-        p = mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :])
-        p = tl.where(causal, p * tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)
-        if FOLD_SCALES:
+            t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
+        p = tl.where(causal, mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
+        if FOLD_SCALES:          # m X and m (beta V) as (m diag(x scales)) K and (m diag(beta)) V (chunk_loads)
             m = mma(round_to(p, dot_dtype), t_inv)
-            m_write = round_to(m * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype)
-            left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m_write, k)) * decay_since
-            m = round_to(m * beta[None, :], dot_dtype)
+            m_values = round_to(m * beta[None, :], dot_dtype)
+            values = v
         else:
             m = round_to(mma(round_to(p, dot_dtype), t_inv), dot_dtype)
-            x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
-            left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
-        if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
-            wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT, HV,
-                              STATE_BV, STATE_BLOCKS, RELAXED_POLL, SEGMENTED)
-            snapshot = tl.load(snapshot_ptr + snapshot_offsets, mask=snapshot_mask, other=0.0, cache_modifier=".cg")
-        if FOLD_SCALES:
-            o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, v)) * scale
+            m_values = m
+            values = round_to(beta[:, None] * v, dot_dtype)
+        if has_state:
+            if FOLD_SCALES:
+                m_write = round_to(m * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype)
+                left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m_write, k)) * decay_since
+            else:
+                x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), dot_dtype)
+                left = ((q_scale * tl.exp(gamma))[:, None] * q.to(tl.float32) - mma(m, x)) * decay_since
+            if STATE_BLOCKS > 0:      # stored by this launch's chain programs: wait (after the products), read past L1
+                wait_for_snapshot(progress_ptr, first_event_ptr, snapshot_index, b, hv, row, E, V, NC, SEGMENT, HV,
+                                  STATE_BV, STATE_BLOCKS, RELAXED_POLL, SEGMENTED)
+                snapshot = tl.load(snapshot_block + snapshot_offsets, mask=snapshot_mask, other=0.0,
+                                   cache_modifier=".cg")
+            o = mma_into(mma(round_to(left, dot_dtype), snapshot), m_values, values)
         else:
-            o = (mma(round_to(left, dot_dtype), snapshot) + mma(m, round_to(beta[:, None] * v, dot_dtype))) * scale
-        mask = ((t0 + rows) < T)[:, None] & (cv < V)[None, :]
+            o = mma(m_values, values)
+        o = o * scale
+        mask = (rows < rows_left(t0, T, CHUNK))[:, None] & (cv < V)[None, :]
         stored = round_to(o, o_ptr.dtype.element_ty)      # checked as stored: float16 can overflow here
-        tl.store(o_ptr + b * o_sb + hv * o_sh + (t0 + rows)[:, None].to(tl.int64) * o_st + cv[None, :], stored,
-                 mask=mask)
-        bad = tl.maximum(bad, any_2d(not_finite(stored.to(tl.float32)) & mask))
+        tl.store(o_ptr + b * o_sb + hv * o_sh + t0 * o_st + (rows[:, None] * o_st + cv[None, :]), stored, mask=mask)
+        bad = tl.maximum(bad, any_not_finite(stored))      # rows past T and columns past V hold zeros
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
@@ -161,7 +183,7 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                         NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
-                        PRECISION: tl.constexpr, GROUP: tl.constexpr):
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks
@@ -174,15 +196,23 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                   snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
                   0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
-                  16, 0, False, NC, False)
+                  16, 0, False, NC, False, ZERO_START)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)
 
 
-def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band):
+def zero_start(has_initial: bool) -> bool:
+    """Whether the output programs may skip the state's part of the chunks that start from a zero snapshot 0:
+    without an initial state, unless SKIP_ZERO_STATE is off."""
+    return SKIP_ZERO_STATE and not has_initial
+
+
+def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band,
+                 has_initial):
     """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
-    t_inv: the stored inverses of pass 1, or None to solve them here."""
+    t_inv: the stored inverses of pass 1, or None to solve them here. has_initial: the chain started from an
+    initial state (else snapshot 0 of every head pair is zero)."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
@@ -194,5 +224,5 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
         schedule.log_decay_since, o, flags, scale, tokens, n_chunks, *q.stride()[:3], *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
-        PRECISION=solve_precision(k.dtype))
+        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial))
     return o

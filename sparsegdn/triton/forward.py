@@ -50,8 +50,9 @@ import torch
 from ..config import STAGES, num_chunks
 import os
 
-from .chunk_loads import NUM_FLAGS, rows_view
+from .chunk_loads import NUM_FLAGS, rows_view, tile_view
 from .chunk_output import chunk_output
+from . import chunk_output as chunk_output_module
 from . import graphs
 from . import state_output as state_output_module
 from . import state_pass as state_pass_module
@@ -95,12 +96,13 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
 
 
 def design_switches() -> tuple:
-    """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps' and
-    the solve precision's override, chunk_loads.solve_precision): a CUDA graph
+    """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
+    chunk_output's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
-            state_output_module.PUBLISH, state_pass_module.POISON, segment_maps_module.DELTA_MAPS,
+            state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
+            segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -109,7 +111,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     out_dtype = v.dtype
     dtype = v.dtype if v.dtype in DOT_DTYPES else torch.float32
     q, k = (rows_view(x.to(dtype)) for x in (q, k))
-    v = v.to(dtype)            # read through all four strides: a model's v comes with the tokens innermost
+    v = tile_view(v.to(dtype))  # read through all four strides: a model's v comes with the tokens innermost
     g, beta = rows_view(g), rows_view(beta)          # read in their own dtype, converted in registers
     if initial_state is not None:
         initial_state = initial_state.float().contiguous()
@@ -147,6 +149,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
-                     normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band)
+                     normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
+                     has_initial=initial_state is not None)
     hook(STAGES[4])
     return o, final_state, schedule.events, scores, schedule.per_head, flags

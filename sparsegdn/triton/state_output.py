@@ -35,8 +35,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import AUTOTUNE, CHUNK, cdiv, padded, solve_precision
-from .chunk_output import output_chunks
+import triton.language.extra.cuda as cuda_extra
+
+from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, padded, solve_precision
+from .chunk_output import output_chunks, zero_start
 from .launch import Launcher
 from .state_pass import SEGMENT_MAX_KEY_DIM, walk_chain
 
@@ -60,6 +62,11 @@ RELAXED_POLL = os.environ.get("SPARSEGDN_RELAXED_POLL", "0") == "1"
 # Diagnostics only (benchmarks/config_probe.py's `chain-only`, timed, never checked): output programs return at
 # once, so the launch times its chains alone in the launch's own shape and register budget; its o is garbage.
 CHAIN_ONLY = False
+# Diagnostics only (benchmarks/launch_timeline.py): every program records when it began and ended, on which
+# multiprocessor and in which role, by ticket, into `last_timeline` (int64 [programs, 4]: begin ns, end ns, SM,
+# 0 for a chain program or 1 for an output program; -1 past the grid). Off: the kernel compiles without it.
+TIMELINE = False
+last_timeline = None
 # Tests only: snapshots filled with NaN before the launch, so an output that reads one before its chain
 # stored it computes NaN (torch.empty would often hand back an earlier call's identical snapshots).
 POISON = False
@@ -81,7 +88,7 @@ def _prune(configs, named_args, **kwargs):
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                         log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr, starts_ptr,
-                        snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr,
+                        snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr, timeline_ptr,
                         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC, E,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B, SEGMENT,
@@ -89,10 +96,12 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
-                        CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, STATE_BV: tl.constexpr,
-                        BV: tl.constexpr):
+                        CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, ZERO_START: tl.constexpr,
+                        TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, segments, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
+    if TIMELINE:
+        began = clock_ns()
     ticket = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
     state_blocks = tl.cdiv(V, STATE_BV)
     if HAS_STARTS:                          # segments of SEGMENT commits a head pair, each its own program
@@ -128,10 +137,32 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                       snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                       scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
-                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT, HAS_STARTS)
+                      PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT, HAS_STARTS, ZERO_START)
+    if TIMELINE:     # by ticket: when this program began and ended (ns), its multiprocessor, its role (1: output)
+        field = tl.arange(0, 4)
+        ended = clock_ns()
+        values = tl.where(field == 0, began, tl.where(field == 1, ended, tl.where(field == 2, sm_id().to(tl.int64),
+                                                                                  (ticket >= n_chain).to(tl.int64))))
+        tl.store(timeline_ptr + ticket * 4 + field, values)
 
 
 launch_state_output = Launcher(state_output_kernel)
+
+
+@triton.jit
+def clock_ns():
+    """The GPU's global nanosecond timer (a program counter stand-in, 0, under the interpreter)."""
+    if INTERPRET:
+        return tl.zeros([], dtype=tl.int64)
+    return cuda_extra.globaltimer()
+
+
+@triton.jit
+def sm_id():
+    """The multiprocessor this program runs on (0 under the interpreter)."""
+    if INTERPRET:
+        return tl.zeros([], dtype=tl.int32)
+    return cuda_extra.smid()
 
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
@@ -167,6 +198,13 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
                            dtype=torch.int32, device=w.device)
 
     order = ready_order(schedule) if READY_ORDER else counters
+    timeline = counters
+    if TIMELINE:
+        global last_timeline
+        narrowest_output = min([16] + [config.kwargs["BV"] for config in state_output_kernel.configs])
+        most = batch * value_heads * (n_slots * cdiv(value_dim, narrowest)
+                                      + n_chunks * cdiv(value_dim, narrowest_output))     # rows for any config's grid
+        timeline = last_timeline = torch.full((most, 4), -1, dtype=torch.int64, device=w.device)
 
     def grid(meta):
         chains = batch * value_heads * n_slots * cdiv(value_dim, meta["STATE_BV"])
@@ -177,14 +215,15 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
         schedule.log_decay_since, schedule.final_log_decay,
         initial_state if initial_state is not None else snapshots, starts if starts is not None else snapshots,
-        snapshots, final_state, flags, counters, order,
+        snapshots, final_state, flags, counters, order, timeline,
         q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
         n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
         *o.stride()[:3], batch, segment, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
-        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=starts is not None)
+        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=starts is not None,
+        ZERO_START=zero_start(initial_state is not None), TIMELINE=TIMELINE)
     return o, (final_state if store_final else None)
 
 

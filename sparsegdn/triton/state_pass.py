@@ -65,9 +65,10 @@ def load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, 
     (zero tiles, decays of 1), which a commit passes through unchanged."""
     slot, decay, chunk_decay = event_slot(i, b, first, event_decays_ptr, E, present)
     key_mask = (ck < K)[None, :] & present
-    w = tl.load(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=key_mask, other=0.0)
-    k = tl.load(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], mask=key_mask, other=0.0)
-    u = tl.load(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], mask=(cv < V)[None, :] & present,
+    key_offsets = rows[:, None] * K + ck[None, :]        # 32-bit in the event's tile, 64-bit to the tile
+    w = tl.load(w_ptr + slot * CHUNK * K + key_offsets, mask=key_mask, other=0.0)
+    k = tl.load(k_commit_ptr + slot * CHUNK * K + key_offsets, mask=key_mask, other=0.0)
+    u = tl.load(u_ptr + slot * CHUNK * V + (rows[:, None] * V + cv[None, :]), mask=(cv < V)[None, :] & present,
                 other=0.0)
     return decay, chunk_decay, w, u, k
 
