@@ -154,6 +154,7 @@ def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, 
     assert not torch.equal(o_fold, o_default)
 
 
+@small_shapes
 @pytest.mark.parametrize("band", [0, 1, 2, 3])
 def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
     """The two designs of the GPU path (Tinv stored by the intra-chunk pass, or solved again where it is
