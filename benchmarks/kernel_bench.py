@@ -203,9 +203,9 @@ def ceilings():
 
 def autotune_choices():
     """The config the autotuner kept for each of our kernels (key -> config), as text."""
-    from sparsegdn.triton import chunk_output, intra_chunk, state_pass
+    from sparsegdn.triton import chunk_output, intra_chunk, state_output, state_pass
     kernels = {"intra_chunk": intra_chunk.intra_chunk_kernel, "state_pass": state_pass.state_pass_kernel,
-               "chunk_output": chunk_output.chunk_output_kernel}
+               "chunk_output": chunk_output.chunk_output_kernel, "state_output": state_output.state_output_kernel}
     return {name: {str(key): str(config) for key, config in getattr(kernel, "cache", {}).items()}
             for name, kernel in kernels.items()}
 

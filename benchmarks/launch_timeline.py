@@ -11,7 +11,7 @@ prints per length:
   and those that read a snapshot);
 - how many long chains shared a multiprocessor with another long chain while both ran (the chain runs
   ~1.5x slower inside the one launch than alone: kernel_bench.notes.md, 2026-12-01 afternoon);
-- how many programs were running in each tenth of the span.
+- how many programs ran (began, ended or ran on) in each tenth of the span: a throughput profile.
 Variants are config_probe's (benchmarks/config_probe.py VARIANTS; those of the two launches have no timeline).
 The recording adds two timer reads and one store a program, and compiles to slightly different code (the one
 launch's default config: 70 local-memory instructions against 62 without it, compile_report, 2026-12-01): read its
@@ -86,8 +86,8 @@ def summarize(records, events, *, state_bv, value_dim, value_blocks, has_initial
                 "p90_us": ordered[int(0.9 * (len(ordered) - 1))], "max_us": ordered[-1]}
 
     tenth = (end - start) / 10 or 1
-    running = [sum(1 for row in records if row[0] < start + (i + 1) * tenth and row[1] > start + i * tenth)
-               for i in range(10)]
+    ran = [sum(1 for row in records if row[0] < start + (i + 1) * tenth and row[1] > start + i * tenth)
+           for i in range(10)]
     chain_end = max((row[1] for row in chains), default=start)
     return {"span_us": (end - start) / 1e3, "programs": len(records), "chain_programs": len(chains),
             "last_chain_end_us": (chain_end - start) / 1e3,
@@ -98,7 +98,7 @@ def summarize(records, events, *, state_bv, value_dim, value_blocks, has_initial
             else None,
             "neighbours_median": statistics.median([c["neighbours"] for c in long_chains]) if long_chains else None,
             "outputs_from_zero_state": spread(zero), "outputs_with_state": spread(stateful),
-            "programs_running_by_tenth": running, "multiprocessors": len({row[2] for row in records})}
+            "programs_by_tenth": ran, "multiprocessors": len({row[2] for row in records})}
 
 
 def text(tokens, variant, summary) -> str:
@@ -116,7 +116,7 @@ def text(tokens, variant, summary) -> str:
         if part:
             lines.append(f"  {name.replace('_', ' ')}: {part['programs']} programs, median {part['median_us']:.1f} "
                          f"us, p90 {part['p90_us']:.1f}, max {part['max_us']:.1f}")
-    lines.append("  programs running by tenth of the span: " + " ".join(map(str, summary["programs_running_by_tenth"])))
+    lines.append("  programs that ran in each tenth of the span: " + " ".join(map(str, summary["programs_by_tenth"])))
     return "\n".join(lines)
 
 
