@@ -137,7 +137,7 @@ def compile_all(args) -> list[dict]:
     inputs = (torch.randn(B, T, H, K, dtype=torch.bfloat16), torch.randn(B, T, H, K, dtype=torch.bfloat16),
               torch.randn(B, T, HV, K, dtype=torch.bfloat16), -torch.rand(B, T, HV) * 0.1,
               torch.rand(B, T, HV, dtype=torch.bfloat16))
-    kernel_bench.backend_entry(inputs, SparseConfig(budget=0.29, selector="uniform", band=1, backend="triton"))
+    kernel_bench.backend_entry(inputs, SparseConfig(budget=0.29, selector="score", band=1, backend="triton"))
     return reports
 
 

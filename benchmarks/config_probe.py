@@ -107,13 +107,16 @@ VARIANTS = {
     # Chunks that start from a zero state computed in full (chunk_output.SKIP_ZERO_STATE off): what the skip gives.
     "no-zero-skip": {"env": {"SPARSEGDN_SKIP_ZERO_STATE": "0"}},
     "no-zero-skip-stored": {"env": {"SPARSEGDN_SKIP_ZERO_STATE": "0"}, "store": True},
+    # The `score` selection in one launch and the lists written whole by the schedule kernel (schedule.SELECT_KERNEL).
+    "select-kernel": {"select_kernel": True},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
-                   "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH")}
+                   "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
+                   "select_kernel": ("schedule", "SELECT_KERNEL")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -127,9 +130,10 @@ def kernels():
 def apply_variant(name):
     """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import forward, graphs, segment_maps, state_output
+    from sparsegdn.triton import forward, graphs, schedule, segment_maps, state_output
     variant = VARIANTS[name]
-    modules = {"forward": forward, "state_output": state_output, "graphs": graphs, "segment_maps": segment_maps}
+    modules = {"forward": forward, "state_output": state_output, "graphs": graphs, "segment_maps": segment_maps,
+               "schedule": schedule}
     graphs.clear()
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():
         module = modules[module_name]
@@ -201,15 +205,26 @@ def time_variants(names, lengths, spawn=True):
     for tokens in lengths:
         time_variants_at([name for name, _ in runnable], tokens)
     for name, unset in elsewhere:
-        if not spawn:
+        if not spawn or not lengths:
             print("TIMED " + json.dumps({"variant": name, "error": f"needs {unset} in this process's environment"}),
                   flush=True)
             continue
-        done = subprocess.run([sys.executable, __file__, "--timed", name, "--no-spawn", "--time", *map(str, lengths)],
-                              env=dict(os.environ, **unset), capture_output=True, text=True, timeout=600, cwd=ROOT)
-        rows = [line for line in done.stdout.splitlines() if line.startswith("TIMED ")]
-        print("\n".join(rows) if rows else "TIMED " + json.dumps(
-            {"variant": name, "error": f"process ended with {done.returncode}: {done.stderr[-200:]}"}), flush=True)
+        if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
+            sys.modules["torch"].cuda.empty_cache()          # the child's memory is not this process's cache
+        try:
+            done = subprocess.run([sys.executable, __file__, "--timed", name, "--no-spawn", "--time",
+                                   *map(str, lengths)], env=dict(os.environ, **unset), capture_output=True, text=True,
+                                  timeout=600, cwd=ROOT)
+        except subprocess.TimeoutExpired as error:      # its output comes as bytes, whatever `text` says
+            out = error.stdout.decode() if isinstance(error.stdout, bytes) else error.stdout or ""
+            rows, ended = [line for line in out.splitlines() if line.startswith("TIMED ")], "its process ran past 600 s"
+        else:
+            rows = [line for line in done.stdout.splitlines() if line.startswith("TIMED ")]
+            ended = f"its process ended with {done.returncode}: {done.stderr[-200:]}" if done.returncode else None
+        if rows:
+            print("\n".join(rows), flush=True)
+        if ended:
+            print("TIMED " + json.dumps({"variant": name, "error": ended}), flush=True)
 
 
 def time_variants_at(names, tokens):

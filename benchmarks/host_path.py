@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import kernel_bench                                                                        # noqa: E402
 from sparsegdn import SparseConfig                                                         # noqa: E402
 from sparsegdn.triton import (chunk_output, event_prepare, intra_chunk, launch,  # noqa: E402
-                              schedule, score_scan, segment_maps, segment_scan, state_pass)
+                              schedule, score_scan, segment_maps, segment_scan, state_output, state_pass)
 
 H, HV, K = 16, 32, 128          # the kernel benchmark's heads
 
@@ -32,7 +32,7 @@ class NoKernel:
     """Stands in for a compiled kernel and for the (autotuned) kernel that returns it."""
 
     function = packed_metadata = None
-    best_config = type("Config", (), {"all_kwargs": lambda self: {"BV": 32, "GROUP": 1}})()
+    best_config = type("Config", (), {"all_kwargs": lambda self: {"BV": 32, "GROUP": 1, "STATE_BV": 16}})()
 
     def __getitem__(self, grid):
         return lambda *args, **constants: self
@@ -51,7 +51,7 @@ def stub_launches():
     launch.FAST_LAUNCH = True
     launch.driver = HostDriver
     for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
-                   segment_scan, state_pass):
+                   segment_scan, state_output, state_pass):
         for value in vars(module).values():
             if isinstance(value, launch.Launcher):
                 value.kernel, value.autotuned = NoKernel(), True

@@ -50,3 +50,22 @@ def test_every_variant_names_only_known_switches_and_kernels(name):
         assert kernel in ("chunk_output", "intra_chunk", "state_pass", "state_output")
         assert len(forced) in (3, 4) and isinstance(forced[0], dict)
     json.dumps(variant)                       # plain data: printed into the probe's JSON
+
+
+def test_a_spawned_variant_that_runs_too_long_or_crashes_keeps_its_rows_and_says_so(monkeypatch, capsys):
+    import subprocess
+    monkeypatch.delenv("SPARSEGDN_SKIP_ZERO_STATE", raising=False)
+    monkeypatch.delenv("SPARSEGDN_FOLD_SCALES", raising=False)
+    row = "TIMED " + json.dumps({"variant": "x", "tokens": 4096, "entry_ms": [1.0], "public_ms": [1.0],
+                                 "stage_ms": {}, "peak_extra_mb": 1.0})
+
+    def fake_run(command, env, **kwargs):
+        if env.get("SPARSEGDN_FOLD_SCALES") == "1":
+            raise subprocess.TimeoutExpired(command, 600, output=(row + "\n").encode())
+        return subprocess.CompletedProcess(command, -11, stdout=row + "\n", stderr="Segmentation fault")
+    monkeypatch.setattr(config_probe.subprocess, "run", fake_run)
+    monkeypatch.setattr(config_probe, "time_variants_at", lambda names, tokens: None)
+    config_probe.time_variants(["fold-scales", "no-zero-skip"], [4096])
+    rows = config_probe.timed_rows(capsys.readouterr().out)
+    assert [("error" in r, r.get("error", "")[:16]) for r in rows] == [
+        (False, ""), (True, "its process ran "), (False, ""), (True, "its process ende")]

@@ -404,11 +404,16 @@ def test_schedule_counts_the_commits_before_every_chunk():
 
 
 @small_shapes
-def test_schedule_event_decays_are_the_decays_of_each_event_by_slot():
+@pytest.mark.parametrize("kernel_writes_all", [False, True], ids=["filled-first", "select-kernel"])
+def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_writes_all, monkeypatch):
     """Schedule.event_decays, what the commit chain reads by slot: for every event, exp(log_decay_since) of its
     chunk (the decay since the commit before it) and exp(gamma_L) of its chunk, in the lists' (head pair,
-    chunk) order; 1 and 1 in the slots past a row's count (a row with fewer events than the longest)."""
+    chunk) order; 1 and 1 in the slots past a row's count (a row with fewer events than the longest), and -1 for
+    their chunk; the same whether the lists were filled first or the kernel writes every slot
+    (schedule.SELECT_KERNEL)."""
+    from sparsegdn.triton import schedule
     from sparsegdn.triton.schedule import build_schedule
+    monkeypatch.setattr(schedule, "SELECT_KERNEL", kernel_writes_all)
     batch, heads, n_chunks = 2, 4, 19
     events = random_events(batch, heads, n_chunks, seed=4, p=0.5).to(DEVICE)
     events[1] = False
@@ -425,6 +430,31 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot():
         count = len(heads_of)
         assert torch.allclose(got[b, :count], want, rtol=1e-6, atol=0), b
         assert torch.equal(got[b, count:], torch.ones(schedule.max_events - count, 2))
+        assert schedule.event_chunks[b, count:].eq(-1).all() and schedule.event_chunks[b, :count].ge(0).all()
+
+
+@small_shapes
+@pytest.mark.parametrize("block", [16, 4096], ids=["many-steps", "one-step"])
+def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(block, monkeypatch):
+    """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
+    every score above the count-th highest and the first ties at it in (head pair, chunk) order, as the torch
+    backend's selection.top_events keeps them. Scores with many ties (zeros, -0, a few repeated values), NaN
+    (above every number, as torch orders it), rows of a length that is not a multiple of the kernel's step."""
+    from sparsegdn.triton import schedule
+    monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
+    monkeypatch.setattr(schedule, "SELECT_BLOCK", block)
+    gen = torch.Generator().manual_seed(12)
+    batch, heads, n_chunks = 3, 5, 37
+    scores = (torch.randint(0, 6, (batch, heads, n_chunks), generator=gen).float() * 0.5)
+    scores[0, 1, ::3] = -0.0
+    scores[1] = torch.rand(heads, n_chunks, generator=gen)       # no ties
+    scores[2, 4, 7] = float("nan")
+    for budget in (1 / (heads * n_chunks), 0.29, 0.5, 1.0):
+        count = selection.event_count(budget, heads, n_chunks)
+        events, got_count = schedule.select_events(scores.to(DEVICE), budget=budget, selector="score")
+        assert got_count == count
+        assert events.dtype == torch.bool and torch.equal(events.cpu(), selection.top_events(scores, count)), budget
+        assert events.flatten(1).sum(1).eq(count).all()
 
 
 @small_shapes

@@ -145,15 +145,20 @@ def test_positional_constexprs_and_keyword_constants_are_keyed_by_type_and_value
     assert len(kernel.triton_calls) == 4 and not kernel.compiled.launches
 
 
-def test_the_grid_function_sees_every_parameter_as_triton_gives_it(fast):
+def test_the_grid_function_sees_the_constants_the_config_and_the_defaults(fast):
+    """A fast launch hands the grid function the plan's meta (no dict of every argument built per launch): the
+    keyword constants, the tuned config's values and the defaults of the parameters after the positional ones.
+    A positional argument is not in it, so the grids in sparsegdn/triton read only those."""
     kernel = FakeKernel()
     launcher = launch.Launcher(kernel)
     x = torch.zeros(64)
-    grid = lambda meta: (meta["n"] * meta["BLOCK"], meta["GROUP"])      # noqa: E731 - a positional, a constant, a default
+    grid = lambda meta: (meta["BLOCK"] * 2, meta["GROUP"])      # noqa: E731 - a constant, a default
     launcher(grid, x, 10, 0.5, BLOCK=64)
     launcher(grid, x, 10, 0.5, BLOCK=64)
     (launched,) = kernel.compiled.launches
-    assert launched[:3] == (640, 1, 1)
+    assert launched[:3] == (128, 1, 1)
+    with pytest.raises(KeyError):
+        launcher(lambda meta: (meta["n"],), x, 10, 0.5, BLOCK=64)     # a positional, by name: not given
 
 
 def test_a_plan_keeps_no_tensor_of_the_call_that_made_it(fast):

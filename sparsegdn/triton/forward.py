@@ -54,6 +54,7 @@ from .chunk_loads import NUM_FLAGS, rows_view, tile_view
 from .chunk_output import chunk_output
 from . import chunk_output as chunk_output_module
 from . import graphs
+from . import schedule as schedule_module
 from . import state_output as state_output_module
 from . import state_pass as state_pass_module
 from . import segment_maps as segment_maps_module
@@ -97,12 +98,12 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
 
 def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
-    chunk_output's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
+    chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
-            segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE,
+            segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 

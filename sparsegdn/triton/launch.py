@@ -31,11 +31,14 @@ FAST_LAUNCH = os.environ.get("SPARSEGDN_FAST_LAUNCH", "1") == "1" and not INTERP
 
 def argument_key(value):
     """What a runtime launch argument contributes to the plan key (see the module docstring)."""
-    if isinstance(value, torch.Tensor):
+    kind = type(value)
+    if kind is int:
+        return value               # the common case first: a launch has dozens of int arguments
+    if kind is torch.Tensor or isinstance(value, torch.Tensor):
         return value.dtype, value.data_ptr() % 16 == 0
-    if isinstance(value, float):
+    if kind is float:
         return float               # a runtime float is passed as float32 whatever its value
-    return type(value), value      # ints, bools, None: by type and value (True == 1, but not for Triton)
+    return kind, value             # bools, None: by type and value (True == 1, but not for Triton)
 
 
 
@@ -70,7 +73,9 @@ def _grid_dims(grid):
 class Launcher:
     """`Launcher(kernel)(grid, *args, **constants)` launches `kernel` (a triton.jit function, or one
     wrapped by triton.autotune) like `kernel[grid](*args, **constants)`. `grid` is a tuple, or a
-    function of the launch's meta-parameters (the tuned config's values and the constants)."""
+    function of the launch's meta-parameters: the constants, the tuned config's values and the parameters
+    after the positional ones (Triton's first call also hands it the positional ones by name; a grid here
+    must not read them)."""
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -86,7 +91,7 @@ class Launcher:
         if not FAST_LAUNCH or launch_hooks_set():
             return self.kernel[grid](*args, **constants)
         device = driver.active.get_current_device()
-        key = (device, tuple(arg if type(arg) is int else argument_key(arg) for arg in args),
+        key = (device, tuple(map(argument_key, args)),
                tuple(args[i] for i in self.constexpr if i < len(args)),      # by value: a float constexpr too
                tuple((name, type(value), value) for name, value in constants.items()))
         plan = self.plans.get(key)
@@ -94,8 +99,8 @@ class Launcher:
             self.plans[key] = self._plan(grid, args, constants)
             return None
         compiled, meta, tail = plan
-        if callable(grid):      # what Triton's grid sees: every parameter by name, then the config's values
-            grid = grid({**dict(zip(self.arg_names, args)), **meta})
+        if callable(grid):      # the constants and the tuned config's values (the grids here read nothing else)
+            grid = grid(meta)
         dims = _grid_dims(grid)
         compiled.run(*dims, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *tail)

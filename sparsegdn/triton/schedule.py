@@ -14,6 +14,7 @@ Layout of the lists, per batch row:
 - event_decays[slot] holds each event's exp(log_decay_since) and exp(gamma_L) of its chunk, by slot, for
   the commit chain (whose loads then depend on no other load).
 """
+import os
 from dataclasses import dataclass
 
 import torch
@@ -44,17 +45,86 @@ class Schedule:
 
 
 def select_events(scores, *, budget, selector):
-    """bool [B,HV,NC] and the per-row count for the `score`, `uniform` and `all` selectors."""
+    """bool [B,HV,NC] and the per-row count for the `score`, `uniform` and `all` selectors. `score`: the
+    `count` highest scores of each batch row over all its head pairs; with SELECT_KERNEL one launch of
+    select_kernel, which takes ties at the threshold in (head pair, chunk) order as sparsegdn.selection.top_events
+    does, else torch's top-k (ties in an order of its own)."""
     batch, heads, n_chunks = scores.shape
     if selector == "all":
         return torch.ones_like(scores, dtype=torch.bool), heads * n_chunks
     count = selection.event_count(budget, heads, n_chunks)
     if selector == "uniform":
         return selection.uniform_events(batch, heads, n_chunks, count, device=scores.device), count
-    flat = scores.flatten(1)
-    events = torch.zeros_like(flat, dtype=torch.bool)
-    events.scatter_(1, flat.topk(count, dim=1, sorted=False).indices, True)
-    return events.view_as(scores), count
+    if not SELECT_KERNEL:       # torch's top-k: a few launches and host ops more; ties in its own order
+        flat = scores.flatten(1)
+        events = torch.zeros_like(flat, dtype=torch.bool)
+        events.scatter_(1, flat.topk(count, dim=1, sorted=False).indices, True)
+        return events.view_as(scores), count
+    events = torch.empty(scores.shape, dtype=torch.bool, device=scores.device)
+    n = heads * n_chunks
+    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=min(SELECT_BLOCK, padded(n)),
+                  num_warps=SELECT_WARPS)
+    return events, count
+
+
+# The `score` selection in one launch of select_kernel, and the schedule's lists written whole by its kernel (no
+# fills before it): on the GPU, torch's top-k, its scatter and the lists' two fills are five launches and their
+# host work in a call that the host bounds above 8K tokens (kernel_bench.notes.md, 2026-12-01 evening). Built on
+# the CPU, interpreter-tested, compiled for sm_90; off until a GPU measures it: SPARSEGDN_SELECT_KERNEL=1.
+SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "0") == "1"
+SELECT_BLOCK = 4096        # scores a step of select_kernel reads
+SELECT_WARPS = 8
+
+
+@triton.jit
+def order_key(x):
+    """int64 keys in the order of the float32 values x (a negative float's magnitude bits flipped; -0 as +0),
+    NaN above every number, as torch's sorts order them."""
+    bits = tl.where(x == x, (x + 0.0).to(tl.int32, bitcast=True), 0x7FC00000)     # every NaN as +NaN
+    return (bits ^ ((bits >> 31) & 0x7FFFFFFF)).to(tl.int64)
+
+
+@triton.jit
+def count_at_least(scores_ptr, n, threshold, BLOCK: tl.constexpr):
+    """How many of the n scores have an order key >= threshold."""
+    total = tl.zeros([], dtype=tl.int32)
+    for start in range(0, n, BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        valid = offsets < n
+        key = order_key(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
+        total += tl.sum(((key >= threshold) & valid).to(tl.int32), axis=0)
+    return total
+
+
+@triton.jit
+def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
+    """Events of one batch row: its `count` highest of n scores. The threshold, the count-th highest key, by a
+    binary search over the 2^32 keys (32 counting passes over the row, which stays in L2), then every score
+    above it and the first ties at it, in index order, until `count`."""
+    row = tl.program_id(0).to(tl.int64)
+    scores_ptr += row * n
+    events_ptr += row * n
+    low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
+    high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
+    for _ in range(32):
+        middle = (low + high) >> 1                   # an arithmetic shift: the floor, on the GPU and in numpy
+        enough = count_at_least(scores_ptr, n, middle, BLOCK) >= count
+        low = tl.where(enough, middle, low)
+        high = tl.where(enough, high, middle)
+    ties_wanted = count - count_at_least(scores_ptr, n, low + 1, BLOCK)     # >= 1 keys equal to `low`
+    ties_taken = tl.zeros([], dtype=tl.int32)
+    for start in range(0, n, BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        valid = offsets < n
+        key = order_key(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
+        tie = (key == low) & valid
+        rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_taken          # 1 for the first tie of the row
+        keep = ((key > low) & valid) | (tie & (rank <= ties_wanted))
+        tl.store(events_ptr + offsets, keep.to(tl.uint8), mask=valid)
+        ties_taken += tl.sum(tie.to(tl.int32), axis=0)
+
+
+launch_select = Launcher(select_kernel)
 
 
 @triton.jit
@@ -66,7 +136,7 @@ def _restart_sum(flag_a, sum_a, flag_b, sum_b):
 @triton.jit
 def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_ptr, first_event_ptr,
                     snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, event_decays_ptr, NC, E,
-                    HV, BLOCK_NC: tl.constexpr):
+                    HV, BLOCK_NC: tl.constexpr, WRITE_TAIL: tl.constexpr):
     # HV is a runtime value: a constant HV = 1 folds the loop below away and broke Triton 3.6's
     # coalescing pass on the GPU (an LLVM assertion while compiling).
     row = tl.program_id(0).to(tl.int64)
@@ -98,6 +168,13 @@ def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_
     tl.store(final_log_decay_ptr + row, tl.sum(tl.where(valid & (c > last_commit), decay, 0.0), axis=0))
     tl.store(per_head_ptr + row, count.to(tl.int64))
     tl.store(first_event_ptr + row, first)
+    if WRITE_TAIL and hv == HV - 1:     # the slots past the row's last event (fewer events than the longest row)
+        for start in range(first + count, E, BLOCK_NC):
+            empty = start + c
+            past = empty < E
+            tl.store(event_chunks_ptr + b * E + empty, tl.full([BLOCK_NC], -1, tl.int32), mask=past)
+            tl.store(event_decays_ptr + (b * E + empty) * 2, tl.full([BLOCK_NC], 1.0, tl.float32), mask=past)
+            tl.store(event_decays_ptr + (b * E + empty) * 2 + 1, tl.full([BLOCK_NC], 1.0, tl.float32), mask=past)
 
 
 launch_schedule = Launcher(schedule_kernel)
@@ -110,16 +187,20 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     events = events.contiguous()
     if max_events is None:     # caller-given events: one sync to size the lists
         max_events = max(1, int(events.flatten(1).sum(1).max().item()))
-    event_chunks = torch.full((batch, max_events), -1, dtype=torch.int32, device=device)
+    if SELECT_KERNEL:          # the kernel writes every slot, the ones past a row's events too
+        event_chunks = torch.empty(batch, max_events, dtype=torch.int32, device=device)
+        event_decays = torch.empty(batch, max_events, 2, dtype=torch.float32, device=device)
+    else:
+        event_chunks = torch.full((batch, max_events), -1, dtype=torch.int32, device=device)
+        event_decays = torch.ones(batch, max_events, 2, dtype=torch.float32, device=device)
     per_head = torch.empty(batch, heads, dtype=torch.int64, device=device)
     first_event = torch.empty(batch, heads, dtype=torch.int32, device=device)
     snapshot_of_chunk = torch.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
     log_decay_since = torch.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
     final_log_decay = torch.empty(batch, heads, dtype=torch.float32, device=device)
-    event_decays = torch.ones(batch, max_events, 2, dtype=torch.float32, device=device)
     launch_schedule(
         (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
         snapshot_of_chunk, log_decay_since, final_log_decay, event_decays, n_chunks, max_events, heads,
-        BLOCK_NC=padded(n_chunks), num_warps=NUM_WARPS)
+        BLOCK_NC=padded(n_chunks), WRITE_TAIL=SELECT_KERNEL, num_warps=NUM_WARPS)
     return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
                     final_log_decay, max_events, event_decays)
