@@ -27,10 +27,11 @@
 # Evening (CPU): chunks from a zero state skip the state's part (chunk_output.SKIP_ZERO_STATE), one decay grid,
 # 32-bit offsets inside tiles, a cheaper finite check; the one launch's timeline (benchmarks/launch_timeline.py).
 # Variants whose setting is read at import time ("env" in config_probe.VARIANTS) are checked and timed each in a
-# process started with it (config_probe does that itself). Next:
-#   OUT=$OUT STEPS="probe timeline" VARIANTS="separate stored fold-scales fold-scales-stored no-zero-skip" \
-#     bash benchmarks/kernel_batch.sh
-#   OUT=$OUT STEPS="timed" VARIANTS="..." LENGTHS="32768 131072" bash benchmarks/kernel_batch.sh
+# process started with it (config_probe does that itself).
+# Batch 8 (analysis/results/overlap/batch8): the skip and the diet measured (entry at 32K 1.42 -> 1.225 ms); the
+# timeline shows the one launch balanced between chains (long chains pair up on SMs) and outputs. Next:
+#   OUT=$OUT STEPS="probe timed timeline" VARIANTS="select-kernel" TIMED_ONLY="chain-only" LENGTHS="4096 32768 131072" \
+#     TIMELINE_VARIANTS="baseline" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
