@@ -175,3 +175,15 @@ def test_a_plan_keeps_no_tensor_of_the_call_that_made_it(fast):
     del x
     gc.collect()
     assert alive() is None
+
+
+def test_the_autotuners_tune_length_classes_apart():
+    """A process that first runs 4K tokens must not keep 4K's tuned config for 32K or 128K (the kernel benchmark
+    starts at 4K): the autotuned kernels key on chunk_loads.length_bucket, powers of 4 of the chunk count."""
+    from sparsegdn.triton import chunk_loads, chunk_output, state_output, state_pass
+    buckets = {tokens: chunk_loads.length_bucket(-(-tokens // 64)) for tokens in (4096, 8192, 16384, 32768, 65536,
+                                                                                  131072)}
+    assert buckets[4096] == buckets[8192] < buckets[16384] == buckets[32768] < buckets[65536] == buckets[131072]
+    assert chunk_loads.length_bucket(1) == chunk_loads.length_bucket(0) == 4
+    for kernel in (state_output.state_output_kernel, chunk_output.chunk_output_kernel, state_pass.state_pass_kernel):
+        assert "LENGTH_BUCKET" in kernel.keys and "LENGTH_BUCKET" in kernel.fn.arg_names

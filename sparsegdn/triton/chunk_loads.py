@@ -177,6 +177,14 @@ def padded(n: int) -> int:
     return max(16, 1 << (n - 1).bit_length())
 
 
+def length_bucket(n_chunks: int) -> int:
+    """The length class the autotuners key on (a kernel argument the kernels never read): chunk counts in powers of
+    4, so {4K, 8K}, {16K, 32K}, {64K, 128K} tokens are tuned apart. Which config is fastest moves with the length
+    (the one launch's chains against its outputs, kernel_bench.notes.md 2026-12-01 evening), and a process tuned
+    only once, at its first length, kept that length's choice for every other (the kernel benchmark starts at 4K)."""
+    return 4 ** ((max(n_chunks, 1).bit_length() + 1) // 2)
+
+
 def cdiv(n: int, d: int) -> int:
     """ceil(n / d) for grid sizes on the host (triton.cdiv is a constexpr function: several times slower a
     call, and a call's host time counts at 4K tokens)."""

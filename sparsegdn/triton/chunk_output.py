@@ -25,7 +25,7 @@ import triton.language as tl
 from .band_solve import band_inverse_decayed, causal_decay
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, FOLD_SCALES, any_not_finite, cdiv, inverse_norm,
                           load_gates, load_rows, load_rows_stored, load_tile, mma, mma_into, padded, raise_flag,
-                          round_to, rows_left, solve_precision)
+                          length_bucket, round_to, rows_left, solve_precision)
 from .launch import Launcher
 from .state_pass import progress_row
 
@@ -174,11 +174,12 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "H", "HV", "RECOMPUTE", "BAND"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
-                        log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC,
+                        log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC, LENGTH_BUCKET,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
@@ -221,7 +222,8 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
                          * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
         grid, q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk,
-        schedule.log_decay_since, o, flags, scale, tokens, n_chunks, *q.stride()[:3], *k.stride()[:3],
+        schedule.log_decay_since, o, flags, scale, tokens, n_chunks, length_bucket(n_chunks), *q.stride()[:3],
+        *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
         PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial))

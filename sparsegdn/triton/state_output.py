@@ -37,7 +37,7 @@ import triton.language as tl
 
 import triton.language.extra.cuda as cuda_extra
 
-from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, padded, solve_precision
+from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, zero_start
 from .launch import Launcher
 from .state_pass import SEGMENT_MAX_KEY_DIM, walk_chain
@@ -83,13 +83,14 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS"],
+                      "HAS_STARTS", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                         log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr, starts_ptr,
                         snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr, timeline_ptr,
-                        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC, E,
+                        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC,
+                        LENGTH_BUCKET, E,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B, SEGMENT,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, HAS_INITIAL: tl.constexpr,
@@ -217,7 +218,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         initial_state if initial_state is not None else snapshots, starts if starts is not None else snapshots,
         snapshots, final_state, flags, counters, order, timeline,
         q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
-        n_chunks, n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
+        n_chunks, length_bucket(n_chunks), n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(),
         *o.stride()[:3], batch, segment, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),

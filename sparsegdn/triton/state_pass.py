@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, cdiv, mma, not_finite, padded,
-                          raise_flag, round_to)
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, cdiv, length_bucket, mma,
+                          not_finite, padded, raise_flag, round_to)
 from .commit_pairs import commit_pair
 from .launch import Launcher
 
@@ -242,12 +242,12 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC,
-                      E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+                      LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                       HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
                       PAIRED: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
@@ -288,7 +288,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
         schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state,
-        flags, starts if starts is not None else snapshots, n_chunks, n_events, segment, heads, key_dim, value_dim,
+        flags, starts if starts is not None else snapshots, n_chunks, length_bucket(n_chunks), n_events, segment, heads,
+        key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
         HAS_STARTS=starts is not None, PAIRED=paired)
     return snapshots, (final_state if store_final else None)
