@@ -13,8 +13,9 @@ Folding Tinv into M saves the w S product (64 x K x V) that the textbook form ne
 does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V); with BV < V the first three are
 repeated by each value block (more programs, smaller tiles: the autotuner weighs the two). q and k
 stay raw dot operands; their norms scale the products. Tinv is read from pass 1, or, when pass 1
-does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A non-finite
-output raises FLAG_OUTPUT.
+does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A chunk whose
+entering state is zero (no initial state, no commit of its head pair yet: SKIP_ZERO_STATE) does only
+the three products of its own part, o = scale M (beta V). A non-finite output raises FLAG_OUTPUT.
 """
 import os
 
