@@ -14,8 +14,9 @@ does five products, QK^T, P Tinv, M X, (.) snapshot and M (beta V); with BV < V 
 repeated by each value block (more programs, smaller tiles: the autotuner weighs the two). q and k
 stay raw dot operands; their norms scale the products. Tinv is read from pass 1, or, when pass 1
 does not store it (RECOMPUTE), solved here on chip from the k tile already loaded. A chunk whose
-entering state is zero (no initial state, no commit of its head pair yet: SKIP_ZERO_STATE) does only
-the three products of its own part, o = scale M (beta V). A non-finite output raises FLAG_OUTPUT.
+entering state is zero (no initial state, no commit of its head pair yet: SKIP_ZERO_STATE) forms only
+its own part, o = scale M (beta V): QK^T, P Tinv and M (beta V) beside the solve. A non-finite output
+raises FLAG_OUTPUT.
 """
 import os
 
