@@ -193,6 +193,11 @@ def run_variant(name):
     print("RESULT " + json.dumps({"variant": name, "results": results}), flush=True)
 
 
+def unset_settings(name) -> dict:
+    """The variant's settings read at import or compile time ("env") that this process's environment lacks."""
+    return {key: value for key, value in VARIANTS[name].get("env", {}).items() if os.environ.get(key) != value}
+
+
 def time_variants(names, lengths, spawn=True):
     """One variant after another: the backend entry's median ms and its stage times at each of `lengths` on the
     benchmark's inputs (budget 0.29, band 1, `score`, final state returned). Prints JSON. A variant whose setting
@@ -200,7 +205,7 @@ def time_variants(names, lengths, spawn=True):
     started with it (spawn; without, it is reported as not timed), one process at a time: the GPU is never shared."""
     runnable, elsewhere = [], []
     for name in names:
-        unset = {key: value for key, value in VARIANTS[name].get("env", {}).items() if os.environ.get(key) != value}
+        unset = unset_settings(name)
         (elsewhere if unset else runnable).append((name, unset))
     for tokens in lengths:
         time_variants_at([name for name, _ in runnable], tokens)

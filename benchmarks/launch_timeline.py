@@ -19,7 +19,6 @@ span beside config_probe's timing of the same variant, not as a timing of its ow
 """
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -127,8 +126,7 @@ def run(tokens, variant):
     from sparsegdn import SparseConfig
     from sparsegdn.triton import forward, state_output
 
-    unset = {key: value for key, value in config_probe.VARIANTS[variant].get("env", {}).items()
-             if os.environ.get(key) != value}
+    unset = config_probe.unset_settings(variant)
     if unset:            # read at import or compile time: start this process with the setting
         raise SystemExit(f"{variant} needs {unset} in this process's environment")
     config_probe.apply_variant(variant)

@@ -71,8 +71,8 @@ def load_tile(ptr, row0, num_rows, row_stride, num_cols, ROWS: tl.constexpr, COL
 def load_gates(ptr, row0, num_rows, row_stride, ROWS: tl.constexpr):
     """float32 [ROWS] of a per-token gate (g or beta); zero past num_rows."""
     rows = tl.arange(0, ROWS)
-    return tl.load(ptr + row0.to(tl.int64) * row_stride + rows * row_stride, mask=rows < rows_left(row0, num_rows, ROWS),
-                   other=0.0).to(tl.float32)
+    mask = rows < rows_left(row0, num_rows, ROWS)
+    return tl.load(ptr + row0.to(tl.int64) * row_stride + rows * row_stride, mask=mask, other=0.0).to(tl.float32)
 
 
 @triton.jit
