@@ -79,6 +79,13 @@ VARIANTS = {
     # path; here it is timed (the public call too, where the host's launches show).
     "graph": {"graph": True, "timing_only": True},
     "no-graph": {"graph": False, "timing_only": True},
+    # Graphs for longer calls too (graphs.MAX_TOKENS raised): above 8K the public call is bound by the host's
+    # launches after each call's sync (kernel_bench.notes.md, 2026-12-01 evening); the copies in and out grow
+    # with the length, the launches saved do not.
+    "graph-32k": {"graph": True, "graph_max_tokens": 32768, "timing_only": True},
+    "graph-64k": {"graph": True, "graph_max_tokens": 65536, "timing_only": True},
+    "graph-128k": {"graph": True, "graph_max_tokens": 131072, "timing_only": True},
+    "select-graph-64k": {"graph": True, "graph_max_tokens": 65536, "select_kernel": True, "timing_only": True},
     # The one launch's chain programs publish their progress every state_output.PUBLISH commits (16): each
     # count ends a pipelined run (its loads issued again from empty, a barrier and a GPU-scope fence).
     # Fewer counts, a longer wait for the outputs; chain-only-publish-end times the chains publishing once.
@@ -116,7 +123,7 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
-                   "select_kernel": ("schedule", "SELECT_KERNEL")}
+                   "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 

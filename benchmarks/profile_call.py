@@ -9,14 +9,18 @@ every kernel (name, launches, ms) and the host's wall time, so launch gaps show 
 summed device time, and the wall time per call of 5 x 50 calls with no profiler attached
 (plain_wall_ms). Uses benchmarks/kernel_bench.py's inputs and its current design;
 SPARSEGDN_FAST_LAUNCH=0 sends every launch through Triton's own path (to measure launch.py).
-`--host N` adds a cProfile of N backend-entry calls at the first length (host_profile.txt): which
-Python functions the host spends its time in, when the call is bound by the host.
+`--host N` adds a cProfile of N calls at `--host-tokens` (default: the first length), of the backend entry
+each followed by a device sync and of the public call (host_profile_entry.txt, host_profile_public.txt): which
+Python functions the host spends its time in, when the call is bound by the host; and, for the public call,
+when the host reaches each stage's end (a stage hook that only reads the host's clock), so that a stage
+launched later than the GPU could start it shows (host_stages in profile_call.json).
 """
 import argparse
 import cProfile
 import io
 import pstats
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -77,28 +81,46 @@ def plain_wall(fn, loops=5, n=50):
     return walls
 
 
-def host_profile(fn, n, path):
-    """cProfile of n calls (the device queue runs behind them): the host functions by own and total time."""
+def host_profile(fn, n, path, what):
+    """cProfile of n calls of fn, each followed by a device sync (as the public call ends): the host functions by
+    own and total time."""
     warm_up(fn)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(n):
         fn()
+        torch.cuda.synchronize()
     profiler.disable()
-    torch.cuda.synchronize()
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text)
     stats.sort_stats("tottime").print_stats(30)
     stats.sort_stats("cumulative").print_stats(40)
-    path.write_text(f"{n} calls of the backend entry\n" + text.getvalue())
+    path.write_text(f"{n} calls of {what}, each followed by a device sync\n" + text.getvalue())
     print(text.getvalue()[:6000])
+
+
+def host_stages(inputs, config, n=50):
+    """Median ms from the public call's start to the host's reaching each stage's end (its launches queued, not
+    run), and to the call's return; the hook reads only the host's clock (no event, no sync)."""
+    marks = {}
+
+    def hook(name):
+        marks.setdefault(name, []).append(time.perf_counter() - start)
+    warm_up(lambda: kernel_bench.public_call(inputs, config, stage_hook=lambda name: None))
+    marks.clear()
+    for _ in range(n):
+        start = time.perf_counter()
+        kernel_bench.public_call(inputs, config, stage_hook=hook)
+        marks.setdefault("returned", []).append(time.perf_counter() - start)
+    return {name: statistics.median(values) * 1e3 for name, values in marks.items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 32768])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "profile")
-    parser.add_argument("--host", type=int, default=0, help="cProfile this many entry calls (0: none)")
+    parser.add_argument("--host", type=int, default=0, help="cProfile this many calls of each (0: none)")
+    parser.add_argument("--host-tokens", type=int, default=None, help="the length of --host (default: the first)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
@@ -118,8 +140,13 @@ def main():
                   f"{min(plain):.3f}-{max(plain):.3f} without; device {device_ms:.3f} ms in {launches:.0f} launches")
             for kernel, count, ms in kernels:
                 print(f"    {ms:8.4f} ms  x{count:4.1f}  {kernel[:90]}")
-        if args.host and tokens == args.tokens[0]:
-            host_profile(calls(inputs, config)["entry"], args.host, args.out / "host_profile.txt")
+        if args.host and tokens == (args.host_tokens or args.tokens[0]):
+            for name, fn in calls(inputs, config).items():
+                host_profile(fn, args.host, args.out / f"host_profile_{name}.txt", f"the {name} call at T={tokens}")
+            stages = host_stages(inputs, config)
+            results.append({"T": tokens, "call": "public", "host_stages_ms": stages})
+            print(f"T={tokens} public call, host reaches each stage's end (ms from its start): "
+                  + ", ".join(f"{name} {ms:.3f}" for name, ms in stages.items()))
         del inputs
     (args.out / "profile_call.json").write_text(json.dumps(results, indent=1))
 

@@ -403,7 +403,6 @@ def test_schedule_counts_the_commits_before_every_chunk():
     assert (commits_before + 1 <= schedule.per_head.cpu().unsqueeze(-1) + 1).all()
 
 
-@small_shapes
 @pytest.mark.parametrize("kernel_writes_all", [False, True], ids=["filled-first", "select-kernel"])
 def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_writes_all, monkeypatch):
     """Schedule.event_decays, what the commit chain reads by slot: for every event, exp(log_decay_since) of its
@@ -433,7 +432,6 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_write
         assert schedule.event_chunks[b, count:].eq(-1).all() and schedule.event_chunks[b, :count].ge(0).all()
 
 
-@small_shapes
 @pytest.mark.parametrize("block", [16, 4096], ids=["many-steps", "one-step"])
 def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(block, monkeypatch):
     """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
@@ -455,6 +453,22 @@ def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(bl
         assert got_count == count
         assert events.dtype == torch.bool and torch.equal(events.cpu(), selection.top_events(scores, count)), budget
         assert events.flatten(1).sum(1).eq(count).all()
+
+
+@gpu
+@pytest.mark.parametrize("budget", [0.29, 0.15, 1.0])
+def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, monkeypatch):
+    """select_kernel on rows as long as the kernel benchmark's at 32K and 128K tokens (32 head pairs x 512 or
+    2,048 chunks, several steps a pass), two batch rows, scores with ties: the same events as top_events."""
+    from sparsegdn.triton import schedule
+    monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
+    gen = torch.Generator().manual_seed(13)
+    for n_chunks in (512, 2048):
+        scores = torch.rand(2, 32, n_chunks, generator=gen)
+        scores[1] = torch.round(scores[1] * 64) / 64               # many ties at every threshold
+        count = selection.event_count(budget, 32, n_chunks)
+        events, _ = schedule.select_events(scores.to(DEVICE), budget=budget, selector="score")
+        assert torch.equal(events.cpu(), selection.top_events(scores, count)), n_chunks
 
 
 @small_shapes
