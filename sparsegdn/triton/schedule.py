@@ -62,9 +62,17 @@ def select_events(scores, *, budget, selector):
         return events.view_as(scores), count
     events = torch.empty(scores.shape, dtype=torch.bool, device=scores.device)
     n = heads * n_chunks
-    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=min(SELECT_BLOCK, padded(n)),
-                  num_warps=SELECT_WARPS)
+    resident = padded(n) <= SELECT_RESIDENT
+    block = padded(n) if resident else min(SELECT_BLOCK, padded(n))
+    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, RESIDENT=resident,
+                  num_warps=resident_warps(block) if resident else SELECT_WARPS)
     return events, count
+
+
+def resident_warps(block: int) -> int:
+    """Warps of a resident select_kernel: 64 keys a thread (at least 4 warps, at most 32: 1,024 threads at 64K keys;
+    with 128 keys a thread, 16 warps, the compiler spilled 300 bytes a thread there)."""
+    return min(32, max(4, block // (32 * 64)))
 
 
 # The `score` selection in one launch of select_kernel, and the schedule's lists written whole by its kernel (no
@@ -72,16 +80,26 @@ def select_events(scores, *, budget, selector):
 # host work in a call that the host bounds above 8K tokens (kernel_bench.notes.md, 2026-12-01 evening). Built on
 # the CPU, interpreter-tested, compiled for sm_90; off until a GPU measures it: SPARSEGDN_SELECT_KERNEL=1.
 SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "0") == "1"
-SELECT_BLOCK = 4096        # scores a step of select_kernel reads
+SELECT_BLOCK = 4096        # scores a step of select_kernel reads (rows too long to be resident)
 SELECT_WARPS = 8
+# Rows of at most this many scores (the kernel benchmark's at 128K tokens: 32 head pairs x 2,048 chunks) are held in
+# registers, loaded once, instead of read from L2 on each of the search's 33 passes: on the H200 the looped kernel
+# took the selection stage from 0.097 to 0.386 ms at 128K (2026-12-02, analysis/results/overlap/batch9).
+SELECT_RESIDENT = 1 << 16
+
+
+@triton.jit
+def order_key32(x):
+    """int32 keys in the order of the float32 values x (a negative float's magnitude bits flipped; -0 as +0),
+    NaN above every number, as torch's sorts order them. Every key is above -2^31 (-inf's is -2^31 + 2^23 - 1)."""
+    bits = tl.where(x == x, (x + 0.0).to(tl.int32, bitcast=True), 0x7FC00000)     # every NaN as +NaN
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
 
 
 @triton.jit
 def order_key(x):
-    """int64 keys in the order of the float32 values x (a negative float's magnitude bits flipped; -0 as +0),
-    NaN above every number, as torch's sorts order them."""
-    bits = tl.where(x == x, (x + 0.0).to(tl.int32, bitcast=True), 0x7FC00000)     # every NaN as +NaN
-    return (bits ^ ((bits >> 31) & 0x7FFFFFFF)).to(tl.int64)
+    """order_key32 as int64 (compared with the search's int64 bounds)."""
+    return order_key32(x).to(tl.int64)
 
 
 @triton.jit
@@ -97,13 +115,39 @@ def count_at_least(scores_ptr, n, threshold, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
+def select_resident(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
+    """select_kernel's search on a row held in registers (n <= BLOCK): the keys are loaded once, and each of the 32
+    steps is one comparison a key and one sum over the program."""
+    offsets = tl.arange(0, BLOCK)
+    valid = offsets < n
+    key = order_key32(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
+    low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
+    high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
+    for _ in range(32):
+        middle = (low + high) >> 1                   # in [-2^31, 2^31): an int32 (the floor, as in numpy)
+        enough = tl.sum(((key >= middle.to(tl.int32)) & valid).to(tl.int32), axis=0) >= count
+        low = tl.where(enough, middle, low)
+        high = tl.where(enough, high, middle)
+    threshold = low.to(tl.int32)
+    above = (key > threshold) & valid
+    tie = (key == threshold) & valid
+    ties_wanted = count - tl.sum(above.to(tl.int32), axis=0)                # >= 1 keys equal to the threshold
+    keep = above | (tie & (tl.cumsum(tie.to(tl.int32), axis=0) <= ties_wanted))
+    tl.store(events_ptr + offsets, keep.to(tl.uint8), mask=valid)
+
+
+@triton.jit
+def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, RESIDENT: tl.constexpr):
     """Events of one batch row: its `count` highest of n scores. The threshold, the count-th highest key, by a
-    binary search over the 2^32 keys (32 counting passes over the row, which stays in L2), then every score
-    above it and the first ties at it, in index order, until `count`."""
+    binary search over the 2^32 keys (32 counting passes over the row: from registers when RESIDENT, n <= BLOCK,
+    else from L2 a BLOCK at a time), then every score above it and the first ties at it, in index order, until
+    `count`."""
     row = tl.program_id(0).to(tl.int64)
     scores_ptr += row * n
     events_ptr += row * n
+    if RESIDENT:
+        select_resident(scores_ptr, events_ptr, n, count, BLOCK)
+        return
     low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
     high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
     for _ in range(32):
