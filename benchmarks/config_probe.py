@@ -116,6 +116,7 @@ VARIANTS = {
     "no-zero-skip-stored": {"env": {"SPARSEGDN_SKIP_ZERO_STATE": "0"}, "store": True},
     # The `score` selection in one launch and the lists written whole by the schedule kernel (schedule.SELECT_KERNEL).
     "select-kernel": {"select_kernel": True},
+    "torch-topk": {"select_kernel": False},     # torch's top-k, the selection before select_kernel was the default
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),

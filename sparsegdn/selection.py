@@ -74,8 +74,8 @@ def score_events(k, v, g, beta) -> torch.Tensor:
 def top_events(scores: torch.Tensor, count: int) -> torch.Tensor:
     """bool [B,HV,NC]: the `count` highest scores of each batch row, over all head pairs at once; scores tied
     at the threshold are taken in (head pair, chunk) order (a stable sort), as the GPU path's select_kernel
-    takes them (sparsegdn/triton/schedule.py, SELECT_KERNEL; torch's top-k, the GPU default, orders ties its own
-    way), so that the backends keep the same events where scores tie (all-zero writes, say)."""
+    takes them (sparsegdn/triton/schedule.py, SELECT_KERNEL, the default; torch's top-k, used with it off, orders
+    ties its own way), so that the backends keep the same events where scores tie (all-zero writes, say)."""
     flat = scores.flatten(1)
     keep = torch.zeros_like(flat, dtype=torch.bool)
     keep.scatter_(1, flat.sort(dim=1, descending=True, stable=True).indices[:, :count], True)

@@ -2,7 +2,7 @@
 
     stage (config.STAGES)  kernels                               work
     1 intra_solve    intra_chunk (parallel, all chunks)     score statistics, gate checks, [Tinv]
-    2 selection      score_scan + torch top-k + schedule    event scores, events, event lists, decays
+    2 selection      score_scan + select_kernel + schedule  event scores, events, event lists, decays
     3 event_prepare  event_prepare (parallel, events)       w, u, k_commit of the selected chunks only
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output

@@ -1,8 +1,9 @@
 """Selection and the work lists of the sparse passes.
 
-Selection is torch on the GPU (top-k over all head pairs of a batch row); the lists come from one
-small kernel, one program per (batch row, head pair), with no host sync on the `score`, `uniform`
-and `all` paths (their event count per batch row is known on the host).
+The `score` selection is one launch of select_kernel (the count highest scores over all head pairs of a batch
+row, ties in index order; torch's top-k with SPARSEGDN_SELECT_KERNEL=0); the lists come from one small kernel,
+one program per (batch row, head pair), with no host sync on the `score`, `uniform` and `all` paths (their event
+count per batch row is known on the host).
 
 Layout of the lists, per batch row:
 - events are numbered in (head pair, chunk) order; head pair h owns slots
@@ -77,9 +78,11 @@ def resident_warps(block: int) -> int:
 
 # The `score` selection in one launch of select_kernel, and the schedule's lists written whole by its kernel (no
 # fills before it): on the GPU, torch's top-k, its scatter and the lists' two fills are five launches and their
-# host work in a call that the host bounds above 8K tokens (kernel_bench.notes.md, 2026-12-01 evening). Built on
-# the CPU, interpreter-tested, compiled for sm_90; off until a GPU measures it: SPARSEGDN_SELECT_KERNEL=1.
-SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "0") == "1"
+# host work in a call that the host bounds above 8K tokens (kernel_bench.notes.md, 2026-12-01 evening). On: on the
+# H200 (2026-12-02, analysis/results/overlap/batch9, config_probe --timed, backend entry) 0.275 against 0.289 ms at
+# 4K, 0.625 / 0.661 at 16K, 1.186 / 1.241 at 32K, 2.298 / 2.330 at 64K, level at 128K (4.52); the kernel 0.022 ms at
+# 32K against top-k's 0.068, 0.085 at 128K. SPARSEGDN_SELECT_KERNEL=0 goes back to torch's top-k.
+SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "1") == "1"
 SELECT_BLOCK = 4096        # scores a step of select_kernel reads (rows too long to be resident)
 SELECT_WARPS = 8
 # Rows of at most this many scores (the kernel benchmark's at 128K tokens: 32 head pairs x 2,048 chunks) are held in
