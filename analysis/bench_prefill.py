@@ -197,7 +197,24 @@ def environment(args, device, dtype, load_s, weights_gib) -> dict:
         "model_build_s": round(load_s, 2), "weights_gib": weights_gib,
     }
     meta["fla"] = fla_version()
+    meta["fla_backend"] = fla_backend() if meta["fla"] else None
     return meta
+
+
+def fla_backend() -> str:
+    """Which kernels FLA's chunk_gated_delta_rule runs: "flash_qla" where FlashQLA is installed and FLA_FLASH_QLA is
+    not "0" (FLA 0.6 then dispatches to it on Hopper), else "native" (FLA's own Triton kernels). The same transformers
+    core read 61-64 ms at 32K with FlashQLA installed and 89-92 ms without (H200, 2026-12-01/02)."""
+    import importlib.util
+    import os
+    if importlib.util.find_spec("flash_qla") is not None and os.environ.get("FLA_FLASH_QLA", "1") != "0":
+        return "flash_qla"
+    return "native"
+
+
+def _backend_note(meta: dict) -> str:
+    """' (its FlashQLA backend)' / ' (native kernels)', or nothing for a record made before the field existed."""
+    return {"flash_qla": " (its FlashQLA backend)", "native": " (native kernels)"}.get(meta.get("fla_backend"), "")
 
 
 def fla_version() -> str | None:
@@ -226,7 +243,7 @@ def write_markdown(results: dict, path: Path) -> None:
         f"# End-to-end prefill, {meta['model']}",
         "",
         f"{meta['date']} on {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
-        f"{meta['transformers']}, fla {meta['fla']}. SparseGDN budget {meta['budget']}, selector "
+        f"{meta['transformers']}, fla {meta['fla']}{_backend_note(meta)}. SparseGDN budget {meta['budget']}, selector "
         f"{meta['selector']}, band {meta['band']}. Median of {meta['repeats']} interleaved runs after "
         f"{meta['warmup']} warm-up run(s); `model(ids, use_cache=True, logits_to_keep=1)`, timed with "
         f"{clock}.{weights}"

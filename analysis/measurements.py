@@ -184,10 +184,15 @@ CORE_MEANINGS = {
 }
 
 
+# How a prefill record's FLA ran (analysis.bench_prefill.fla_backend); records made before the field say nothing.
+FLA_BACKENDS = {"flash_qla": " (dispatching to FlashQLA)", "native": " (native kernels)"}
+
+
 def prefill_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
     """The README's whole-prefill table: every core measured, with the run's provenance."""
     lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
-             f"{meta['transformers']}, fla {meta.get('fla')}, {meta['date']}; `{meta['command']}`. Median of "
+             f"{meta['transformers']}, fla {meta.get('fla')}{FLA_BACKENDS.get(meta.get('fla_backend'), '')}, {meta['date']}; "
+             f"`{meta['command']}`. Median of "
              f"{meta['repeats']} interleaved runs after {meta['warmup']} warm-up run(s); SparseGDN budget "
              f"{meta['budget']}, selector {meta['selector']}, band {meta['band']}.", "",
              "| tokens | GDN core | prefill ms | prefill vs dense | GDN core ms (all layers) | core vs dense | peak GiB |",

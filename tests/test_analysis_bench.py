@@ -33,3 +33,22 @@ def test_segmented_prefill_benchmark_routes_every_segment(tmp_path):
     rows = json.loads((tmp_path / "segmented.json").read_text())["runs"]
     # 4 segments (64, 64, 64, 8 tokens) x 3 GDN layers.
     assert all(row["core_calls"] == 12 and row["finite"] for row in rows)
+
+
+def test_prefill_records_which_kernels_fla_ran(monkeypatch):
+    """FLA 0.6 hands chunk_gated_delta_rule to FlashQLA where FlashQLA is installed unless FLA_FLASH_QLA=0: the prefill
+    record says which (the same transformers core read 64 ms with FlashQLA installed and 92 ms without)."""
+    import importlib.util
+
+    from analysis import bench_prefill
+    real_find_spec = importlib.util.find_spec
+    installed = {"flash_qla": True}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if installed.get(name) else real_find_spec(name, *a))
+    monkeypatch.delenv("FLA_FLASH_QLA", raising=False)
+    assert bench_prefill.fla_backend() == "flash_qla"
+    monkeypatch.setenv("FLA_FLASH_QLA", "0")
+    assert bench_prefill.fla_backend() == "native"
+    monkeypatch.delenv("FLA_FLASH_QLA")
+    installed["flash_qla"] = False
+    assert bench_prefill.fla_backend() == "native"

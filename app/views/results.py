@@ -44,6 +44,9 @@ for path in sorted(RESULTS.glob("prefill_*.json")):
     meta, runs = measurements.prefill(path)
     caption(path.name, {"device": meta["device"], "date": meta["date"], "build": meta.get("build", "not recorded"),
                         "command": meta["command"]})
+    if meta.get("fla_backend"):       # FLA 0.6 runs FlashQLA's kernels where FlashQLA is installed
+        st.caption(f"`dense-fla` and `transformers`: FLA {meta.get('fla')}"
+                   f"{measurements.FLA_BACKENDS.get(meta['fla_backend'], '')}.")
     st.dataframe(tables.readable(runs), hide_index=True)
 
 st.subheader("The GDN core on the CPU")
