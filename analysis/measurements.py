@@ -33,7 +33,7 @@ KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "select
                   "api_ms": pl.Float64, "sparsegdn_ms": pl.Float64, "fla_ms": pl.Float64, "flashqla_ms": pl.Float64,
                   "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
                   "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
-                  "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean}
+                  "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean, "api_wall_ms": pl.Float64}
 PROVENANCE = ("device", "date", "command", "build")
 
 
@@ -48,11 +48,24 @@ def kernel_bench(path: Path) -> pl.DataFrame:
     """One row per (T, configuration) of a kernel_bench JSON, with each contender's time over ours:
     public_vs_fla = fla_ms / api_ms (above 1: the public call is faster), public_vs_flashqla, and
     kernels_vs_fla = fla_ms / sparsegdn_ms (the backend entry alone, not the contract's figure)."""
-    rows = [{name: row.get(name) for name in KERNEL_COLUMNS} for row in json.loads(Path(path).read_text())]
-    frame = pl.DataFrame(rows, schema=KERNEL_COLUMNS)
+    rows = [{**{name: row.get(name) for name in KERNEL_COLUMNS}, **_spread(row.get("api_ms_runs"))}
+            for row in json.loads(Path(path).read_text())]
+    frame = pl.DataFrame(rows, schema={**KERNEL_COLUMNS, **SPREAD_COLUMNS})
     return frame.with_columns((pl.col("fla_ms") / pl.col("api_ms")).alias("public_vs_fla"),
                               (pl.col("flashqla_ms") / pl.col("api_ms")).alias("public_vs_flashqla"),
                               (pl.col("fla_ms") / pl.col("sparsegdn_ms")).alias("kernels_vs_fla"))
+
+
+# The spread of the public call's timed rounds (do_bench medians, interleaved with the other contenders): its host
+# work after each call's sync moves it between rounds and processes (kernel_bench.notes.md, 2026-12-02).
+SPREAD_COLUMNS = {"api_ms_low": pl.Float64, "api_ms_high": pl.Float64, "api_rounds": pl.Int64}
+
+
+def _spread(runs) -> dict:
+    """Lowest and highest of a row's timed rounds of the public call, and how many there were (None without)."""
+    if not runs:
+        return {"api_ms_low": None, "api_ms_high": None, "api_rounds": None}
+    return {"api_ms_low": min(runs), "api_ms_high": max(runs), "api_rounds": len(runs)}
 
 
 def provenance(frame: pl.DataFrame) -> dict[str, str]:
@@ -94,17 +107,27 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
              f"Budget {config.budget:g}, band {config.band}, `{config.selector}` selector, selection inside the "
              f"timed call; {_final_state(frame)}."
              + ("" if with_qla else " FlashQLA was not measured in this run."), "",
-             "| T | SparseGDN public call ms | kernels only ms | FLA ms | FLA / public call"
+             "| T | SparseGDN public call ms (lowest-highest round) | kernels only ms | FLA ms | FLA / public call"
              + (" | FlashQLA ms | FlashQLA / public call" if with_qla else "") + " | peak extra MB, ours / FLA |",
              "|---|---|---|---|---" + ("|---|---" if with_qla else "") + "|---|"]
     for row in rows.iter_rows(named=True):
         qla = f" | {_ms(row['flashqla_ms'])} | {_versus(row['public_vs_flashqla'])}" if with_qla else ""
-        lines.append(f"| {_tokens(row['T'])} | {_ms(row['api_ms'])} | {_ms(row['sparsegdn_ms'])} | {_ms(row['fla_ms'])} "
+        lines.append(f"| {_tokens(row['T'])} | {_ms(row['api_ms'])}{_range(row)} | {_ms(row['sparsegdn_ms'])} | "
+                     f"{_ms(row['fla_ms'])} "
                      f"| {_versus(row['public_vs_fla'])}{qla} | {_ms(row['peak_mem_mb'], 0)} / "
                      f"{_ms(row['fla_peak_mem_mb'], 0)} |")
     design = rows["design"].drop_nulls().unique().to_list()
     others = frame["design"].drop_nulls().unique().len() > 1 if "design" in frame.columns else False
-    lines += ["", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
+    rounds = rows["api_rounds"].drop_nulls().unique().to_list()
+    walls = rows["api_wall_ms"].drop_nulls().len() > 0
+    lines += ["", (f"The public call's figure is the median of {_count_words(rounds)} timed rounds, interleaved with "
+                   "the other contenders, its lowest and highest in brackets"
+                   + ("; back to back, a call took " + ", ".join(
+                       f"{_ms(r['api_wall_ms'])} ms at {_tokens(r['T'])}" for r in rows.iter_rows(named=True)
+                       if r["api_wall_ms"] is not None) + " of wall time" if walls else "")
+                   + ". The call's host work after each sync moves it between rounds and between processes, most "
+                   "above the CUDA graphs' lengths, where the host's launches bound it (kernel_bench.notes.md).")
+              if rounds else "", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
               "included): above 1 the public call is faster. `kernels only` times the Triton backend entry "
               "without the call's checks; it is not the figure that counts."
               + (f" Design of the GPU path: Tinv {design[0].replace('_', ' ')} (that build's default"
@@ -112,6 +135,18 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
                  if design else "")
               + _graphed(rows)]
     return "\n".join(lines)
+
+
+def _range(row: dict) -> str:
+    """(lowest-highest) of the public call's timed rounds, or nothing where the file has no rounds."""
+    if row.get("api_ms_low") is None:
+        return ""
+    return f" ({_ms(row['api_ms_low'])}-{_ms(row['api_ms_high'])})"
+
+
+def _count_words(counts: list) -> str:
+    """'2' or '2-5': how many timed rounds the rows have."""
+    return str(counts[0]) if len(counts) == 1 else f"{min(counts)}-{max(counts)}"
 
 
 def _graphed(rows: pl.DataFrame) -> str:
@@ -131,9 +166,11 @@ def kernel_report(path: Path) -> str:
     where = provenance(frame)
     first = rows[0]
     stages = list(dict.fromkeys(name for row in rows for name in (row.get("stage_ms") or {})))
+    rounds = sorted({len(row["api_ms_runs"]) for row in rows if row.get("api_ms_runs")}) or [2]
     lines = [f"# SparseGDN kernel benchmark: `{Path(path).name}`", "",
              f"{where['device']}, {where['date']}, build {where['build']}; B=1, H=16, HV=32, K=V=128, bf16 q/k/v/beta, "
-             "float32 g; do_bench medians, contenders interleaved, each measured twice (mean of the two); "
+             f"float32 g; do_bench medians, contenders interleaved, each measured in {_count_words(rounds)} rounds "
+             "(their median; with two rounds, the mean of the two); "
              f"{_final_state(frame)}.",
              f"Command: `{where['command']}`. Ceilings measured in the same run: copy "
              f"{first['copy_bandwidth_tbs']:.2f} TB/s, bf16 matmul {first['matmul_tflops']:.0f} TFLOP/s.", "",

@@ -53,6 +53,21 @@ def test_the_public_call_is_compared_with_fla_and_a_loss_stays_a_loss(results_di
     assert list(fig.data[0].y) == [2.0, 0.75]
 
 
+def test_the_public_call_shows_the_spread_of_its_rounds_and_its_wall_time(results_dir):
+    """A row with timed rounds shows its lowest and highest beside the median and says how many rounds there were;
+    a back-to-back wall time, where recorded, is said; rows of files without rounds show none."""
+    rows = json.loads((results_dir / "kernel_bench.json").read_text())
+    rows[0].update(api_ms=0.5, api_ms_runs=[0.45, 0.5, 0.7], api_wall_ms=0.61)
+    rows[1].update(api_ms_runs=[4.0, 3.9, 4.2])
+    (results_dir / "kernel_bench.json").write_text(json.dumps(rows))
+    bench = measurements.kernel_bench(results_dir / "kernel_bench.json")
+    assert bench["api_ms_low"].to_list()[0] == 0.45 and bench["api_ms_high"].to_list()[0] == 0.7
+    table = measurements.kernel_table(bench, "kernel_bench.json")
+    assert "| 4K | 0.500 (0.450-0.700) | 0.400 |" in table
+    assert "| 32K | 4.000 (3.900-4.200) | 2.000 |" in table
+    assert "median of 3 timed rounds" in table and "0.610 ms at 4K of wall time" in table
+
+
 def test_a_measured_flashqla_gets_its_own_columns(results_dir):
     rows = json.loads((results_dir / "kernel_bench.json").read_text())
     for row in rows:

@@ -36,7 +36,8 @@ for path in files:
         st.caption("FlashQLA was not measured in this run.")
     st.plotly_chart(figures.kernel_speedup(bench), key=f"results_speedup_{path.stem}")
     st.dataframe(tables.readable(bench.select(
-        "T", "budget", "band", "selector", "design", "api_ms", "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
+        "T", "budget", "band", "selector", "design", "api_ms", "api_ms_low", "api_ms_high", "api_wall_ms",
+        "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
         "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb")), hide_index=True)
 
 st.subheader("Whole prefill")
