@@ -202,14 +202,18 @@ def environment(args, device, dtype, load_s, weights_gib) -> dict:
 
 
 def fla_backend() -> str:
-    """Which kernels FLA's chunk_gated_delta_rule runs: "flash_qla" where FlashQLA is installed and FLA_FLASH_QLA is
-    not "0" (FLA 0.6 then dispatches to it on Hopper), else "native" (FLA's own Triton kernels). The same transformers
-    core read 61-64 ms at 32K with FlashQLA installed and 89-92 ms without (H200, 2026-12-01/02)."""
+    """Which kernels FLA's chunk_gated_delta_rule runs: "flash_qla" where FlashQLA is installed, FLA_FLASH_QLA is not
+    "0" and the GPU is one FlashQLA serves (compute capability 9.x, 10.x or 12.x: FLA 0.6 then dispatches to it,
+    fla/ops/gated_delta_rule/backends/flash_qla.py, which may still refuse a call for its dtypes), else "native"
+    (FLA's own Triton kernels). The same transformers core read 63.8-64.2 ms at 32K with FlashQLA installed and
+    91.5-92.6 ms without (H200, 2026-12-01/02)."""
     import importlib.util
     import os
-    if importlib.util.find_spec("flash_qla") is not None and os.environ.get("FLA_FLASH_QLA", "1") != "0":
-        return "flash_qla"
-    return "native"
+    if importlib.util.find_spec("flash_qla") is None or os.environ.get("FLA_FLASH_QLA", "1") == "0":
+        return "native"
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] not in (9, 10, 12):
+        return "native"
+    return "flash_qla"
 
 
 def _backend_note(meta: dict) -> str:

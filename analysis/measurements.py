@@ -125,8 +125,8 @@ def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseCo
                    + ("; back to back, a call took " + ", ".join(
                        f"{_ms(r['api_wall_ms'])} ms at {_tokens(r['T'])}" for r in rows.iter_rows(named=True)
                        if r["api_wall_ms"] is not None) + " of wall time" if walls else "")
-                   + ". The call's host work after each sync moves it between rounds and between processes, most "
-                   "above the CUDA graphs' lengths, where the host's launches bound it (kernel_bench.notes.md).")
+                   + ". The call's host work after each sync moves it between rounds and between processes "
+                   "(kernel_bench.notes.md).")
               if rounds else "", "`FLA / public call` is FLA's time over the public `sparse_gated_delta_rule` call's (checks "
               "included): above 1 the public call is faster. `kernels only` times the Triton backend entry "
               "without the call's checks; it is not the figure that counts."
@@ -170,7 +170,7 @@ def kernel_report(path: Path) -> str:
     lines = [f"# SparseGDN kernel benchmark: `{Path(path).name}`", "",
              f"{where['device']}, {where['date']}, build {where['build']}; B=1, H=16, HV=32, K=V=128, bf16 q/k/v/beta, "
              f"float32 g; do_bench medians, contenders interleaved, each measured in {_count_words(rounds)} rounds "
-             "(their median; with two rounds, the mean of the two); "
+             f"({'the mean of the two' if rounds == [2] else 'their median'}); "
              f"{_final_state(frame)}.",
              f"Command: `{where['command']}`. Ceilings measured in the same run: copy "
              f"{first['copy_bandwidth_tbs']:.2f} TB/s, bf16 matmul {first['matmul_tflops']:.0f} TFLOP/s.", "",

@@ -249,14 +249,14 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
     walls = {name: wall_per_call(fn) for name, fn in runs.items() if name.startswith("api/")}
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}
     set_design(default_setting)
-    mean = {name: statistics.median(values) for name, values in times.items()}
-    fla_ms, qla_ms = mean.get("fla"), mean.get("flashqla")
+    median = {name: statistics.median(values) for name, values in times.items()}
+    fla_ms, qla_ms = median.get("fla"), median.get("flashqla")
     default_design = next((d for d, s in DESIGNS.items() if s == default_setting), None)
     rows = []
     for config in CONFIGS:
         for design, setting in DESIGNS.items():
             name = f"api/{design}/{label(config)}"
-            if name not in mean:
+            if name not in median:
                 continue
             entry = f"entry/{label(config)}"
             is_default = design == default_design
@@ -264,12 +264,12 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "T": tokens, "budget": config.budget, "band": config.band, "selector": config.selector,
                 "design": design,
                 "default_design": is_default,
-                "api_ms": mean[name], "api_ms_runs": times[name], "api_wall_ms": walls.get(name),
-                "sparsegdn_ms": mean.get(entry) if is_default else None,
+                "api_ms": median[name], "api_ms_runs": times[name], "api_wall_ms": walls.get(name),
+                "sparsegdn_ms": median.get(entry) if is_default else None,
                 "fla_ms": fla_ms, "fla_ms_runs": times.get("fla"),
                 "flashqla_ms": qla_ms, "flashqla_ms_runs": times.get("flashqla"),
-                "speedup_vs_fla": fla_ms / mean[name] if fla_ms else None,
-                "speedup_vs_flashqla": qla_ms / mean[name] if qla_ms else None,
+                "speedup_vs_fla": fla_ms / median[name] if fla_ms else None,
+                "speedup_vs_flashqla": qla_ms / median[name] if qla_ms else None,
                 "peak_mem_mb": memory[name], "fla_peak_mem_mb": memory.get("fla"),
                 "flashqla_peak_mem_mb": memory.get("flashqla"),
                 "stage_ms": stage_times(inputs, config, setting),

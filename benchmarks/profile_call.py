@@ -101,7 +101,8 @@ def host_profile(fn, n, path, what):
 
 def host_stages(inputs, config, n=50):
     """Median ms from the public call's start to the host's reaching each stage's end (its launches queued, not
-    run), and to the call's return; the hook reads only the host's clock (no event, no sync)."""
+    run), and to the call's return; the hook reads only the host's clock (no event, no sync). A stage hook keeps the
+    call off the CUDA graphs (graphs.wanted), so at their lengths (8K and below) this times the launched path."""
     marks = {}
 
     def hook(name):
@@ -122,6 +123,8 @@ def main():
     parser.add_argument("--host", type=int, default=0, help="cProfile this many calls of each (0: none)")
     parser.add_argument("--host-tokens", type=int, default=None, help="the length of --host (default: the first)")
     args = parser.parse_args()
+    if args.host_tokens is not None and args.host_tokens not in args.tokens:
+        parser.error(f"--host-tokens {args.host_tokens} is not one of --tokens {args.tokens}")
     args.out.mkdir(parents=True, exist_ok=True)
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     results = []

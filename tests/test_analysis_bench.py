@@ -46,6 +46,12 @@ def test_prefill_records_which_kernels_fla_ran(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if installed.get(name) else real_find_spec(name, *a))
     monkeypatch.delenv("FLA_FLASH_QLA", raising=False)
+    monkeypatch.setattr(bench_prefill.torch.cuda, "is_available", lambda: False)
+    assert bench_prefill.fla_backend() == "native"           # no GPU: FLA's own (CPU or interpreter) path
+    monkeypatch.setattr(bench_prefill.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench_prefill.torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    assert bench_prefill.fla_backend() == "native"           # an A100: FlashQLA serves Hopper and newer only
+    monkeypatch.setattr(bench_prefill.torch.cuda, "get_device_capability", lambda *a: (9, 0))
     assert bench_prefill.fla_backend() == "flash_qla"
     monkeypatch.setenv("FLA_FLASH_QLA", "0")
     assert bench_prefill.fla_backend() == "native"

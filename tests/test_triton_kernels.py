@@ -432,17 +432,15 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_write
         assert schedule.event_chunks[b, count:].eq(-1).all() and schedule.event_chunks[b, :count].ge(0).all()
 
 
-@pytest.mark.parametrize("block, resident", [(16, 0), (4096, 0), (4096, 1 << 16)],
-                         ids=["many-steps", "one-step", "resident"])
-def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(block, resident, monkeypatch):
+@pytest.mark.parametrize("resident", [1 << 16, 64], ids=["kernel", "sorted"])
+def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(resident, monkeypatch):
     """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
     every score above the count-th highest and the first ties at it in (head pair, chunk) order, as the torch
     backend's selection.top_events keeps them. Scores with many ties (zeros, -0, a few repeated values), NaN
-    (above every number, as torch orders it), rows of a length that is not a multiple of the kernel's step; the row
-    read from L2 a step at a time or held in registers (SELECT_RESIDENT)."""
+    (above every number, as torch orders it), rows whose length is not a power of two; rows longer than
+    SELECT_RESIDENT go to the stable sort instead, with the same events."""
     from sparsegdn.triton import schedule
     monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
-    monkeypatch.setattr(schedule, "SELECT_BLOCK", block)
     monkeypatch.setattr(schedule, "SELECT_RESIDENT", resident)
     gen = torch.Generator().manual_seed(12)
     batch, heads, n_chunks = 3, 5, 37
@@ -462,12 +460,12 @@ def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(bl
 @pytest.mark.parametrize("budget", [0.29, 0.15, 1.0])
 def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, monkeypatch):
     """select_kernel on rows as long as the kernel benchmark's at 32K and 128K tokens (32 head pairs x 512 or
-    2,048 chunks: held in registers) and one longer (read a step at a time), two batch rows, scores with ties: the
-    same events as top_events."""
+    2,048 chunks: held in registers) and one longer (sorted instead), two batch rows, scores with ties: the same
+    events as top_events."""
     from sparsegdn.triton import schedule
     monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
     gen = torch.Generator().manual_seed(13)
-    for n_chunks in (512, 2048, 2049):      # 2,049: a row past SELECT_RESIDENT, read from L2 a step at a time
+    for n_chunks in (512, 2048, 2049):      # 2,049: a row past SELECT_RESIDENT, sorted instead
         scores = torch.rand(2, 32, n_chunks, generator=gen)
         scores[1] = torch.round(scores[1] * 64) / 64               # many ties at every threshold
         count = selection.event_count(budget, 32, n_chunks)

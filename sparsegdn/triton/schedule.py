@@ -48,8 +48,9 @@ class Schedule:
 def select_events(scores, *, budget, selector):
     """bool [B,HV,NC] and the per-row count for the `score`, `uniform` and `all` selectors. `score`: the
     `count` highest scores of each batch row over all its head pairs; with SELECT_KERNEL one launch of
-    select_kernel, which takes ties at the threshold in (head pair, chunk) order as sparsegdn.selection.top_events
-    does, else torch's top-k (ties in an order of its own)."""
+    select_kernel for rows of at most SELECT_RESIDENT scores (longer rows: sparsegdn.selection.top_events, a stable
+    sort), both taking ties at the threshold in (head pair, chunk) order; else torch's top-k (ties in an order of
+    its own)."""
     batch, heads, n_chunks = scores.shape
     if selector == "all":
         return torch.ones_like(scores, dtype=torch.bool), heads * n_chunks
@@ -61,18 +62,20 @@ def select_events(scores, *, budget, selector):
         events = torch.zeros_like(flat, dtype=torch.bool)
         events.scatter_(1, flat.topk(count, dim=1, sorted=False).indices, True)
         return events.view_as(scores), count
-    events = torch.empty(scores.shape, dtype=torch.bool, device=scores.device)
     n = heads * n_chunks
-    resident = padded(n) <= SELECT_RESIDENT
-    block = padded(n) if resident else min(SELECT_BLOCK, padded(n))
-    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, RESIDENT=resident,
-                  num_warps=resident_warps(block) if resident else SELECT_WARPS)
+    if padded(n) > SELECT_RESIDENT:     # too long to hold in registers: the same events by a stable sort
+        return selection.top_events(scores, count), count
+    events = torch.empty(scores.shape, dtype=torch.bool, device=scores.device)
+    block = padded(n)
+    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, num_warps=resident_warps(block))
     return events, count
 
 
 def resident_warps(block: int) -> int:
-    """Warps of a resident select_kernel: 64 keys a thread (at least 4 warps, at most 32: 1,024 threads at 64K keys;
-    with 128 keys a thread, 16 warps, the compiler spilled 300 bytes a thread there)."""
+    """Warps of select_kernel: 64 keys a thread, at least 4 warps and at most 32. compile_report (sm_90,
+    analysis/results/overlap/batch9/compile_select.txt): 127 registers and no local memory with 8 warps at 16K keys;
+    at 64K keys 1,024 threads leave 64 registers each and it spills, 246 local-memory instructions (16 warps with 128
+    keys a thread: 300). Measured there: 0.085 ms at 128K tokens, torch's top-k path 0.097."""
     return min(32, max(4, block // (32 * 64)))
 
 
@@ -83,11 +86,10 @@ def resident_warps(block: int) -> int:
 # 4K, 0.625 / 0.661 at 16K, 1.186 / 1.241 at 32K, 2.298 / 2.330 at 64K, level at 128K (4.52); the kernel 0.022 ms at
 # 32K against top-k's 0.068, 0.085 at 128K. SPARSEGDN_SELECT_KERNEL=0 goes back to torch's top-k.
 SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "1") == "1"
-SELECT_BLOCK = 4096        # scores a step of select_kernel reads (rows too long to be resident)
-SELECT_WARPS = 8
 # Rows of at most this many scores (the kernel benchmark's at 128K tokens: 32 head pairs x 2,048 chunks) are held in
-# registers, loaded once, instead of read from L2 on each of the search's 33 passes: on the H200 the looped kernel
-# took the selection stage from 0.097 to 0.386 ms at 128K (2026-12-02, analysis/results/overlap/batch9).
+# registers by select_kernel, loaded once. A kernel that read a longer row from L2 on each of the search's 33 passes
+# took the selection stage from 0.097 to 0.386 ms at 128K on the H200 (2026-12-02, analysis/results/overlap/batch9),
+# so longer rows (more head pairs or tokens) are sorted by torch instead (selection.top_events, the same events).
 SELECT_RESIDENT = 1 << 16
 
 
@@ -100,30 +102,14 @@ def order_key32(x):
 
 
 @triton.jit
-def order_key(x):
-    """order_key32 as int64 (compared with the search's int64 bounds)."""
-    return order_key32(x).to(tl.int64)
-
-
-@triton.jit
-def count_at_least(scores_ptr, n, threshold, BLOCK: tl.constexpr):
-    """How many of the n scores have an order key >= threshold."""
-    total = tl.zeros([], dtype=tl.int32)
-    for start in range(0, n, BLOCK):
-        offsets = start + tl.arange(0, BLOCK)
-        valid = offsets < n
-        key = order_key(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
-        total += tl.sum(((key >= threshold) & valid).to(tl.int32), axis=0)
-    return total
-
-
-@triton.jit
-def select_resident(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
-    """select_kernel's search on a row held in registers (n <= BLOCK): the keys are loaded once, and each of the 32
-    steps is one comparison a key and one sum over the program."""
+def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
+    """Events of one batch row: its `count` highest of n <= BLOCK scores, held in registers (loaded once). The
+    threshold, the count-th highest key, by a binary search over the 2^32 keys (32 steps of one comparison a key and
+    one sum over the program), then every score above it and the first ties at it, in index order, until `count`."""
+    row = tl.program_id(0).to(tl.int64)
     offsets = tl.arange(0, BLOCK)
     valid = offsets < n
-    key = order_key32(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
+    key = order_key32(tl.load(scores_ptr + row * n + offsets, mask=valid, other=0.0))
     low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
     high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
     for _ in range(32):
@@ -136,39 +122,7 @@ def select_resident(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
     tie = (key == threshold) & valid
     ties_wanted = count - tl.sum(above.to(tl.int32), axis=0)                # >= 1 keys equal to the threshold
     keep = above | (tie & (tl.cumsum(tie.to(tl.int32), axis=0) <= ties_wanted))
-    tl.store(events_ptr + offsets, keep.to(tl.uint8), mask=valid)
-
-
-@triton.jit
-def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, RESIDENT: tl.constexpr):
-    """Events of one batch row: its `count` highest of n scores. The threshold, the count-th highest key, by a
-    binary search over the 2^32 keys (32 counting passes over the row: from registers when RESIDENT, n <= BLOCK,
-    else from L2 a BLOCK at a time), then every score above it and the first ties at it, in index order, until
-    `count`."""
-    row = tl.program_id(0).to(tl.int64)
-    scores_ptr += row * n
-    events_ptr += row * n
-    if RESIDENT:
-        select_resident(scores_ptr, events_ptr, n, count, BLOCK)
-        return
-    low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
-    high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
-    for _ in range(32):
-        middle = (low + high) >> 1                   # an arithmetic shift: the floor, on the GPU and in numpy
-        enough = count_at_least(scores_ptr, n, middle, BLOCK) >= count
-        low = tl.where(enough, middle, low)
-        high = tl.where(enough, high, middle)
-    ties_wanted = count - count_at_least(scores_ptr, n, low + 1, BLOCK)     # >= 1 keys equal to `low`
-    ties_taken = tl.zeros([], dtype=tl.int32)
-    for start in range(0, n, BLOCK):
-        offsets = start + tl.arange(0, BLOCK)
-        valid = offsets < n
-        key = order_key(tl.load(scores_ptr + offsets, mask=valid, other=0.0))
-        tie = (key == low) & valid
-        rank = tl.cumsum(tie.to(tl.int32), axis=0) + ties_taken          # 1 for the first tie of the row
-        keep = ((key > low) & valid) | (tie & (rank <= ties_wanted))
-        tl.store(events_ptr + offsets, keep.to(tl.uint8), mask=valid)
-        ties_taken += tl.sum(tie.to(tl.int32), axis=0)
+    tl.store(events_ptr + row * n + offsets, keep.to(tl.uint8), mask=valid)
 
 
 launch_select = Launcher(select_kernel)
