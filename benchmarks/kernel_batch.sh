@@ -32,6 +32,10 @@
 # timeline shows the one launch balanced between chains (long chains pair up on SMs) and outputs. Next:
 #   OUT=$OUT STEPS="probe timed timeline" VARIANTS="select-kernel" TIMED_ONLY="chain-only" LENGTHS="4096 32768 131072" \
 #     TIMELINE_VARIANTS="baseline" bash benchmarks/kernel_batch.sh
+# Batch 9 (analysis/results/overlap/batch9, 2026-12-02): graphs above 8K lose (graph-32k/64k/128k: the entry ~33%
+# slower at every length), the select kernel holding its row in registers wins 4-5.5% of the entry at 4K-32K and is
+# on; the matrix passed with it (126). Next: the full benchmark (kernel_bench.py, three wheel-piece calls) and, to
+# find the graphs' slowdown, nsys on `graph-64k` against `baseline` at 32K.
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
