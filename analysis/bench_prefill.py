@@ -35,7 +35,7 @@ from sparsegdn.validation import DeferredChecks
 from .cli import add_sparse_options, sparse_options
 from .models import default_random_config, qwen35_4b_shape_config, random_model, segment_inputs, slow_gdn_decay
 from .patching import dense_core, original_core, sparse_core, swap_gdn_core
-from .timing import StageClock, Timer
+from .timing import FLA_BACKENDS, StageClock, Timer
 
 CHECKS = DeferredChecks()     # the sparse core's value checks, read back once per prefill (no sync per layer)
 
@@ -216,11 +216,6 @@ def fla_backend() -> str:
     return "flash_qla"
 
 
-def _backend_note(meta: dict) -> str:
-    """' (its FlashQLA backend)' / ' (native kernels)', or nothing for a record made before the field existed."""
-    return {"flash_qla": " (its FlashQLA backend)", "native": " (native kernels)"}.get(meta.get("fla_backend"), "")
-
-
 def fla_version() -> str | None:
     """flash-linear-attention's version, "?" when it does not say, None when it is not installed."""
     try:
@@ -247,7 +242,8 @@ def write_markdown(results: dict, path: Path) -> None:
         f"# End-to-end prefill, {meta['model']}",
         "",
         f"{meta['date']} on {meta['device']}, {meta['dtype']}, torch {meta['torch']}, transformers "
-        f"{meta['transformers']}, fla {meta['fla']}{_backend_note(meta)}. SparseGDN budget {meta['budget']}, selector "
+        f"{meta['transformers']}, fla {meta['fla']}{FLA_BACKENDS.get(meta.get('fla_backend'), '')}. SparseGDN budget "
+        f"{meta['budget']}, selector "
         f"{meta['selector']}, band {meta['band']}. Median of {meta['repeats']} interleaved runs after "
         f"{meta['warmup']} warm-up run(s); `model(ids, use_cache=True, logits_to_keep=1)`, timed with "
         f"{clock}.{weights}"

@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from sparsegdn import SparseConfig
-from .timing import first_call_notes
+from .timing import FLA_BACKENDS, first_call_notes
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "selector": pl.Utf8,
@@ -219,10 +219,6 @@ CORE_MEANINGS = {
     "zero": "a core that returns zeros: the prefill without a GDN core (the floor)",
     "transformers": "transformers' own call of its installed core (FLA), unpatched, without sparsegdn's checks",
 }
-
-
-# How a prefill record's FLA ran (analysis.bench_prefill.fla_backend); records made before the field say nothing.
-FLA_BACKENDS = {"flash_qla": " (dispatching to FlashQLA)", "native": " (native kernels)"}
 
 
 def prefill_table(meta: dict, frame: pl.DataFrame, name: str) -> str:

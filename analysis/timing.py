@@ -25,6 +25,9 @@ from sparsegdn import STAGES
 
 THREADS_VARIABLE = "SPARSEGDN_THREADS"
 PATH_NAMES = {"dense": "dense", "sparse": "SparseGDN"}     # how a timed path is named to a person
+# How a prefill record's FLA ran (analysis.bench_prefill.fla_backend), as its reports say it after FLA's version;
+# records made before the field say nothing.
+FLA_BACKENDS = {"flash_qla": " (dispatching to FlashQLA)", "native": " (native kernels)"}
 
 
 def _event(device: torch.device) -> torch.cuda.Event:

@@ -216,11 +216,10 @@ def autotune_choices():
             for name, kernel in kernels.items()}
 
 
-def wall_per_call(fn, loops=3, calls=WALL_CALLS):
-    """Median over `loops` loops of the wall-clock ms a call of `calls` back-to-back calls (no cache flush between
-    them, unlike do_bench): what a caller calling in a loop gets. The public call syncs on its flags itself."""
-    fn()
-    torch.cuda.synchronize()
+def loop_walls(fn, loops, calls):
+    """Wall-clock ms a call of each of `loops` loops of `calls` back-to-back calls, in order, the device waited for
+    at each loop's end (no cache flush between calls, unlike do_bench; the device queue overlaps the host's next
+    launches unless the call itself syncs, as the public call does on its flags)."""
     walls = []
     for _ in range(loops):
         start = time.perf_counter()
@@ -228,7 +227,14 @@ def wall_per_call(fn, loops=3, calls=WALL_CALLS):
             fn()
         torch.cuda.synchronize()
         walls.append((time.perf_counter() - start) * 1e3 / calls)
-    return statistics.median(walls)
+    return walls
+
+
+def wall_per_call(fn, loops=3, calls=WALL_CALLS):
+    """Median of loop_walls after one call: what a caller calling in a loop gets."""
+    fn()
+    torch.cuda.synchronize()
+    return statistics.median(loop_walls(fn, loops, calls))
 
 
 def measure(tokens, args, bandwidth, matrix_rate, device, code):

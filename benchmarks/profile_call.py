@@ -71,14 +71,7 @@ def plain_wall(fn, loops=5, n=50):
     """ms per call of `loops` runs of n back-to-back calls with no profiler attached (the device queue
     overlaps the host's next launches unless the call itself syncs): each loop's figure, in order."""
     warm_up(fn)
-    walls = []
-    for _ in range(loops):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-        walls.append((time.perf_counter() - start) * 1e3 / n)
-    return walls
+    return kernel_bench.loop_walls(fn, loops, n)
 
 
 def host_profile(fn, n, path, what):
