@@ -117,6 +117,8 @@ VARIANTS = {
     # The `score` selection in one launch and the lists written whole by the schedule kernel (schedule.SELECT_KERNEL).
     "select-kernel": {"select_kernel": True},
     "torch-topk": {"select_kernel": False},     # torch's top-k, the selection before select_kernel was the default
+    # Every call launched through Python (call_plans.CALL_PLANS off), as before the plans.
+    "no-plans": {"call_plans": False},
 }
 # A variant's design keys and the module switch each sets (sparsegdn/triton/forward.py, state_output.py).
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
@@ -124,7 +126,8 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
-                   "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS")}
+                   "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
+                   "call_plans": ("call_plans", "CALL_PLANS")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -138,11 +141,12 @@ def kernels():
 def apply_variant(name):
     """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import forward, graphs, schedule, segment_maps, state_output
+    from sparsegdn.triton import call_plans, forward, graphs, schedule, segment_maps, state_output
     variant = VARIANTS[name]
     modules = {"forward": forward, "state_output": state_output, "graphs": graphs, "segment_maps": segment_maps,
-               "schedule": schedule}
+               "schedule": schedule, "call_plans": call_plans}
     graphs.clear()
+    call_plans.clear()      # a plan replays the compiled kernels it recorded: none may outlive a forced config
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():
         module = modules[module_name]
         default = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # as imported, before any variant

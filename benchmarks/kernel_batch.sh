@@ -36,6 +36,8 @@
 # slower at every length), the select kernel holding its row in registers wins 4-5.5% of the entry at 4K-32K and is
 # on; the matrix passed with it (126). Next: the full benchmark (kernel_bench.py, three wheel-piece calls) and, to
 # find the graphs' slowdown, nsys on `graph-64k` against `baseline` at 32K.
+# Batch 10 (2026-12-02, later): calls launched from recorded plans (call_plans.py, on), checked and timed:
+#   OUT=$OUT STEPS="plans" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
@@ -90,6 +92,26 @@ if has timed; then
   fi
   cat "$WORK/timed.log" "$WORK/timed_risky.log" > "$WORK/timed_all.log"
   python benchmarks/config_probe.py --summarize "$WORK/timed_all.log" | tee -a "$WORK/summary.txt"
+fi
+if has plans; then
+  # Calls launched from recorded plans (sparsegdn/triton/call_plans.py): the GPU tests that compare them with the
+  # launches, then the public call and the entry with plans on, off, and with graphs off (plans at 4K and 8K too).
+  timeout 240 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py::test_gpu_planned_calls_equal_the_launches \
+    tests/test_triton_gpu_matrix.py::test_gpu_graph_replay_equals_the_launches tests/test_triton_call_plans.py \
+    tests/test_triton_launch.py > "$WORK/plan_tests.log" 2>&1
+  summary "plan tests rc $? $(grep -E "passed|failed" "$WORK/plan_tests.log" | tail -1) at ${SECONDS}s"
+  grep -E "FAILED|Error" "$WORK/plan_tests.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
+  for setting in SPARSEGDN_CALL_PLANS=1 SPARSEGDN_CALL_PLANS=0 SPARSEGDN_CUDA_GRAPH=0; do
+    case $setting in
+      SPARSEGDN_CALL_PLANS=1) lengths=${PLAN_LENGTHS:-"4096 8192 16384 32768 131072"} ;;
+      SPARSEGDN_CALL_PLANS=0) lengths=${PLAN_OFF_LENGTHS:-"16384 32768"} ;;
+      *) lengths="4096 8192" ;;
+    esac
+    env $setting timeout 150 python benchmarks/public_call_probe.py --tokens $lengths --out "$WORK/probe-$setting" \
+      > "$WORK/probe-$setting.log" 2>&1
+    summary "public_call_probe $setting rc $? at ${SECONDS}s"
+    grep -E "^T=" "$WORK/probe-$setting.log" | tee -a "$WORK/summary.txt"
+  done
 fi
 if has timeline; then
   timeout 240 python benchmarks/launch_timeline.py --tokens $TIMELINE_LENGTHS --variants $TIMELINE_VARIANTS \

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from sparsegdn import STAGES, SparseConfig     # noqa: E402
-from sparsegdn.triton import forward, graphs   # noqa: E402
+from sparsegdn.triton import call_plans, forward, graphs   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
 # Timed rounds of every contender, interleaved. Two until 2026-12-01; five since the public call's figure was seen
@@ -283,6 +283,8 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "copy_bandwidth_tbs": bandwidth / 1e12, "matmul_tflops": matrix_rate / 1e12,
                 "device": device, "date": args.date, "build": code, "output_final_state": True,
                 "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,   # the benchmark's B is 1
+                # launched from a recorded plan (sparsegdn/triton/call_plans.py) where not replayed from a graph
+                "call_plans": call_plans.CALL_PLANS and not (graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS),
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
-from sparsegdn.triton import launch               # noqa: E402
+from sparsegdn.triton import call_plans, graphs, launch   # noqa: E402
 
 
 def waits(flags_pinned):
@@ -84,7 +84,8 @@ def main():
         for name, (call, wait) in cases.items():
             launch_ms, wait_ms, wall = time_calls(call, wait, args.calls)
             rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
-                         "fast_launch": launch.FAST_LAUNCH})
+                         "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
+                         "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS})
             print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms")
         del inputs
     (args.out / "public_call_probe.json").write_text(json.dumps(rows, indent=1))

@@ -18,6 +18,7 @@ import torch
 from gdn_inputs import random_events, random_inputs, rel_err
 
 import sparsegdn
+from sparsegdn.validation import DeferredChecks
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU matrix needs a CUDA device")
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 2e-3}
@@ -255,3 +256,48 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         assert torch.equal(second, kept), "a later replay changed an earlier call's output"
     finally:
         graphs.clear()
+
+
+@pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8"])
+def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
+    """call_plans.CALL_PLANS: calls of one key launched from its recorded plan (from the third call: the first
+    compiles, the second is recorded) return what the same calls' launches return, bit for bit (the same
+    compiled kernels with the same arguments), for four inputs in a row; a later call leaves an earlier call's
+    outputs alone; with v as a model hands it over, with an initial state, B > 1, deferred checks (a model's
+    layers) and a length past the CUDA graphs'. Graphs off, so that the short cases take the plans too."""
+    from sparsegdn.triton import call_plans, graphs
+    monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+    batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
+                                              "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
+                                              "B1-T9000-HV8": (1, 9000, 4, 8, 128)}[case]
+    initial = case.endswith("strided_v")
+    replays = []
+    monkeypatch.setattr(call_plans, "run", lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
+
+    def call(seed):
+        q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, dim, dim, dtype=torch.bfloat16,
+                                             seed=seed, initial_state=initial, device="cuda")
+        if initial:
+            v = v.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)       # tokens innermost
+        checks = DeferredChecks() if "deferred" in case else None
+        o, s, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
+                                                       budget=0.29, band=1, backend="triton", checks=checks)
+        if checks is not None:
+            checks.check()
+        return o, s, info
+    call_plans.clear()
+    try:
+        for seed in (1, 2, 3, 4):
+            monkeypatch.setattr(call_plans, "CALL_PLANS", False)
+            o_ref, s_ref, info_ref = call(seed)
+            monkeypatch.setattr(call_plans, "CALL_PLANS", True)
+            o, s, info = call(seed)
+            assert torch.equal(o, o_ref) and torch.equal(s, s_ref), seed
+            assert torch.equal(info.events, info_ref.events) and torch.equal(info.scores, info_ref.scores)
+            assert torch.equal(info.budget_per_head, info_ref.budget_per_head)
+            if seed == 3:
+                kept, third = o.clone(), o
+        assert len(replays) == 2 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
+        assert torch.equal(third, kept), "a later call changed an earlier call's output"
+    finally:
+        call_plans.clear()

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import call_record
 from .band_solve import band_inverse
 from .chunk_loads import (CHUNK, FOLD_SCALES, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
@@ -83,9 +84,9 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
     chunk = CHUNK.value
-    w = torch.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
-    u = torch.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
-    k_commit = torch.empty_like(w)
+    w = call_record.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
+    u = call_record.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
+    k_commit = call_record.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
     launch_event_prepare(
         (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,

@@ -48,6 +48,7 @@ proportional to the budget, the w / u / k_commit lists and one snapshot per comm
 import torch
 
 from ..config import STAGES, num_chunks
+from . import call_plans, call_record
 import os
 
 from .chunk_loads import NUM_FLAGS, rows_view, tile_view
@@ -92,6 +93,8 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
             if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
                              stage_hook=options.get("stage_hook"), deferred=not replayable):
                 return graphs.replay(_forward, tensors, options, design=design_switches())
+            if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
+                return call_plans.call(_forward, tensors, options, design=design_switches())
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
 
@@ -119,7 +122,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     value_heads = v.shape[2]
     n_chunks = num_chunks(v.shape[1])
     hook = stage_hook or (lambda name: None)
-    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
+    flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
 
     t_inv, chunk_log_decay, write, read = intra_chunk(k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel,
                                                       num_value_heads=value_heads, num_chunks=n_chunks,

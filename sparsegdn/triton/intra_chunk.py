@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from .band_solve import band_inverse
+from . import call_record
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
 from .launch import Launcher
@@ -77,8 +78,9 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     """
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
-    stats = torch.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
-    t_inv = (torch.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device, dtype=k.dtype)
+    stats = call_record.empty(3, batch, num_value_heads, num_chunks, device=k.device, dtype=torch.float32)
+    t_inv = (call_record.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device,
+                               dtype=k.dtype)
              if store_inverse else stats)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens,

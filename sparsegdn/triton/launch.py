@@ -24,6 +24,7 @@ import triton
 from triton import knobs
 from triton.runtime.driver import driver
 
+from . import call_record
 from .chunk_loads import INTERPRET
 
 FAST_LAUNCH = os.environ.get("SPARSEGDN_FAST_LAUNCH", "1") == "1" and not INTERPRET.value
@@ -89,6 +90,7 @@ class Launcher:
 
     def __call__(self, grid, *args, **constants):
         if not FAST_LAUNCH or launch_hooks_set():
+            call_record.note_untracked_launch()
             return self.kernel[grid](*args, **constants)
         device = driver.active.get_current_device()
         key = (device, tuple(map(argument_key, args)),
@@ -97,6 +99,7 @@ class Launcher:
         plan = self.plans.get(key)
         if plan is None:
             self.plans[key] = self._plan(grid, args, constants)
+            call_record.note_untracked_launch()
             return None
         compiled, meta, tail = plan
         if callable(grid):      # the constants and the tuned config's values (the grids here read nothing else)
@@ -104,6 +107,7 @@ class Launcher:
         dims = _grid_dims(grid)
         compiled.run(*dims, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
                      None, None, None, *args, *tail)
+        call_record.note_launch(compiled, dims, (*args, *tail))
         return None
 
     def _plan(self, grid, args, constants):

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from .. import selection
+from . import call_record
 from .chunk_loads import padded
 from .launch import Launcher
 
@@ -65,7 +66,7 @@ def select_events(scores, *, budget, selector):
     n = heads * n_chunks
     if padded(n) > SELECT_RESIDENT:     # too long to hold in registers: the same events by a stable sort
         return selection.top_events(scores, count), count
-    events = torch.empty(scores.shape, dtype=torch.bool, device=scores.device)
+    events = call_record.empty(*scores.shape, dtype=torch.bool, device=scores.device)
     block = padded(n)
     launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, num_warps=resident_warps(block))
     return events, count
@@ -190,16 +191,16 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     if max_events is None:     # caller-given events: one sync to size the lists
         max_events = max(1, int(events.flatten(1).sum(1).max().item()))
     if SELECT_KERNEL:          # the kernel writes every slot, the ones past a row's events too
-        event_chunks = torch.empty(batch, max_events, dtype=torch.int32, device=device)
-        event_decays = torch.empty(batch, max_events, 2, dtype=torch.float32, device=device)
+        event_chunks = call_record.empty(batch, max_events, dtype=torch.int32, device=device)
+        event_decays = call_record.empty(batch, max_events, 2, dtype=torch.float32, device=device)
     else:
         event_chunks = torch.full((batch, max_events), -1, dtype=torch.int32, device=device)
         event_decays = torch.ones(batch, max_events, 2, dtype=torch.float32, device=device)
-    per_head = torch.empty(batch, heads, dtype=torch.int64, device=device)
-    first_event = torch.empty(batch, heads, dtype=torch.int32, device=device)
-    snapshot_of_chunk = torch.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
-    log_decay_since = torch.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
-    final_log_decay = torch.empty(batch, heads, dtype=torch.float32, device=device)
+    per_head = call_record.empty(batch, heads, dtype=torch.int64, device=device)
+    first_event = call_record.empty(batch, heads, dtype=torch.int32, device=device)
+    snapshot_of_chunk = call_record.empty(batch, heads, n_chunks, dtype=torch.int32, device=device)
+    log_decay_since = call_record.empty(batch, heads, n_chunks, dtype=torch.float32, device=device)
+    final_log_decay = call_record.empty(batch, heads, dtype=torch.float32, device=device)
     launch_schedule(
         (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
         snapshot_of_chunk, log_decay_since, final_log_decay, event_decays, n_chunks, max_events, heads,

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ..selection import FINAL_STATE_WEIGHT
+from . import call_record
 from .chunk_loads import padded
 from .launch import Launcher
 
@@ -48,8 +49,8 @@ launch_score_scan = Launcher(score_scan_kernel)
 
 def score_scan(log_decay, write, read):
     """float32 [B,HV,NC] statistics -> float32 [B,HV,NC] scores."""
-    scores = torch.empty_like(write)
     batch, heads, n_chunks = write.shape
+    scores = call_record.empty(batch, heads, n_chunks, dtype=write.dtype, device=write.device)
     launch_score_scan(
         (batch * heads,), log_decay, write, read, scores, n_chunks, FINAL_WEIGHT=FINAL_STATE_WEIGHT,
         BLOCK_NC=padded(n_chunks), num_warps=NUM_WARPS)

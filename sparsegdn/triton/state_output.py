@@ -37,6 +37,7 @@ import triton.language as tl
 
 import triton.language.extra.cuda as cuda_extra
 
+from . import call_record
 from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, zero_start
 from .launch import Launcher
@@ -186,17 +187,17 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     else:
         segment = max(n_chunks, 1)
     n_slots = cdiv(n_chunks, segment)
-    snapshots = (torch.full if POISON else torch.empty)(
-        (batch, n_events + value_heads, key_dim, value_dim), *((float("nan"),) if POISON else ()),
-        device=w.device, dtype=w.dtype)
-    final_state = (torch.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
+    snapshot_shape = (batch, n_events + value_heads, key_dim, value_dim)
+    snapshots = (torch.full(snapshot_shape, float("nan"), device=w.device, dtype=w.dtype) if POISON
+                 else call_record.empty(*snapshot_shape, device=w.device, dtype=w.dtype))
+    final_state = (call_record.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
-    o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
+    o = call_record.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
     # The ticket counter and the progress counts of the narrowest chain blocks any config uses (the kernel's
     # configs as they are now: a probe may force others).
     narrowest = min(config.kwargs["STATE_BV"] for config in state_output_kernel.configs + [FALLBACK])
-    counters = torch.zeros(1 + batch * value_heads * n_slots * cdiv(value_dim, narrowest),
-                           dtype=torch.int32, device=w.device)
+    counters = call_record.zeros(1 + batch * value_heads * n_slots * cdiv(value_dim, narrowest),
+                                 dtype=torch.int32, device=w.device)
 
     order = ready_order(schedule) if READY_ORDER else counters
     timeline = schedule.per_head      # unread without the timeline; int64 either way, so autotuning keys alike

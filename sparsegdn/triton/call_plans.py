@@ -1,0 +1,217 @@
+"""Calls launched from a recorded plan: the host's work of a call done once per key, the tensors read in place.
+
+Why: the public call reads its value flags back, a sync after which nothing of the next call's host work is
+hidden behind the GPU, and above graphs.MAX_TOKENS its kernels wait on the host. On the H200 (2026-12-02,
+benchmarks/public_call_probe.py, analysis/results/overlap/batch9/call4) a call at 16K tokens took 1.04 ms for
+0.61 ms of kernels: the host needed ~0.5 ms to reach the last launch (the Python of six host functions, ~20
+allocations, two fills and six launches, each launch keyed by all of its ~20-60 arguments), and the
+one-launch pass (0.44 ms) could only start then. CUDA graphs (graphs.py) do the launches at once but must copy
+q, k and v into their own buffers, which costs more than it saves above 8K tokens.
+
+How: a call of the Triton forward whose key has no plan yet runs as usual while call_record.py notes its
+allocations and its launches. If every launch went straight through a compiled kernel (no compile, no
+autotuning in the call) and every tensor a kernel received is an input of the call (the same object) or lies
+inside a recorded allocation, and every tensor the forward returns is one of those allocations, the
+recording becomes the key's plan; it keeps no tensor, only the compiled kernels, their grids, their other
+arguments, and for each pointer the buffer it points into and the offset there. A later call of the key:
+- allocates: the returned tensors each on its own (o, the final state, events, scores, budget per head), the
+  zeroed ones (value flags, the one launch's counters) in one zeroed buffer, the rest (statistics, lists,
+  snapshots) in one workspace, each part at a 256-byte boundary;
+- launches the compiled kernels in the recorded order, each pointer the input's data_ptr or its buffer's
+  address plus the recorded offset (ints: Triton's launcher then asks the driver nothing about them);
+- returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
+
+The key is graphs.call_key: every tensor's shape, strides, dtype, device and 16-byte alignment, every option's
+value and the design switches, which fix every launch argument but the pointers. A call whose recording
+cannot be replayed (a tensor of another origin: torch's own ops for the `uniform` and `all` selectors and for
+rows longer than the select kernel holds, caller-given events, a copy of an input the kernels cannot read in
+place, the buffers the probes' switches fill) is launched as before, and its key remembered as such.
+
+Not used under the interpreter, with a launch hook set (profilers see Triton's own launches), with a stage
+hook, or with SPARSEGDN_CALL_PLANS=0.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from . import call_record, graphs, launch
+
+CALL_PLANS = os.environ.get("SPARSEGDN_CALL_PLANS", "1") == "1"
+CACHE_SIZE = 32
+ALIGN = 256
+
+OWN, WORKSPACE, ZEROED = "own", "workspace", "zeroed"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One recorded allocation as a plan makes it again: its shape, dtype and where it lives."""
+    shape: tuple
+    dtype: torch.dtype
+    place: str          # OWN (a tensor of its own: returned), WORKSPACE or ZEROED (inside that buffer)
+    offset: int         # bytes from the buffer's start (WORKSPACE, ZEROED)
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    compiled: object
+    dims: tuple
+    arguments: tuple    # the recorded arguments, pointers left as None
+    pointers: tuple     # (position, source, byte offset): source indexes the call's base addresses
+    allocate: tuple     # the OWN parts this launch is the first to use: allocated just before it
+
+
+@dataclass(frozen=True)
+class Plan:
+    input_names: tuple  # sources 0.. are these inputs' data_ptr; the parts follow
+    parts: tuple
+    workspace_bytes: int
+    zeroed_bytes: int
+    launches: tuple
+    outputs: tuple      # ("part", index) or ("value", value) for each item the forward returned
+
+
+_plans: OrderedDict = OrderedDict()
+_refused: set = set()               # keys whose recordings cannot be replayed: launched
+_lock = threading.Lock()
+
+
+def wanted(*, events, stage_hook) -> bool:
+    """Whether this GPU call may go through a plan (see the module docstring)."""
+    return (CALL_PLANS and launch.FAST_LAUNCH and events is None and stage_hook is None
+            and not launch.launch_hooks_set())
+
+
+def call(forward, tensors: dict, options: dict, design=()):
+    """forward(**tensors, **options), from the plan of this call's key when there is one (else launched, and
+    recorded to make one). Returns what forward returns."""
+    key = graphs.call_key(tensors, options, design)
+    with _lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+        refused = key in _refused
+    if plan is not None:
+        return run(plan, tensors)
+    if refused:
+        return forward(**tensors, **options)
+    with call_record.recording() as record:
+        outputs = forward(**tensors, **options)
+    if record.complete:     # else a kernel compiled or tuned in this call: record the next one
+        plan = build(record, tensors, outputs)
+        with _lock:
+            if plan is None:
+                _refused.add(key)
+            else:
+                _plans[key] = plan
+                while len(_plans) > CACHE_SIZE:
+                    _plans.popitem(last=False)
+    return outputs
+
+
+def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
+    """The plan of one complete recording, or None when some tensor cannot be traced to an input or a part."""
+    input_names = tuple(name for name, x in tensors.items() if x is not None)
+    input_source = {id(tensors[name]): source for source, name in enumerate(input_names)}
+    allocated = [tensor for tensor, _ in record.allocations]
+    returned = {id(x) for x in outputs if isinstance(x, torch.Tensor)}
+    parts, sizes = [], {WORKSPACE: 0, ZEROED: 0}
+    for tensor, zeroed in record.allocations:
+        nbytes = tensor.numel() * tensor.element_size()
+        place = ZEROED if zeroed else (OWN if id(tensor) in returned else WORKSPACE)
+        offset = 0
+        if place != OWN:
+            offset = sizes[place]
+            sizes[place] += -(-nbytes // ALIGN) * ALIGN
+        parts.append(Part(tuple(tensor.shape), tensor.dtype, place, offset, nbytes))
+
+    def source_of(x):
+        """(source, byte offset) of a tensor argument, or None."""
+        if id(x) in input_source:
+            return input_source[id(x)], 0
+        address = x.data_ptr()
+        for index, tensor in enumerate(allocated):
+            start = tensor.data_ptr()
+            if start <= address < start + max(parts[index].nbytes, 1):
+                return len(input_names) + index, address - start
+        return None
+
+    launches, allocated_before = [], set()
+    for compiled, dims, arguments in record.launches:
+        kept, pointers, allocate = list(arguments), [], []
+        for position, x in enumerate(arguments):
+            if isinstance(x, torch.Tensor):
+                found = source_of(x)
+                if found is None:
+                    return None
+                pointers.append((position, *found))
+                kept[position] = None
+                part = found[0] - len(input_names)
+                if part >= 0 and parts[part].place == OWN and part not in allocated_before:
+                    allocated_before.add(part)
+                    allocate.append(part)
+        launches.append(Launch(compiled, dims, tuple(kept), tuple(pointers), tuple(allocate)))
+    if any(part.place == OWN and index not in allocated_before for index, part in enumerate(parts)):
+        return None     # a returned tensor no kernel writes: not a plan's to make
+    result = []
+    for x in outputs:
+        if isinstance(x, torch.Tensor):
+            index = next((i for i, tensor in enumerate(allocated) if tensor is x), None)
+            if index is None:
+                return None
+            result.append(("part", index))
+        else:
+            result.append(("value", x))
+    return Plan(input_names, tuple(parts), sizes[WORKSPACE], sizes[ZEROED], tuple(launches), tuple(result))
+
+
+def run(plan: Plan, tensors: dict):
+    """One call from `plan`: fresh buffers, the recorded launches with this call's pointers. The tensors a call
+    returns are allocated just before the first launch that writes them, so the first launch waits only for
+    the two shared buffers."""
+    device = tensors["v"].device
+    workspace = zeroed = None
+    bases = [tensors[name].data_ptr() for name in plan.input_names]
+    if plan.workspace_bytes:
+        workspace = call_record.empty(plan.workspace_bytes, dtype=torch.uint8, device=device)
+    if plan.zeroed_bytes:
+        zeroed = call_record.zeros(plan.zeroed_bytes, dtype=torch.uint8, device=device)
+    own = {}
+    for part in plan.parts:      # an OWN part's address is filled in when it is allocated
+        bases.append(0 if part.place == OWN else
+                     (workspace if part.place == WORKSPACE else zeroed).data_ptr() + part.offset)
+    first_part = len(plan.input_names)
+    stream = launch.driver.active.get_current_stream(launch.driver.active.get_current_device())
+    for step in plan.launches:
+        for index in step.allocate:
+            part = plan.parts[index]
+            own[index] = call_record.empty(*part.shape, dtype=part.dtype, device=device)
+            bases[first_part + index] = own[index].data_ptr()
+        arguments = list(step.arguments)
+        for position, source, offset in step.pointers:
+            arguments[position] = bases[source] + offset
+        compiled = step.compiled
+        compiled.run(*step.dims, stream, compiled.function, compiled.packed_metadata, None, None, None, *arguments)
+
+    def output(kind, value):
+        if kind == "value":
+            return value
+        part = plan.parts[value]
+        if part.place == OWN:
+            return own[value]
+        buffer = workspace if part.place == WORKSPACE else zeroed
+        return buffer[part.offset:part.offset + part.nbytes].view(part.dtype).view(part.shape)
+    return tuple(output(kind, value) for kind, value in plan.outputs)
+
+
+def clear():
+    """Forget every plan and every refused key."""
+    with _lock:
+        _plans.clear()
+        _refused.clear()

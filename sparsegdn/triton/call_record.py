@@ -1,0 +1,74 @@
+"""What one call of the forward allocated and launched, recorded for call_plans.py.
+
+The forward's host functions allocate their buffers through `empty` and `zeros` here, and every kernel goes
+through a `launch.Launcher`. While a thread records (`recording(...)`), both are noted in the order they
+happen: each allocation with its tensor and whether it was zeroed, each launch with its compiled kernel, its
+grid and its arguments as the compiled kernel received them. A launch that had to go through Triton (a first
+compile or autotuning) marks the recording incomplete: such a call is no plan yet.
+
+Outside a recording these functions are torch.empty and torch.zeros, and a launch notes nothing.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+_local = threading.local()
+
+
+@dataclass
+class Recording:
+    allocations: list = field(default_factory=list)    # (tensor, zeroed) in allocation order
+    launches: list = field(default_factory=list)       # (compiled kernel, grid dims, positional arguments)
+    complete: bool = True                               # every launch went straight through a compiled kernel
+
+
+def active() -> Recording | None:
+    """This thread's recording, or None."""
+    return getattr(_local, "recording", None)
+
+
+@contextmanager
+def recording():
+    """Record the allocations and launches this thread makes inside the block (see the module docstring)."""
+    record = Recording()
+    outer, _local.recording = active(), record
+    try:
+        yield record
+    finally:
+        _local.recording = outer
+
+
+def empty(*shape, dtype, device) -> torch.Tensor:
+    """torch.empty(shape), noted by an active recording."""
+    tensor = torch.empty(shape, dtype=dtype, device=device)
+    record = active()
+    if record is not None:
+        record.allocations.append((tensor, False))
+    return tensor
+
+
+def zeros(*shape, dtype, device) -> torch.Tensor:
+    """torch.zeros(shape), noted by an active recording as one to zero again."""
+    tensor = torch.zeros(shape, dtype=dtype, device=device)
+    record = active()
+    if record is not None:
+        record.allocations.append((tensor, True))
+    return tensor
+
+
+def note_launch(compiled, dims, arguments) -> None:
+    """A launch straight through a compiled kernel (launch.Launcher's fast path)."""
+    record = active()
+    if record is not None:
+        record.launches.append((compiled, dims, arguments))
+
+
+def note_untracked_launch() -> None:
+    """A launch through Triton's own path (a first compile, autotuning): the recording cannot replay it."""
+    record = active()
+    if record is not None:
+        record.complete = False

@@ -1,0 +1,214 @@
+"""sparsegdn/triton/call_plans.py on the CPU: what a plan records, that it replays a call's launches with that
+call's pointers, and which calls are launched instead.
+
+The compiled kernels are stand-ins that note what they were launched with (the real ones need a GPU: the
+GPU matrix compares a planned call with a launched one bit for bit); the forward's host code runs as it
+does on a GPU, on CPU tensors.
+"""
+import dataclasses
+
+import pytest
+import torch
+from gdn_inputs import random_inputs
+
+from sparsegdn.triton import (call_plans, call_record, chunk_output, event_prepare, forward, intra_chunk, launch,
+                              schedule, score_scan, segment_maps, segment_scan, state_output, state_pass)
+
+OPTIONS = dict(events=None, budget=0.29, selector="score", band=1, scale=64 ** -0.5, output_final_state=True,
+               use_qk_l2norm_in_kernel=True, stage_hook=None)
+
+
+class FakeCompiled:
+    """Notes each launch: (kernel name, grid, the arguments after the launch metadata)."""
+    function = packed_metadata = None
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def run(self, grid_x, grid_y, grid_z, stream, function, metadata, hook_a, hook_b, hook_c, *arguments):
+        self.log.append((self.name, (grid_x, grid_y, grid_z), arguments))
+
+
+class FakeKernel:
+    """Stands in for a (tuned) Triton kernel: kernel[grid](...) "compiles" and returns the compiled stand-in."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        self.best_config = type("Config", (), {"all_kwargs": lambda self: {"BV": 64, "GROUP": 1, "STATE_BV": 32}})()
+
+    def __getitem__(self, grid):
+        def first_call(*args, **constants):
+            self.compiled.log.append((self.compiled.name, "through Triton", args))
+            return self.compiled
+        return first_call
+
+
+class FakeDriver:
+    class active:
+        get_current_device = staticmethod(lambda: 0)
+        get_current_stream = staticmethod(lambda device: 0)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Every Launcher's kernel stubbed; returns the list the launches are noted in."""
+    log = []
+    monkeypatch.setattr(launch, "FAST_LAUNCH", True)
+    monkeypatch.setattr(launch, "driver", FakeDriver)
+    for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, segment_maps, segment_scan,
+                   state_output, state_pass):
+        for name, value in vars(module).items():
+            if isinstance(value, launch.Launcher):
+                monkeypatch.setattr(value, "kernel", FakeKernel(FakeCompiled(name, log)))
+                monkeypatch.setattr(value, "autotuned", True)
+                monkeypatch.setattr(value, "plans", {})
+    call_plans.clear()
+    yield log
+    call_plans.clear()
+
+
+def _inputs(seed, initial_state=False):
+    q, k, v, g, beta, s0 = random_inputs(1, 300, 2, 4, 64, 64, dtype=torch.bfloat16, seed=seed,
+                                         initial_state=initial_state)
+    return dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=s0)
+
+
+def _call(tensors, **changes):
+    return call_plans.call(forward._forward, tensors, {**OPTIONS, **changes}, forward.design_switches())
+
+
+def _traced(log, tensors, allocations):
+    """The launches in `log` with every pointer named: ("input", name, offset) or ("part", index, offset)
+    through the recorded allocations' addresses, or ("address", int) for an int (a planned call's pointer)."""
+    inputs = {x.data_ptr(): name for name, x in tensors.items() if x is not None}
+    spans = [(t.data_ptr(), t.numel() * t.element_size()) for t, _ in allocations]
+
+    def name(x):
+        if isinstance(x, torch.Tensor):
+            if x.data_ptr() in inputs:
+                return ("input", inputs[x.data_ptr()], 0)
+            index = next(i for i, (start, size) in enumerate(spans) if start <= x.data_ptr() < start + max(size, 1))
+            return ("part", index, x.data_ptr() - spans[index][0])
+        return x
+    return [(kernel, grid, tuple(name(x) for x in arguments)) for kernel, grid, arguments in log]
+
+
+def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches):
+    _call(_inputs(1))                        # first call: every kernel "compiles", nothing is planned
+    assert not call_plans._plans and not call_plans._refused
+    _call(_inputs(2))                        # second call: recorded, planned
+    assert len(call_plans._plans) == 1
+    plan = next(iter(call_plans._plans.values()))
+
+    x = _inputs(3)
+    launches.clear()
+    with call_record.recording() as record:           # the same call launched as usual, for comparison
+        launched = forward._forward(**x, **OPTIONS)
+    expected = _traced(launches, x, record.allocations)
+    launches.clear()
+    with call_record.recording() as replayed:         # the planned call's own allocations
+        planned = _call(x)
+    assert len(launches) == len(expected) == len(plan.launches) == 6
+    inputs = {t.data_ptr(): name for name, t in x.items() if t is not None}
+    base_of_part = {}
+    for (kernel, grid, arguments), (kernel_0, grid_0, arguments_0) in zip(launches, expected):
+        assert (kernel, grid, len(arguments)) == (kernel_0, grid_0, len(arguments_0))
+        for got, want in zip(arguments, arguments_0):
+            if isinstance(want, tuple) and want[0] == "input":
+                assert got == x[want[1]].data_ptr() + want[2]
+            elif isinstance(want, tuple) and want[0] == "part":
+                assert isinstance(got, int) and got not in inputs
+                assert base_of_part.setdefault(want[1], got - want[2]) == got - want[2], "one part, one base"
+            else:
+                assert got == want
+    # every part where the plan put it: a returned one is that output, the others at their offset in the
+    # workspace or the zeroed buffer (the planned call's only other allocations); none overlaps another
+    buffers = {(call_plans.WORKSPACE, plan.workspace_bytes): None, (call_plans.ZEROED, plan.zeroed_bytes): None}
+    for tensor, zeroed in replayed.allocations:
+        if tensor.dtype == torch.uint8:
+            buffers[(call_plans.ZEROED if zeroed else call_plans.WORKSPACE, tensor.numel())] = tensor.data_ptr()
+    assert len(replayed.allocations) == 2 + sum(part.place == call_plans.OWN for part in plan.parts)
+    outputs = {index: planned[position] for position, (kind, index) in enumerate(plan.outputs) if kind == "part"}
+    for index, base in base_of_part.items():
+        part = plan.parts[index]
+        if part.place == call_plans.OWN:
+            assert base == outputs[index].data_ptr(), index
+        else:
+            size = plan.workspace_bytes if part.place == call_plans.WORKSPACE else plan.zeroed_bytes
+            assert base == buffers[(part.place, size)] + part.offset and part.offset + part.nbytes <= size, index
+    spans = sorted((base, base + plan.parts[index].nbytes) for index, base in base_of_part.items())
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    # the same outputs, fresh: shapes, dtypes, zeroed flags
+    assert len(planned) == len(launched)
+    for got, want in zip(planned, launched):
+        assert (got is None) == (want is None)
+        if want is not None:
+            assert (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device)
+    assert torch.equal(planned[5], torch.zeros(3, dtype=torch.int32)), "the value flags start at zero"
+    again = _call(_inputs(4))
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(again[:5], planned[:5]) if a is not None)
+
+
+def test_a_plan_keeps_no_tensor(launches):
+    for seed in (1, 2):
+        _call(_inputs(seed, initial_state=True))
+    plan = next(iter(call_plans._plans.values()))
+    assert plan.input_names == ("q", "k", "v", "g", "beta", "initial_state")
+
+    def tensors_in(value):
+        if isinstance(value, torch.Tensor):
+            return 1
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return sum(tensors_in(getattr(value, f.name)) for f in dataclasses.fields(value))
+        if isinstance(value, (tuple, list)):
+            return sum(tensors_in(item) for item in value)
+        return 0
+    assert tensors_in(plan) == 0
+
+
+def test_calls_whose_buffers_torch_makes_are_launched(launches):
+    """`uniform` and `all` make their events with torch ops the recording cannot see: never planned."""
+    for selector in ("uniform", "all"):
+        for seed in (1, 2, 3):
+            _call(_inputs(seed), selector=selector)
+    assert not call_plans._plans and len(call_plans._refused) == 2
+    launches.clear()
+    _call(_inputs(4), selector="uniform")
+    assert launches and all(any(isinstance(x, torch.Tensor) for x in arguments) for _, _, arguments in launches), \
+        "launched with tensors, not from a plan's pointers"
+
+
+def test_keys_apart(launches):
+    """Another length, another option or another layout of v is another plan."""
+    for seed in (1, 2):
+        _call(_inputs(seed))
+        _call(_inputs(seed), band=3)
+        x = _inputs(seed)
+        x["v"] = x["v"].permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)     # tokens innermost
+        _call(x)
+    assert len(call_plans._plans) == 3
+
+
+def test_only_plain_calls_are_planned(monkeypatch):
+    monkeypatch.setattr(launch, "FAST_LAUNCH", True)
+    monkeypatch.setattr(call_plans, "CALL_PLANS", True)
+    assert call_plans.wanted(events=None, stage_hook=None)
+    assert not call_plans.wanted(events=torch.ones(1, 4, 5, dtype=torch.bool), stage_hook=None)
+    assert not call_plans.wanted(events=None, stage_hook=print)
+    monkeypatch.setattr(call_plans, "CALL_PLANS", False)
+    assert not call_plans.wanted(events=None, stage_hook=None)
+    monkeypatch.setattr(call_plans, "CALL_PLANS", True)
+    monkeypatch.setattr(launch, "FAST_LAUNCH", False)       # the interpreter: Triton's own launches
+    assert not call_plans.wanted(events=None, stage_hook=None)
+
+
+def test_recording_notes_only_this_threads_allocations():
+    import threading
+    with call_record.recording() as record:
+        call_record.empty(3, dtype=torch.float32, device="cpu")
+        other = threading.Thread(target=lambda: call_record.zeros(2, dtype=torch.int32, device="cpu"))
+        other.start()
+        other.join()
+        call_record.zeros(4, dtype=torch.int32, device="cpu")
+    assert [(tuple(t.shape), zeroed) for t, zeroed in record.allocations] == [((3,), False), ((4,), True)]
+    assert call_record.active() is None
