@@ -107,10 +107,11 @@ if has plans; then
       SPARSEGDN_CALL_PLANS=0) lengths=${PLAN_OFF_LENGTHS:-"16384 32768"} ;;
       *) lengths="4096 8192" ;;
     esac
-    env $setting timeout 150 python benchmarks/public_call_probe.py --tokens $lengths --out "$WORK/probe-$setting" \
-      > "$WORK/probe-$setting.log" 2>&1
+    name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')      # file names of letters, digits and dashes
+    env $setting timeout 150 python benchmarks/public_call_probe.py --tokens $lengths --out "$WORK/probe-$name" \
+      > "$WORK/probe-$name.log" 2>&1
     summary "public_call_probe $setting rc $? at ${SECONDS}s"
-    grep -E "^T=" "$WORK/probe-$setting.log" | tee -a "$WORK/summary.txt"
+    grep -E "^T=" "$WORK/probe-$name.log" | tee -a "$WORK/summary.txt"
   done
 fi
 if has timeline; then

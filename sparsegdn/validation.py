@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 
 import torch
 
@@ -159,16 +160,28 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
         _raise_overflow(o, q, k, v, g, beta, scale)
 
 
+_read_back = threading.local()      # this thread's pinned buffers (by shape, dtype) and events (by device)
+
+
 def read_flags(flags: torch.Tensor) -> list:
     """The flags on the host, as `tolist()` gives them (nested for stacked flags). On a GPU they are copied
     into pinned memory behind the last kernel and waited for on an event (a spinning wait), not with
     `tolist()`'s pageable copy, whose wait came back late when the host had finished launching well before
-    the kernels ended (benchmarks/public_call_probe.py)."""
+    the kernels ended (benchmarks/public_call_probe.py). The pinned buffer and the event are this thread's,
+    made once and used again: the wait ends before this returns, so no later read finds the copy running."""
     if not flags.is_cuda:
         return flags.tolist()
-    host = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+    buffers = getattr(_read_back, "buffers", None)
+    if buffers is None:
+        buffers = _read_back.buffers = {}
+    shape_key, device_key = (tuple(flags.shape), flags.dtype), flags.device
+    host = buffers.get(shape_key)
+    if host is None:
+        host = buffers[shape_key] = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+    copied = buffers.get(device_key)
+    if copied is None:
+        copied = buffers[device_key] = torch.cuda.Event()
     host.copy_(flags, non_blocking=True)
-    copied = torch.cuda.Event()
     copied.record(torch.cuda.current_stream(flags.device))
     copied.synchronize()
     return host.tolist()

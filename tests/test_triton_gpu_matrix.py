@@ -260,8 +260,9 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
 
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8"])
 def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
-    """call_plans.CALL_PLANS: calls of one key launched from its recorded plan (from the third call: the first
-    compiles, the second is recorded) return what the same calls' launches return, bit for bit (the same
+    """call_plans.CALL_PLANS: calls of one key launched from its recorded plan (the first planned call is
+    recorded, its launched twin having compiled every kernel; the next three replay the plan) return what the
+    same calls' launches return, bit for bit (the same
     compiled kernels with the same arguments), for four inputs in a row; a later call leaves an earlier call's
     outputs alone; with v as a model hands it over, with an initial state, B > 1, deferred checks (a model's
     layers) and a length past the CUDA graphs'. Graphs off, so that the short cases take the plans too."""
@@ -297,7 +298,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
             assert torch.equal(info.budget_per_head, info_ref.budget_per_head)
             if seed == 3:
                 kept, third = o.clone(), o
-        assert len(replays) == 2 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
+        assert len(replays) == 3 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
         assert torch.equal(third, kept), "a later call changed an earlier call's output"
     finally:
         call_plans.clear()

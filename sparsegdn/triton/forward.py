@@ -33,9 +33,11 @@ every chunk. 0 (the default: on the H200 the segmented pass with float32 maps, i
 slower, see the kernel notes) walks each chain whole; SPARSEGDN_COMMIT_SEGMENT sets it, and
 segment_maps.DELTA_MAPS the maps' form.
 
-graphs.CUDA_GRAPH (on by default; SPARSEGDN_CUDA_GRAPH=0 turns it off) replays short calls (at most
-graphs.MAX_TOKENS tokens, selection on the GPU) from a CUDA graph captured once per shape (graphs.py):
-the host's launches, which outlast the kernels at short lengths, are then done once.
+The host's work of a call (its Python, allocations and launches) is done once per key: later calls of the key
+are launched from the plan the first complete call recorded (call_plans.py, on by default; SPARSEGDN_CALL_PLANS=0
+turns it off), with this call's pointers and fresh buffers. graphs.CUDA_GRAPH (off by default, slower than the
+plans; SPARSEGDN_CUDA_GRAPH=1) replays short calls (at most graphs.MAX_TOKENS tokens) from a CUDA graph captured
+once per shape, with the inputs copied in.
 
 Inputs are read in place through their strides (no copies of model views; v in any layout, since
 transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they

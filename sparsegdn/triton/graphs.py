@@ -1,4 +1,5 @@
-"""Short calls replayed from CUDA graphs: the host's work of a call done once per shape (on by default).
+"""Short calls replayed from CUDA graphs: the host's work of a call done once per shape (off by default: plans
+launch faster, see CUDA_GRAPH).
 
 Why: at short lengths the kernels of one call take less time than the host's work to launch them (the
 call's Python and ~12 launches), and the public call reads its value flags back, a sync after which that
@@ -36,10 +37,13 @@ from dataclasses import dataclass
 
 import torch
 
-# On: measured on the H200 (2026-12-01, build c0d514b73af1, config_probe --timed at 4K): the public call
-# 0.464 ms replayed against 0.755-0.911 ms launched; tests/test_triton_gpu_matrix.py checks it bit for bit.
-# SPARSEGDN_CUDA_GRAPH=0 turns it off.
-CUDA_GRAPH = os.environ.get("SPARSEGDN_CUDA_GRAPH", "1") == "1"
+# Off. It was on from 2026-12-01 (H200, build c0d514b73af1, config_probe --timed at 4K: the public call 0.464 ms
+# replayed against 0.755-0.911 ms launched). Calls launched from recorded plans (call_plans.py), which copy
+# nothing, beat the replay since: on the H200 (2026-12-02, benchmarks/public_call_probe.py,
+# analysis/results/overlap/batch10/call1) the public call took 0.296 ms at 4K and 0.442 ms at 8K from plans
+# against 0.384 and 0.568 replayed. tests/test_triton_gpu_matrix.py still checks the replay bit for bit;
+# SPARSEGDN_CUDA_GRAPH=1 turns it on (calls up to MAX_TOKENS).
+CUDA_GRAPH = os.environ.get("SPARSEGDN_CUDA_GRAPH", "0") == "1"
 MAX_TOKENS = 8192           # batch x tokens: above it the copies in cost more than the launches saved
 CACHE_SIZE = 4
 GRAPHED_SELECTORS = ("score", "uniform", "all")
