@@ -95,13 +95,13 @@ if has timed; then
 fi
 if has plans; then
   # Calls launched from recorded plans (sparsegdn/triton/call_plans.py): the GPU tests that compare them with the
-  # launches, then the public call and the entry with plans on, off, and with graphs off (plans at 4K and 8K too).
+  # launches, then the public call and the entry with plans on, off, and with the CUDA graphs on (4K and 8K).
   timeout 240 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py::test_gpu_planned_calls_equal_the_launches \
     tests/test_triton_gpu_matrix.py::test_gpu_graph_replay_equals_the_launches tests/test_triton_call_plans.py \
     tests/test_triton_launch.py > "$WORK/plan_tests.log" 2>&1
   summary "plan tests rc $? $(grep -E "passed|failed" "$WORK/plan_tests.log" | tail -1) at ${SECONDS}s"
   grep -E "FAILED|Error" "$WORK/plan_tests.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
-  for setting in SPARSEGDN_CALL_PLANS=1 SPARSEGDN_CALL_PLANS=0 SPARSEGDN_CUDA_GRAPH=0; do
+  for setting in SPARSEGDN_CALL_PLANS=1 SPARSEGDN_CALL_PLANS=0 SPARSEGDN_CUDA_GRAPH=1; do
     case $setting in
       SPARSEGDN_CALL_PLANS=1) lengths=${PLAN_LENGTHS:-"4096 8192 16384 32768 131072"} ;;
       SPARSEGDN_CALL_PLANS=0) lengths=${PLAN_OFF_LENGTHS:-"16384 32768"} ;;
