@@ -33,7 +33,8 @@ KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "select
                   "api_ms": pl.Float64, "sparsegdn_ms": pl.Float64, "fla_ms": pl.Float64, "flashqla_ms": pl.Float64,
                   "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
                   "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
-                  "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean, "api_wall_ms": pl.Float64}
+                  "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean, "call_plans": pl.Boolean,
+                  "api_wall_ms": pl.Float64}
 PROVENANCE = ("device", "date", "command", "build")
 
 
@@ -152,10 +153,16 @@ def _count_words(counts: list) -> str:
 def _graphed(rows: pl.DataFrame) -> str:
     """Which rows' calls were replayed from a CUDA graph (sparsegdn/triton/graphs.py), when the file says."""
     graphed = rows.filter(pl.col("cuda_graph").fill_null(False))["T"].to_list()
-    if not graphed:
-        return ""
-    return (f" At {', '.join(_tokens(t) for t in graphed)} both the public call and the kernels-only entry were "
-            "replayed from a CUDA graph (inputs copied in, outputs copied out: the copies are in both figures).")
+    planned = rows.filter(pl.col("call_plans").fill_null(False))["T"].to_list()
+    note = ""
+    if graphed:
+        note += (f" At {', '.join(_tokens(t) for t in graphed)} both the public call and the kernels-only entry were "
+                 "replayed from a CUDA graph (inputs copied in, outputs copied out: the copies are in both figures).")
+    if planned:
+        where = "At every length" if len(planned) == rows.height else f"At {', '.join(_tokens(t) for t in planned)}"
+        note += (f" {where} both were launched from the plan their first call recorded "
+                 "(sparsegdn/triton/call_plans.py: the host's work done once, the tensors read in place).")
+    return note
 
 
 def kernel_report(path: Path) -> str:
