@@ -134,9 +134,18 @@ class SparseConfig:
 
     def resolved(self, device) -> "SparseConfig":
         """The same choice with backend "auto" resolved for `device` (see `resolve_sparse_backend`);
-        itself when its backend is resolved already (nothing is checked twice)."""
+        itself when its backend is resolved already (nothing is checked twice). The resolved copy of a
+        choice is made once (the public call resolves on every call)."""
         backend = resolve_sparse_backend(self.backend, device)
-        return self if backend == self.backend else self.replace(backend=backend)
+        if backend == self.backend:
+            return self
+        key = (self, backend)
+        copy = _RESOLVED.get(key)
+        if copy is None:
+            if len(_RESOLVED) >= 256:       # an app's many budgets: forget the old ones
+                _RESOLVED.clear()
+            copy = _RESOLVED[key] = self.replace(backend=backend)
+        return copy
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,6 +154,9 @@ class SparseConfig:
     def from_dict(cls, values: Mapping) -> "SparseConfig":
         """The options named in `values` (other keys are ignored; missing ones take their defaults)."""
         return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+_RESOLVED: dict = {}      # (config, backend) -> the config with that backend: configs are frozen, few and small
 
 
 def _device_type(device) -> str:

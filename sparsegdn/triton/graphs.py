@@ -79,14 +79,19 @@ def wanted(tensors: dict, *, events, selector, stage_hook, deferred=False) -> bo
 def tensor_key(x):
     if x is None:
         return None
-    return tuple(x.shape), x.stride(), x.dtype, str(x.device), x.data_ptr() % 16 == 0
+    return x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16 == 0
+
+
+PLAIN_VALUES = (bool, int, float, str, type(None))
 
 
 def call_key(tensors: dict, options: dict, design=()) -> tuple:
-    """What a captured graph is valid for: every tensor's layout, every option's value and the design switches
-    the forward reads (forward.design_switches)."""
+    """What a captured graph (or a recorded plan, call_plans.py) is valid for: every tensor's layout, every
+    option's value (plain values as they are, anything else by its repr) and the design switches the forward
+    reads (forward.design_switches). Made on every call of those paths, so kept to cheap attribute reads."""
     return (tuple((name, tensor_key(x)) for name, x in sorted(tensors.items())),
-            tuple(sorted((name, repr(value)) for name, value in options.items())), design)
+            tuple(sorted((name, value if type(value) in PLAIN_VALUES else repr(value))
+                         for name, value in options.items())), design)
 
 
 def replay(forward, tensors: dict, options: dict, design=()):
