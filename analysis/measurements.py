@@ -152,16 +152,21 @@ def _count_words(counts: list) -> str:
 
 def _graphed(rows: pl.DataFrame) -> str:
     """Which rows' calls were replayed from a CUDA graph (sparsegdn/triton/graphs.py), when the file says."""
-    graphed = rows.filter(pl.col("cuda_graph").fill_null(False))["T"].to_list()
-    planned = rows.filter(pl.col("call_plans").fill_null(False))["T"].to_list()
+    graphed = rows.filter(pl.col("cuda_graph").fill_null(False))["T"].unique(maintain_order=True).to_list()
+    planned = rows.filter(pl.col("call_plans").fill_null(False))
     note = ""
     if graphed:
         note += (f" At {', '.join(_tokens(t) for t in graphed)} both the public call and the kernels-only entry were "
                  "replayed from a CUDA graph (inputs copied in, outputs copied out: the copies are in both figures).")
-    if planned:
-        where = "At every length" if len(planned) == rows.height else f"At {', '.join(_tokens(t) for t in planned)}"
-        note += (f" {where} both were launched from the plan their first call recorded "
-                 "(sparsegdn/triton/call_plans.py: the host's work done once, the tensors read in place).")
+    if planned.height:
+        lengths = planned["T"].unique(maintain_order=True).to_list()
+        where = ("every length" if len(lengths) == rows["T"].n_unique()
+                 else ", ".join(_tokens(t) for t in lengths))
+        launched = sorted(rows.filter(pl.col("call_plans") == False)["selector"].unique().to_list())  # noqa: E712
+        note += (f" At {where} the calls were launched from the plan an earlier call of their key recorded "
+                 "(sparsegdn/triton/call_plans.py: the host's work done once, the tensors read in place)"
+                 + (f"; the {', '.join(f'`{s}`' for s in launched)} rows' calls were launched through Python "
+                    "(that build did not plan them)." if launched else "."))
     return note
 
 
@@ -185,7 +190,7 @@ def kernel_report(path: Path) -> str:
              "Triton backend entry alone. `FLA / x`: FLA's time over x's, above 1 x is faster. Stage times are "
              f"CUDA events at the stage hook ({' / '.join(stages)}); the traffic floor is the operator's minimum "
              "traffic (q, k, v, g, beta read once, o and the final state written once) over the measured copy "
-             "bandwidth." + _graphed(frame.unique("T", maintain_order=True)), "",
+             "bandwidth." + _graphed(frame), "",
              "| T | budget | band | selector | design | public ms | kernels ms | FLA ms | FlashQLA ms | FLA / public "
              "| FlashQLA / public | FLA / kernels | peak MB, public / FLA | stages ms | traffic floor ms | public / floor |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

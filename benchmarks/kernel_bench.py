@@ -230,6 +230,16 @@ def loop_walls(fn, loops, calls):
     return walls
 
 
+def launched_from_a_plan(fn) -> bool:
+    """Whether fn's calls are launched from a recorded plan (call_plans.py): two more calls, the plans' replays
+    counted."""
+    before = call_plans.replays
+    fn()
+    fn()
+    torch.cuda.synchronize()
+    return call_plans.replays > before
+
+
 def wall_per_call(fn, loops=3, calls=WALL_CALLS):
     """Median of loop_walls after one call: what a caller calling in a loop gets."""
     fn()
@@ -253,6 +263,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
         for name, fn in runs.items():
             times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
     walls = {name: wall_per_call(fn) for name, fn in runs.items() if name.startswith("api/")}
+    planned = {name: launched_from_a_plan(fn) for name, fn in runs.items() if name.startswith("api/")}
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}
     set_design(default_setting)
     median = {name: statistics.median(values) for name, values in times.items()}
@@ -283,8 +294,8 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "copy_bandwidth_tbs": bandwidth / 1e12, "matmul_tflops": matrix_rate / 1e12,
                 "device": device, "date": args.date, "build": code, "output_final_state": True,
                 "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,   # the benchmark's B is 1
-                # launched from a recorded plan (sparsegdn/triton/call_plans.py) where not replayed from a graph
-                "call_plans": call_plans.CALL_PLANS and not (graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS),
+                # the public call launched from a recorded plan (sparsegdn/triton/call_plans.py), as seen after the timing
+                "call_plans": planned.get(name),
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]

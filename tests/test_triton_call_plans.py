@@ -11,8 +11,8 @@ import pytest
 import torch
 from gdn_inputs import random_inputs
 
-from sparsegdn.triton import (call_plans, call_record, chunk_output, event_prepare, forward, intra_chunk, launch,
-                              schedule, score_scan, segment_maps, segment_scan, state_output, state_pass)
+from sparsegdn.triton import (call_plans, call_record, chunk_output, commit_pairs, event_prepare, forward, intra_chunk,
+                              launch, schedule, score_scan, segment_maps, segment_scan, state_output, state_pass)
 
 OPTIONS = dict(events=None, budget=0.29, selector="score", band=1, scale=64 ** -0.5, output_final_state=True,
                use_qk_l2norm_in_kernel=True, stage_hook=None)
@@ -55,8 +55,8 @@ def launches(monkeypatch):
     log = []
     monkeypatch.setattr(launch, "FAST_LAUNCH", True)
     monkeypatch.setattr(launch, "driver", FakeDriver)
-    for module in (chunk_output, event_prepare, intra_chunk, schedule, score_scan, segment_maps, segment_scan,
-                   state_output, state_pass):
+    for module in (chunk_output, commit_pairs, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
+                   segment_scan, state_output, state_pass):
         for name, value in vars(module).items():
             if isinstance(value, launch.Launcher):
                 monkeypatch.setattr(value, "kernel", FakeKernel(FakeCompiled(name, log)))
@@ -93,22 +93,32 @@ def _traced(log, tensors, allocations):
     return [(kernel, grid, tuple(name(x) for x in arguments)) for kernel, grid, arguments in log]
 
 
-def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches):
-    _call(_inputs(1))                        # first call: every kernel "compiles", nothing is planned
+CASES = {"default": ({}, {}, False), "no-final-state": ({"output_final_state": False}, {}, False),
+         "initial-state": ({}, {}, True), "all-events": ({"selector": "all"}, {}, False),
+         "stored-inverse": ({}, {"STORE_INVERSE": True}, False), "paired": ({}, {"PAIRED": True}, True)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches, monkeypatch, case):
+    changes, switches, initial = CASES[case]
+    for name, value in switches.items():
+        monkeypatch.setattr(forward, name, value)
+    options = {**OPTIONS, **changes}
+    _call(_inputs(1, initial), **changes)          # first call: every kernel "compiles", nothing is planned
     assert not call_plans._plans and not call_plans._refused
-    _call(_inputs(2))                        # second call: recorded, planned
+    _call(_inputs(2, initial), **changes)          # second call: recorded, planned
     assert len(call_plans._plans) == 1
     plan = next(iter(call_plans._plans.values()))
 
-    x = _inputs(3)
+    x = _inputs(3, initial)
     launches.clear()
     with call_record.recording() as record:           # the same call launched as usual, for comparison
-        launched = forward._forward(**x, **OPTIONS)
+        launched = forward._forward(**x, **options)
     expected = _traced(launches, x, record.allocations)
     launches.clear()
     with call_record.recording() as replayed:         # the planned call's own allocations
-        planned = _call(x)
-    assert len(launches) == len(expected) == len(plan.launches) == 6
+        planned = _call(x, **changes)
+    assert len(launches) == len(expected) == len(plan.launches) >= 5       # `all` selects without a kernel
     inputs = {t.data_ptr(): name for name, t in x.items() if t is not None}
     base_of_part = {}
     for (kernel, grid, arguments), (kernel_0, grid_0, arguments_0) in zip(launches, expected):
@@ -124,9 +134,9 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
     # every part where the plan put it: a returned one is that output, the others at their offset in the
     # workspace or the zeroed buffer (the planned call's only other allocations); none overlaps another
     buffers = {(call_plans.WORKSPACE, plan.workspace_bytes): None, (call_plans.ZEROED, plan.zeroed_bytes): None}
-    for tensor, zeroed in replayed.allocations:
+    for tensor, fill in replayed.allocations:
         if tensor.dtype == torch.uint8:
-            buffers[(call_plans.ZEROED if zeroed else call_plans.WORKSPACE, tensor.numel())] = tensor.data_ptr()
+            buffers[(call_plans.WORKSPACE if fill is None else call_plans.ZEROED, tensor.numel())] = tensor.data_ptr()
     assert len(replayed.allocations) == 2 + sum(part.place == call_plans.OWN for part in plan.parts)
     outputs = {index: planned[position] for position, (kind, index) in enumerate(plan.outputs) if kind == "part"}
     for index, base in base_of_part.items():
@@ -145,7 +155,8 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
         if want is not None:
             assert (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device)
     assert torch.equal(planned[5], torch.zeros(3, dtype=torch.int32)), "the value flags start at zero"
-    again = _call(_inputs(4))
+    assert torch.equal(planned[2], launched[2]) if case == "all-events" else True, "every event, filled as launched"
+    again = _call(_inputs(4, initial), **changes)
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(again[:5], planned[:5]) if a is not None)
 
 
@@ -167,11 +178,13 @@ def test_a_plan_keeps_no_tensor(launches):
 
 
 def test_calls_whose_buffers_torch_makes_are_launched(launches):
-    """`uniform` and `all` make their events with torch ops the recording cannot see: never planned."""
+    """`uniform` makes its events with torch ops the recording cannot see: never planned. `all` fills its
+    events through call_record.full: planned, its events filled with True on every planned call."""
     for selector in ("uniform", "all"):
         for seed in (1, 2, 3):
-            _call(_inputs(seed), selector=selector)
-    assert not call_plans._plans and len(call_plans._refused) == 2
+            out = _call(_inputs(seed), selector=selector)
+    assert len(call_plans._plans) == 1 and len(call_plans._refused) == 1
+    assert out[2].dtype == torch.bool and out[2].all(), "the planned `all` call's events are every event"
     launches.clear()
     _call(_inputs(4), selector="uniform")
     assert launches and all(any(isinstance(x, torch.Tensor) for x in arguments) for _, _, arguments in launches), \
@@ -210,5 +223,29 @@ def test_recording_notes_only_this_threads_allocations():
         other.start()
         other.join()
         call_record.zeros(4, dtype=torch.int32, device="cpu")
-    assert [(tuple(t.shape), zeroed) for t, zeroed in record.allocations] == [((3,), False), ((4,), True)]
+    assert [(tuple(t.shape), fill) for t, fill in record.allocations] == [((3,), None), ((4,), 0)]
     assert call_record.active() is None
+
+
+def test_a_call_given_one_tensor_as_two_inputs_is_not_planned(launches):
+    """q passed as k too: a plan would give a later call's distinct k the pointer of its q."""
+    for seed in (1, 2, 3):
+        x = _inputs(seed)
+        x["k"] = x["q"]
+        _call(x)
+    assert not call_plans._plans and len(call_plans._refused) == 1
+
+
+def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
+    """A torch write into a recorded buffer (here the value flags, zeroed again in place) would be skipped by
+    every planned call: such a recording is refused."""
+    zeros = call_record.zeros
+
+    def zeros_then_written(*shape, dtype, device):
+        tensor = zeros(*shape, dtype=dtype, device=device)
+        tensor.zero_()
+        return tensor
+    monkeypatch.setattr(call_record, "zeros", zeros_then_written)
+    for seed in (1, 2, 3):
+        _call(_inputs(seed))
+    assert not call_plans._plans and len(call_plans._refused) == 1

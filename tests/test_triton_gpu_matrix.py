@@ -226,7 +226,7 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
     launched, the second captured and replayed, the third replaying that graph with its inputs copied in),
     with v as a model hands it over (tokens innermost), and leaves the earlier calls' outputs alone; the
     graph is captured under inference_mode and replayed under no_grad."""
-    from sparsegdn.triton import graphs
+    from sparsegdn.triton import call_plans, graphs
     graphs.clear()
 
     def inputs(seed):
@@ -244,6 +244,7 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
             x = inputs(seed)
             with mode():
                 monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+                monkeypatch.setattr(call_plans, "CALL_PLANS", False)       # the reference: launched, not planned
                 o_ref, s_ref, info_ref = call(*x)
                 monkeypatch.setattr(graphs, "CUDA_GRAPH", True)
                 o, s, info = call(*x)
@@ -258,31 +259,39 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         graphs.clear()
 
 
-@pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8"])
+@pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
+                                  "B1-T3000-all-no_final_state"])
 def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
-    """call_plans.CALL_PLANS: calls of one key launched from its recorded plan (the first planned call is
-    recorded, its launched twin having compiled every kernel; the next three replay the plan) return what the
-    same calls' launches return, bit for bit (the same
-    compiled kernels with the same arguments), for four inputs in a row; a later call leaves an earlier call's
-    outputs alone; with v as a model hands it over, with an initial state, B > 1, deferred checks (a model's
-    layers) and a length past the CUDA graphs'. Graphs off, so that the short cases take the plans too."""
+    """call_plans.CALL_PLANS: calls of one key launched from its recorded plan return what the same calls'
+    launches return, bit for bit (the same compiled kernels with the same arguments). Four inputs in a row, each
+    launched then called with plans on: the first planned call is recorded (its launched twin compiled every
+    kernel), the next three replay the plan; a later call leaves an earlier call's outputs alone; a fifth input
+    with a NaN in v raises through the planned call's value flags. With v as a model hands it over and an
+    initial state, B > 1 with deferred checks (a model's layers), a length past the CUDA graphs', and the `all`
+    selector without the final state. Graphs off, so that the short cases take the plans too."""
     from sparsegdn.triton import call_plans, graphs
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
                                               "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
-                                              "B1-T9000-HV8": (1, 9000, 4, 8, 128)}[case]
+                                              "B1-T9000-HV8": (1, 9000, 4, 8, 128),
+                                              "B1-T3000-all-no_final_state": (1, 3000, 2, 4, 128)}[case]
     initial = case.endswith("strided_v")
+    selector = "all" if "-all" in case else "score"
+    final = "no_final_state" not in case
     replays = []
     monkeypatch.setattr(call_plans, "run", lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
 
-    def call(seed):
+    def call(seed, poison=False):
         q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, dim, dim, dtype=torch.bfloat16,
                                              seed=seed, initial_state=initial, device="cuda")
         if initial:
             v = v.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)       # tokens innermost
+        if poison:
+            v[0, tokens // 2, 0, 0] = float("nan")
         checks = DeferredChecks() if "deferred" in case else None
-        o, s, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
-                                                       budget=0.29, band=1, backend="triton", checks=checks)
+        o, s, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=final,
+                                                       budget=0.29, selector=selector, band=1, backend="triton",
+                                                       checks=checks)
         if checks is not None:
             checks.check()
         return o, s, info
@@ -293,12 +302,15 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
             o_ref, s_ref, info_ref = call(seed)
             monkeypatch.setattr(call_plans, "CALL_PLANS", True)
             o, s, info = call(seed)
-            assert torch.equal(o, o_ref) and torch.equal(s, s_ref), seed
+            assert torch.equal(o, o_ref) and (s is s_ref is None or torch.equal(s, s_ref)), seed
             assert torch.equal(info.events, info_ref.events) and torch.equal(info.scores, info_ref.scores)
             assert torch.equal(info.budget_per_head, info_ref.budget_per_head)
             if seed == 3:
                 kept, third = o.clone(), o
         assert len(replays) == 3 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
         assert torch.equal(third, kept), "a later call changed an earlier call's output"
+        with pytest.raises(ValueError):         # the planned call's value flags reach the check
+            call(5, poison=True)
+        assert len(replays) == 4
     finally:
         call_plans.clear()

@@ -14,18 +14,24 @@ autotuning in the call) and every tensor a kernel received is an input of the ca
 inside a recorded allocation, and every tensor the forward returns is one of those allocations, the
 recording becomes the key's plan; it keeps no tensor, only the compiled kernels, their grids, their other
 arguments, and for each pointer the buffer it points into and the offset there. A later call of the key:
-- allocates: the returned tensors each on its own (o, the final state, events, scores, budget per head), the
-  zeroed ones (value flags, the one launch's counters) in one zeroed buffer, the rest (statistics, lists,
-  snapshots) in one workspace, each part at a 256-byte boundary;
+- allocates: the returned tensors each on its own (o, the final state, events, scores, budget per head; the
+  `all` selector's events filled with True), the zeroed ones (value flags, the one launch's counters) in one
+  zeroed buffer, the rest (statistics, lists, snapshots) in one workspace, each part at a 256-byte boundary;
+  each returned tensor is allocated just before the first launch that uses it;
 - launches the compiled kernels in the recorded order, each pointer the input's data_ptr or its buffer's
   address plus the recorded offset (ints: Triton's launcher then asks the driver nothing about them);
 - returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
 
 The key is graphs.call_key: every tensor's shape, strides, dtype, device and 16-byte alignment, every option's
-value and the design switches, which fix every launch argument but the pointers. A call whose recording
-cannot be replayed (a tensor of another origin: torch's own ops for the `uniform` and `all` selectors and for
-rows longer than the select kernel holds, caller-given events, a copy of an input the kernels cannot read in
-place, the buffers the probes' switches fill) is launched as before, and its key remembered as such.
+value and the design switches (forward.design_switches), which fix every launch argument but the pointers.
+Module constants outside those switches (the kernels' configs, SELECT_RESIDENT, the tile offset limit) are
+taken as fixed in a process; a probe that changes them clears the plans (benchmarks/config_probe.py).
+A recording is refused, and its key launched as before from then on, when it holds a tensor of another origin
+(torch's own ops for the `uniform` selector and for rows longer than the select kernel holds, caller-given
+events, a copy of an input the kernels cannot read in place, the buffers the probes' switches fill), when one
+object was passed as two inputs (a later call's distinct tensors would share its pointer), or when torch wrote
+into a recorded allocation after making it (a replay would skip that write; torch's version counter shows it,
+the kernels' own writes do not move it).
 
 Not used under the interpreter, with a launch hook set (profilers see Triton's own launches), with a stage
 hook, or with SPARSEGDN_CALL_PLANS=0.
@@ -53,9 +59,10 @@ class Part:
     """One recorded allocation as a plan makes it again: its shape, dtype and where it lives."""
     shape: tuple
     dtype: torch.dtype
-    place: str          # OWN (a tensor of its own: returned), WORKSPACE or ZEROED (inside that buffer)
+    place: str          # OWN (a tensor of its own: returned or filled), WORKSPACE or ZEROED (inside that buffer)
     offset: int         # bytes from the buffer's start (WORKSPACE, ZEROED)
     nbytes: int
+    fill: object = None  # an OWN part's value at the start of every call (None: any)
 
 
 @dataclass(frozen=True)
@@ -78,8 +85,9 @@ class Plan:
 
 
 _plans: OrderedDict = OrderedDict()
-_refused: set = set()               # keys whose recordings cannot be replayed: launched
+_refused: OrderedDict = OrderedDict()   # keys whose recordings cannot be replayed (launched), the newest CACHE_SIZE
 _lock = threading.Lock()
+replays = 0                         # planned calls so far (read by benchmarks/kernel_bench.py; not locked: a count)
 
 
 def wanted(*, events, stage_hook) -> bool:
@@ -107,7 +115,9 @@ def call(forward, tensors: dict, options: dict, design=()):
         plan = build(record, tensors, outputs)
         with _lock:
             if plan is None:
-                _refused.add(key)
+                _refused[key] = True
+                while len(_refused) > CACHE_SIZE:
+                    _refused.popitem(last=False)
             else:
                 _plans[key] = plan
                 while len(_plans) > CACHE_SIZE:
@@ -116,20 +126,30 @@ def call(forward, tensors: dict, options: dict, design=()):
 
 
 def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
-    """The plan of one complete recording, or None when some tensor cannot be traced to an input or a part."""
+    """The plan of one complete recording, or None when it cannot be replayed: a tensor that is neither an input
+    nor inside a recorded allocation; one object passed as two inputs (the key cannot tell a later call's
+    distinct tensors from it); a recorded allocation that torch wrote into after making it (a replay would skip
+    that write: kernels' writes leave torch's version counter alone)."""
     input_names = tuple(name for name, x in tensors.items() if x is not None)
     input_source = {id(tensors[name]): source for source, name in enumerate(input_names)}
+    if len(input_source) < len(input_names):
+        return None
+    if any(tensor._version for tensor, _ in record.allocations):
+        return None
     allocated = [tensor for tensor, _ in record.allocations]
     returned = {id(x) for x in outputs if isinstance(x, torch.Tensor)}
     parts, sizes = [], {WORKSPACE: 0, ZEROED: 0}
-    for tensor, zeroed in record.allocations:
+    for tensor, fill in record.allocations:
         nbytes = tensor.numel() * tensor.element_size()
-        place = ZEROED if zeroed else (OWN if id(tensor) in returned else WORKSPACE)
+        if fill is None:                # empty: returned ones get a tensor of their own, the rest share one
+            place = OWN if id(tensor) in returned else WORKSPACE
+        else:                           # zeroed ones share one zeroed buffer; other values: filled on their own
+            place = ZEROED if fill == 0 else OWN
         offset = 0
         if place != OWN:
             offset = sizes[place]
             sizes[place] += -(-nbytes // ALIGN) * ALIGN
-        parts.append(Part(tuple(tensor.shape), tensor.dtype, place, offset, nbytes))
+        parts.append(Part(tuple(tensor.shape), tensor.dtype, place, offset, nbytes, fill if place == OWN else None))
 
     def source_of(x):
         """(source, byte offset) of a tensor argument, or None."""
@@ -158,7 +178,7 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
                     allocate.append(part)
         launches.append(Launch(compiled, dims, tuple(kept), tuple(pointers), tuple(allocate)))
     if any(part.place == OWN and index not in allocated_before for index, part in enumerate(parts)):
-        return None     # a returned tensor no kernel writes: not a plan's to make
+        return None     # a tensor no kernel reads or writes: not a plan's to make
     result = []
     for x in outputs:
         if isinstance(x, torch.Tensor):
@@ -175,6 +195,8 @@ def run(plan: Plan, tensors: dict):
     """One call from `plan`: fresh buffers, the recorded launches with this call's pointers. The tensors a call
     returns are allocated just before the first launch that writes them, so the first launch waits only for
     the two shared buffers."""
+    global replays
+    replays += 1
     device = tensors["v"].device
     workspace = zeroed = None
     bases = [tensors[name].data_ptr() for name in plan.input_names]
@@ -191,7 +213,8 @@ def run(plan: Plan, tensors: dict):
     for step in plan.launches:
         for index in step.allocate:
             part = plan.parts[index]
-            own[index] = call_record.empty(*part.shape, dtype=part.dtype, device=device)
+            own[index] = (call_record.empty(*part.shape, dtype=part.dtype, device=device) if part.fill is None else
+                          call_record.full(*part.shape, value=part.fill, dtype=part.dtype, device=device))
             bases[first_part + index] = own[index].data_ptr()
         arguments = list(step.arguments)
         for position, source, offset in step.pointers:

@@ -21,7 +21,7 @@ _local = threading.local()
 
 @dataclass
 class Recording:
-    allocations: list = field(default_factory=list)    # (tensor, zeroed) in allocation order
+    allocations: list = field(default_factory=list)    # (tensor, fill) in allocation order: fill None (empty) or a value
     launches: list = field(default_factory=list)       # (compiled kernel, grid dims, positional arguments)
     complete: bool = True                               # every launch went straight through a compiled kernel
 
@@ -44,19 +44,23 @@ def recording():
 
 def empty(*shape, dtype, device) -> torch.Tensor:
     """torch.empty(shape), noted by an active recording."""
-    tensor = torch.empty(shape, dtype=dtype, device=device)
-    record = active()
-    if record is not None:
-        record.allocations.append((tensor, False))
-    return tensor
+    return _noted(torch.empty(shape, dtype=dtype, device=device), None)
 
 
 def zeros(*shape, dtype, device) -> torch.Tensor:
     """torch.zeros(shape), noted by an active recording as one to zero again."""
-    tensor = torch.zeros(shape, dtype=dtype, device=device)
+    return _noted(torch.zeros(shape, dtype=dtype, device=device), 0)
+
+
+def full(*shape, value, dtype, device) -> torch.Tensor:
+    """torch.full(shape, value), noted by an active recording as one to fill again."""
+    return _noted(torch.full(shape, value, dtype=dtype, device=device), value)
+
+
+def _noted(tensor, fill):
     record = active()
     if record is not None:
-        record.allocations.append((tensor, True))
+        record.allocations.append((tensor, fill))
     return tensor
 
 

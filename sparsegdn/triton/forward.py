@@ -35,9 +35,10 @@ segment_maps.DELTA_MAPS the maps' form.
 
 The host's work of a call (its Python, allocations and launches) is done once per key: later calls of the key
 are launched from the plan the first complete call recorded (call_plans.py, on by default; SPARSEGDN_CALL_PLANS=0
-turns it off), with this call's pointers and fresh buffers. graphs.CUDA_GRAPH (off by default, slower than the
-plans; SPARSEGDN_CUDA_GRAPH=1) replays short calls (at most graphs.MAX_TOKENS tokens) from a CUDA graph captured
-once per shape, with the inputs copied in.
+turns it off), with this call's pointers and fresh buffers. graphs.CUDA_GRAPH (off by default: slower than the
+plans for the `score` selector at 4K and 8K; `uniform`, which no plan serves, is launched; SPARSEGDN_CUDA_GRAPH=1)
+replays short calls (at most graphs.MAX_TOKENS tokens) from a CUDA graph captured once per shape, with the
+inputs copied in.
 
 Inputs are read in place through their strides (no copies of model views; v in any layout, since
 transformers' Qwen3.5 hands it over with the tokens innermost); the kernels check what they

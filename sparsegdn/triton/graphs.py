@@ -41,8 +41,9 @@ import torch
 # replayed against 0.755-0.911 ms launched). Calls launched from recorded plans (call_plans.py), which copy
 # nothing, beat the replay since: on the H200 (2026-12-02, benchmarks/public_call_probe.py,
 # analysis/results/overlap/batch10/call1) the public call took 0.296 ms at 4K and 0.442 ms at 8K from plans
-# against 0.384 and 0.568 replayed. tests/test_triton_gpu_matrix.py still checks the replay bit for bit;
-# SPARSEGDN_CUDA_GRAPH=1 turns it on (calls up to MAX_TOKENS).
+# against 0.384 and 0.568 replayed (`score` selector). Short `uniform` calls, which no plan serves, are launched
+# now. tests/test_triton_gpu_matrix.py still checks the replay bit for bit; SPARSEGDN_CUDA_GRAPH=1 turns it on
+# (calls up to MAX_TOKENS).
 CUDA_GRAPH = os.environ.get("SPARSEGDN_CUDA_GRAPH", "0") == "1"
 MAX_TOKENS = 8192           # batch x tokens: above it the copies in cost more than the launches saved
 CACHE_SIZE = 4

@@ -54,7 +54,7 @@ def select_events(scores, *, budget, selector):
     its own)."""
     batch, heads, n_chunks = scores.shape
     if selector == "all":
-        return torch.ones_like(scores, dtype=torch.bool), heads * n_chunks
+        return call_record.full(*scores.shape, value=True, dtype=torch.bool, device=scores.device), heads * n_chunks
     count = selection.event_count(budget, heads, n_chunks)
     if selector == "uniform":
         return selection.uniform_events(batch, heads, n_chunks, count, device=scores.device), count
