@@ -11,8 +11,7 @@ import pytest
 import torch
 from gdn_inputs import random_inputs
 
-from sparsegdn.triton import (call_plans, call_record, chunk_output, commit_pairs, event_prepare, forward, intra_chunk,
-                              launch, schedule, score_scan, segment_maps, segment_scan, state_output, state_pass)
+from sparsegdn.triton import call_plans, call_record, forward, launch, segment_scan  # noqa: F401 (every kernel module)
 
 OPTIONS = dict(events=None, budget=0.29, selector="score", band=1, scale=64 ** -0.5, output_final_state=True,
                use_qk_l2norm_in_kernel=True, stage_hook=None)
@@ -55,13 +54,10 @@ def launches(monkeypatch):
     log = []
     monkeypatch.setattr(launch, "FAST_LAUNCH", True)
     monkeypatch.setattr(launch, "driver", FakeDriver)
-    for module in (chunk_output, commit_pairs, event_prepare, intra_chunk, schedule, score_scan, segment_maps,
-                   segment_scan, state_output, state_pass):
-        for name, value in vars(module).items():
-            if isinstance(value, launch.Launcher):
-                monkeypatch.setattr(value, "kernel", FakeKernel(FakeCompiled(name, log)))
-                monkeypatch.setattr(value, "autotuned", True)
-                monkeypatch.setattr(value, "plans", {})
+    for launcher in launch.launchers():
+        monkeypatch.setattr(launcher, "kernel", FakeKernel(FakeCompiled(getattr(launcher.jit, "__name__", ""), log)))
+        monkeypatch.setattr(launcher, "autotuned", True)
+        monkeypatch.setattr(launcher, "plans", {})
     call_plans.clear()
     yield log
     call_plans.clear()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 
 import torch
 import triton
@@ -71,6 +72,15 @@ def _grid_dims(grid):
     return dims[0], dims[1], dims[2]
 
 
+_LAUNCHERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def launchers() -> list:
+    """Every Launcher of the modules imported so far (tools stub their kernels: benchmarks/host_path.py, the
+    plans' CPU tests), by kernel name."""
+    return sorted(_LAUNCHERS, key=lambda launcher: getattr(launcher.jit, "__name__", ""))
+
+
 class Launcher:
     """`Launcher(kernel)(grid, *args, **constants)` launches `kernel` (a triton.jit function, or one
     wrapped by triton.autotune) like `kernel[grid](*args, **constants)`. `grid` is a tuple, or a
@@ -87,6 +97,7 @@ class Launcher:
                          if param.default is not inspect.Parameter.empty}
         self.constexpr = tuple(sorted(getattr(self.jit, "constexprs", ())))   # positions of constexpr parameters
         self.plans = {}
+        _LAUNCHERS.add(self)
 
     def __call__(self, grid, *args, **constants):
         if not FAST_LAUNCH or launch_hooks_set():
