@@ -86,6 +86,9 @@ def test_a_tiny_finetune_resumes_exactly_and_records_its_checks(stand_in_run, mo
     assert [(s["first_step"], s["last_step"]) for s in split["stages"]] == [(0, 1), (1, 2)]
     last = split["stages"][-1]
     assert "--resume" in last["command"] and last["date"] and last["script"] == "training/sparse_finetune.py"
+    phases = last["phases_s"]       # where the job's time went before and at its first step, in order
+    assert list(phases) == ["model_loaded", "core_chosen", "loop_started", "first_step_done"]
+    assert 0 <= phases["model_loaded"] <= phases["core_chosen"] <= phases["loop_started"] <= phases["first_step_done"]
     assert set(last["perplexity"]) == {"milton", "pydoc-howto"}
     for figures in last["perplexity"].values():
         assert figures["dense"] > 1 and figures["sparse"] > 1

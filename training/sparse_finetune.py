@@ -93,6 +93,11 @@ def sparse_config(recipe_of_run: dict) -> SparseConfig:
     return SparseConfig(**recipe_of_run["sparse"])
 
 
+def since(start: float) -> float:
+    """Seconds from `start` (a time.perf_counter() reading), rounded for the log."""
+    return round(time.perf_counter() - start, 1)
+
+
 def load_model(directory: Path, device):
     from transformers import Qwen3_5ForCausalLM
 
@@ -155,7 +160,9 @@ def train(args) -> dict:
     source = base.SequenceSource(tokenizer, np.load(base.TRAIN_TOKENS)["tokens"], args.seed,
                                  mixture=mixture_with_text(args.text_share))
     model = load_model(args.model, device)
+    phases = {"model_loaded": since(args.started)}
     core, core_check = base.choose_core(args.gdn_core, args.device, model.config)
+    phases["core_chosen"] = since(args.started)      # FLA's gradient check compiles its kernels on a fresh machine
     optimizer = CompactAdamW(model, betas=base.BETAS, weight_decay=base.WEIGHT_DECAY)
     run = start_or_resume(args, optimizer)
     rec = run["recipe"]
@@ -176,6 +183,8 @@ def train(args) -> dict:
         print(f"[finetune] before: {stage['before']}", flush=True)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     started_training = last_save = time.perf_counter()
+    phases["loop_started"] = since(args.started)
+    stage["phases_s"] = phases     # seconds from the job's start: where a job's time goes before its first step
     reserve = min(60.0, 0.15 * args.budget_s)     # saving and the held-out checks come after the last step
     names = source.task_names()
 
@@ -210,6 +219,8 @@ def train(args) -> dict:
         lr = lr_at(step, rec["lr"], rec["warmup"])
         optimizer.step(lr)
         step += 1
+        if step == first + 1:
+            phases["first_step_done"] = since(args.started)     # the first step compiles the training kernels
         if logging:
             entry = {"step": step, "seconds": round(time.perf_counter() - started_training, 2), "lr": lr,
                      "grad_norm": round(grad_norm.item(), 4)}
@@ -230,7 +241,7 @@ def train(args) -> dict:
     close_stage(seconds)
     base.save_run(args, run, model, optimizer, device)
     print(f"[finetune] job done: steps {first} -> {step} of {rec['steps']} in {seconds:.0f} s; saved "
-          f"{args.out / 'checkpoint'}", flush=True)
+          f"{args.out / 'checkpoint'}; seconds from the job's start: {phases}", flush=True)
     if args.ppl_windows:
         stage["perplexity"] = heldout_perplexity(model, device, config, args.ppl_length, args.ppl_windows)
         print(f"[finetune] held-out perplexity: {stage['perplexity']}", flush=True)
