@@ -122,7 +122,7 @@ def with_design(design, fn):
     return run
 
 
-def contenders(inputs, default_design):
+def contenders(inputs):
     q, k, v, g, beta = inputs
     scale = K ** -0.5
     runs = {}
@@ -142,8 +142,9 @@ def contenders(inputs, default_design):
         for design, setting in DESIGNS.items():    # the public call: the figure that counts
             runs[f"api/{design}/{label(config)}"] = with_design(
                 setting, lambda config=config: public_call(inputs, config))
-        runs[f"entry/{label(config)}"] = with_design(   # the kernels without the call around them
-            default_design, lambda config=config: backend_entry(inputs, config))
+        for design, setting in DESIGNS.items():    # the kernels without the call around them
+            runs[f"entry/{design}/{label(config)}"] = with_design(
+                setting, lambda config=config: backend_entry(inputs, config))
     return runs
 
 
@@ -250,7 +251,7 @@ def wall_per_call(fn, loops=3, calls=WALL_CALLS):
 def measure(tokens, args, bandwidth, matrix_rate, device, code):
     inputs = make_inputs(tokens)
     default_setting = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT)
-    runs = contenders(inputs, default_setting)
+    runs = contenders(inputs)
     for name, fn in list(runs.items()):      # compile and autotune before any timing
         try:
             fn()
@@ -275,7 +276,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
             name = f"api/{design}/{label(config)}"
             if name not in median:
                 continue
-            entry = f"entry/{label(config)}"
+            entry = f"entry/{design}/{label(config)}"
             is_default = design == default_design
             rows.append({
                 "T": tokens, "budget": config.budget, "band": config.band, "selector": config.selector,
@@ -283,6 +284,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "default_design": is_default,
                 "api_ms": median[name], "api_ms_runs": times[name], "api_wall_ms": walls.get(name),
                 "sparsegdn_ms": median.get(entry) if is_default else None,
+                "entry_ms": median.get(entry),      # this design's backend entry (sparsegdn_ms: the default's only)
                 "fla_ms": fla_ms, "fla_ms_runs": times.get("fla"),
                 "flashqla_ms": qla_ms, "flashqla_ms_runs": times.get("flashqla"),
                 "speedup_vs_fla": fla_ms / median[name] if fla_ms else None,
@@ -299,7 +301,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]
-            print(f"T={tokens:6d} {config.budget:4} band {config.band} {config.selector:5s} {design:7s} api {r['api_ms']:7.3f} ms  "
+            print(f"T={tokens:6d} {config.budget:4} band {config.band} {config.selector:5s} {design:7s} api {r['api_ms']:7.3f} ms  entry {r['entry_ms'] or float('nan'):7.3f}  "
                   f"fla {fla_ms or float('nan'):7.3f} x{r['speedup_vs_fla'] or float('nan'):.2f}  "
                   f"qla {qla_ms or float('nan'):7.3f} x{r['speedup_vs_flashqla'] or float('nan'):.2f}  "
                   f"mem {r['peak_mem_mb']:.0f}/{r['fla_peak_mem_mb'] or float('nan'):.0f} MB  "
@@ -317,6 +319,8 @@ def main():
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     parser.add_argument("--render", type=Path, default=None, help="only rewrite the .md of an existing JSON")
     parser.add_argument("--designs", nargs="+", choices=sorted(DESIGNS), default=list(DEFAULT_DESIGNS))
+    parser.add_argument("--configs", nargs="+", choices=[label(c) for c in CONFIGS], default=None,
+                        help="these SparseGDN configurations only (budget/band/selector; default: all)")
     parser.add_argument("--digest", action="store_true", help="print this checkout's sources digest and exit")
     args = parser.parse_args()
     if args.digest:
@@ -324,6 +328,8 @@ def main():
         return
     for name in set(DESIGNS) - set(args.designs):
         del DESIGNS[name]
+    if args.configs:
+        CONFIGS[:] = [config for config in CONFIGS if label(config) in args.configs]
     if args.render:
         write_report(args.render)
         return

@@ -89,21 +89,47 @@ def test_a_failing_gradient_check_trains_on_torch_and_keeps_its_traceback(monkey
         raise RuntimeError("view size is not compatible")
 
     monkeypatch.setattr(fla_hopper_fix, "install", lambda: True)
-    monkeypatch.setattr(fla_hopper_fix, "gradient_error", lambda *args: failing_kernel())
+    monkeypatch.setattr(fla_hopper_fix, "gradient_error", lambda *args, **kwargs: failing_kernel())
     core, check = train.choose_core("auto", "cuda", GDN_HEADS)
     assert core == "torch"
-    assert check["failed"] == "RuntimeError('view size is not compatible')"
-    assert "in failing_kernel" in check["traceback"] and "Traceback" in check["traceback"]
-    assert check["traceback"] in capsys.readouterr().out        # the job's log has it too
+    printed = capsys.readouterr().out
+    for inputs in ("bfloat16", "float32"):      # bf16 failing, float32 is tried before giving FLA up
+        failure = check[f"failed_{inputs}_inputs"]
+        assert failure["error"] == "RuntimeError('view size is not compatible')"
+        assert "in failing_kernel" in failure["traceback"] and "Traceback" in failure["traceback"]
+        assert failure["traceback"] in printed        # the job's log has it too
 
 
-@pytest.mark.parametrize("error, core", [(1e-3, "fla"), (0.5, "torch")])
-def test_the_gradient_check_picks_fla_only_when_the_gradients_agree(monkeypatch, error, core):
+@pytest.mark.parametrize("errors, core, inputs", [
+    ({"bfloat16": 1e-3}, "fla", "bfloat16"),                       # bf16 agrees: no float32 check
+    ({"bfloat16": 0.05, "float32": 1e-3}, "fla", "float32"),       # bf16's rounding only: float32 decides
+    ({"bfloat16": 0.5, "float32": 0.5}, "torch", "float32"),       # a wrong backward
+])
+def test_the_gradient_check_picks_fla_only_when_the_gradients_agree(monkeypatch, errors, core, inputs):
+    asked = []
+
+    def error(*args, dtype):
+        asked.append(str(dtype).removeprefix("torch."))
+        return errors[asked[-1]]
     monkeypatch.setattr(fla_hopper_fix, "install", lambda: True)
-    monkeypatch.setattr(fla_hopper_fix, "gradient_error", lambda *args: error)
-    assert train.choose_core("auto", "cuda", GDN_HEADS) == (core, {"max_relative_gradient_error": error,
-                                                                     "tolerance": train.GRADIENT_TOLERANCE})
+    monkeypatch.setattr(fla_hopper_fix, "gradient_error", error)
+    assert train.choose_core("auto", "cuda", GDN_HEADS) == (core, {
+        "tolerance": train.GRADIENT_TOLERANCE, "max_relative_gradient_error": errors[inputs], "inputs": inputs,
+        **{f"error_{name}_inputs": value for name, value in errors.items()}})
+    assert asked == list(errors)
 
 
 def test_no_gradient_check_off_the_gpu():
     assert train.choose_core("auto", "cpu", GDN_HEADS) == ("torch", {"skipped": "device cpu"})
+
+
+def test_a_bf16_check_that_fails_leaves_the_float32_check_to_decide(monkeypatch):
+    def error(*args, dtype):
+        if dtype == torch.bfloat16:
+            raise RuntimeError("no bf16 kernel")
+        return 1e-3
+    monkeypatch.setattr(fla_hopper_fix, "install", lambda: True)
+    monkeypatch.setattr(fla_hopper_fix, "gradient_error", error)
+    core, check = train.choose_core("auto", "cuda", GDN_HEADS)
+    assert core == "fla" and check["inputs"] == "float32" and check["max_relative_gradient_error"] == 1e-3
+    assert check["failed_bfloat16_inputs"]["error"] == "RuntimeError('no bf16 kernel')"

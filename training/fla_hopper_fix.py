@@ -91,11 +91,14 @@ def install() -> bool:
 
 
 def gradient_error(device: str = "cuda", key_heads: int = 2, value_heads: int = 4, key_dim: int = 128,
-                   value_dim: int = 128, seed: int = 0) -> float:
+                   value_dim: int = 128, seed: int = 0, dtype: torch.dtype = torch.float32) -> float:
     """Largest relative error of FLA's (patched) gradients against transformers' torch reference core,
     at the model's head counts and sizes.
 
     Run on the training device before training: a wrong backward would train a wrong model silently.
+    With dtype bfloat16, FLA gets q, k, v and beta in bf16 and g in float32, as the Qwen3.5 layer hands them
+    to it under the training's autocast (so the kernels this check compiles are the ones the first step
+    needs), and the reference computes in float32 on the same rounded values.
     """
     import inspect
 
@@ -115,9 +118,11 @@ def gradient_error(device: str = "cuda", key_heads: int = 2, value_heads: int = 
     g = -torch.nn.functional.softplus(draw(B, T, HV))
     beta = torch.sigmoid(draw(B, T, HV))
     weight = draw(B, T, HV, V)
+    if dtype != torch.float32:     # the model's rounding of the core's inputs; g stays float32 (its A_log path)
+        q, k, v, beta = (x.to(dtype) for x in (q, k, v, beta))
     grads = []
-    for core in (chunk_gated_delta_rule, reference):
-        leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta)]
+    for core, cast in ((chunk_gated_delta_rule, lambda x: x), (reference, lambda x: x.float())):
+        leaves = [cast(x).clone().requires_grad_() for x in (q, k, v, g, beta)]
         o, _ = core(*leaves[:3], g=leaves[3], beta=leaves[4], use_qk_l2norm_in_kernel=True)
         grads.append(torch.autograd.grad((o.float() * weight).sum(), leaves))
     return max(((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(*grads))
