@@ -46,12 +46,13 @@ ROUNDS = 5
 WALL_CALLS = 50             # back-to-back public calls a wall-clock loop (api_wall_ms), three loops
 CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="triton") for budget, band, selector in
            ((1.0, 1, "score"), (0.5, 1, "score"), (0.29, 1, "score"), (0.15, 1, "score"), (1.0, 3, "all"))]
-# Designs of the GPU path: (forward.STORE_INVERSE, forward.COMMIT_SEGMENT).
+# Designs of the GPU path: (forward.STORE_INVERSE, forward.COMMIT_SEGMENT); STORE_INVERSE None: chosen by band.
 # "segmented" cuts each head pair's commit chain into runs of 64 commits run side by side (no effect below
 # 64 chunks); on the H200 (2026-11-30) it computed correctly but its state pass was slower than the whole
 # chain's (analysis/results/state_pass_designs.json). It only runs when asked for (--designs).
-DESIGNS = {"stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64)}
-DEFAULT_DESIGNS = ("stored", "on_chip")
+# "by_band" is the default since 2026-12-02 (forward.store_inverse: on chip for band 1, stored for bands 2 and 3).
+DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64)}
+DEFAULT_DESIGNS = ("by_band",)
 
 
 def label(config: SparseConfig) -> str:

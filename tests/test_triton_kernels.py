@@ -154,6 +154,16 @@ def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, 
     assert not torch.equal(o_fold, o_default)
 
 
+def test_the_design_is_chosen_by_band_unless_forced(monkeypatch):
+    """Tinv on chip for bands 0 and 1, stored for the whole-tile bands 2 and 3; SPARSEGDN_STORE_INVERSE forces one."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "STORE_INVERSE", None)
+    assert [forward.store_inverse(band) for band in (0, 1, 2, 3)] == [False, False, True, True]
+    for forced in (False, True):
+        monkeypatch.setattr(forward, "STORE_INVERSE", forced)
+        assert [forward.store_inverse(band) for band in (0, 1, 2, 3)] == [forced] * 4
+
+
 @small_shapes
 @pytest.mark.parametrize("band", [0, 1, 2, 3])
 def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):

@@ -11,11 +11,15 @@
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
 store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
-STORE_INVERSE picks the design; SPARSEGDN_STORE_INVERSE=0/1 overrides it (to measure both). Solved on
-chip is the default since passes 4 and 5 became one launch (OVERLAP): there the stored inverses, the
-commit lists and the output are all alive at once. On the H200 (2026-12-01, budget 0.29, backend entry;
-analysis/results/overlap/batch4) on chip was faster at 32K, 1.53 against 1.60 ms, level at 128K (5.68
-against 5.44-5.98), and its peak extra memory at 128K 2,513 MB against 3,025 (FLA's: 7,714).
+store_inverse(band) picks the design by band: on chip for bands 0 and 1, stored from STORED_FROM_BAND (2) on;
+SPARSEGDN_STORE_INVERSE=0/1 forces one design for every band (to measure both; STORE_INVERSE holds it, None
+when unset). Bands 2 and 3 invert whole 64 x 64 tiles (band_solve._whole_tile_inverse): on chip every chunk's is
+solved twice, in pass 1 and in its output. On the H200 (2026-12-02, benchmarks/kernel_bench.py --designs on_chip
+stored, one process; analysis/results/overlap/batch12) dense semantics (budget 1, band 3, `all`) took 0.643 /
+2.212 / 8.982 ms through the public call at 8K / 32K / 128K stored against 0.812 / 2.805 / 11.438 on chip (FLA:
+0.666 / 2.062 / 8.274); at budget 0.29, band 1 the two designs were level (1.248 against 1.253 ms at 32K, 4.790
+against 4.782 at 128K) and on chip keeps the smaller peak extra memory at 128K (2,514 MB against 3,026; FLA's:
+7,714), so it stays band 1's design. Band 2 shares band 3's whole-tile solve but was not timed.
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
@@ -71,7 +75,8 @@ from .state_output import state_output
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-STORE_INVERSE = os.environ.get("SPARSEGDN_STORE_INVERSE", "0") == "1"
+STORE_INVERSE = {"0": False, "1": True}.get(os.environ.get("SPARSEGDN_STORE_INVERSE", ""))   # None: by band
+STORED_FROM_BAND = 2
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
@@ -113,6 +118,11 @@ def design_switches() -> tuple:
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
+def store_inverse(band: int) -> bool:
+    """Whether pass 1 stores Tinv for this band (the module's docstring says why), or STORE_INVERSE where set."""
+    return band >= STORED_FROM_BAND if STORE_INVERSE is None else STORE_INVERSE
+
+
 def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
              output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
     out_dtype = v.dtype
@@ -129,7 +139,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
 
     t_inv, chunk_log_decay, write, read = intra_chunk(k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel,
                                                       num_value_heads=value_heads, num_chunks=n_chunks,
-                                                      store_inverse=STORE_INVERSE)
+                                                      store_inverse=store_inverse(band))
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:
