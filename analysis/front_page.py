@@ -38,7 +38,7 @@ def render(name: str, results_dir: Path = measurements.RESULTS_DIR) -> str:
     if name.startswith("multi_gpu_run"):
         return f"`{name}`: " + measurements.multi_gpu_report(json.loads(path.read_text(encoding="utf-8")))
     if name.startswith("gdn_only_eval"):      # the CPU cross-check of the default model's evaluation
-        return measurements.cross_check_table(path, name, results_dir / "ruler.json")
+        return measurements.cross_check_table(path, name, results_dir / measurements.CROSS_CHECK_REFERENCE)
     if name.startswith("ruler"):
         return measurements.evaluation_table(path, name, trained_log=measurements.DEFAULT_TRAIN_LOG)
     raise ValueError(f"{name}: no table is rendered from this kind of result file")

@@ -531,6 +531,12 @@ def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(
     return "\n".join(lines)
 
 
+# The evaluation the CPU cross-check (gdn_only_eval_cpu.json) compares with: the H200 evaluation of the same weights,
+# the GDN-only pretraining (sha256 188dd93bc2ff), kept under this name since the sparse fine-tune replaced the default
+# on 2026-12-02 (ruler.json evaluates the fine-tuned weights, which the CPU has not evaluated).
+CROSS_CHECK_REFERENCE = "ruler_gdn_only.json"
+
+
 def cross_check(path: Path, reference: Path) -> tuple[dict, pl.DataFrame]:
     """Two evaluations of one checkpoint (e.g. the CPU torch backend against the GPU Triton one), compared on
     the samples both ran: (provenance of both, one row per setting and length both measured: samples over all

@@ -208,20 +208,25 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
         assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
         assert where["command"] in captions
     assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions
-    assert "checkpoint sha256 188dd93bc2ff25e2" in captions and "samples per task: 32 at 4K" in captions
+    assert "checkpoint sha256 b275831e7f41ed90" in captions and "samples per task: 32 at 4K" in captions
     assert len(at.radio) == 1 and at.radio[0].key == "results_band"        # one evaluation, one band choice
     missed = " ".join(w.value for w in at.warning)                          # the targets it misses, said
-    assert "within 3% of dense (pydoc-howto) (39.72 -> 41.19 (+3.71%))" in missed and "(milton)" not in missed
-    # the 32K cells of budget 0.15 and band 3 come from a later run merged in: its command is shown, nothing is
-    # listed as not measured any more
-    assert "Merged into `ruler.json` (analysis/ruler_merge.py): NVIDIA H200 · 2026-12-01 · " in captions
-    assert "--lengths 32768 --budgets 1 0.5 0.29 0.15 --bands 1 3" in captions
-    assert not any("Not measured" in i.value for i in at.info)
+    assert "within 3% of dense (pydoc-howto) (36.50 -> 37.74 (+3.38%))" in missed and "(milton)" not in missed
+    # the 16K and 32K cells come from a later run merged in: its command is shown; the 32K settings its time budget
+    # did not reach (budget 0.15, band 3) are listed as not measured
+    assert "Merged into `ruler.json` (analysis/ruler_merge.py): NVIDIA H200 · 2026-12-02 · " in captions
+    assert "--lengths 16384 32768 --samples 16 16" in captions
+    assert any("Not measured" in i.value and "32K" in i.value for i in at.info)
     assert any("does not extrapolate to 32K" in m.value for m in at.markdown)
-    # the CPU evaluation of the same checkpoint: a cross-check, not a second evaluation section
+    # the CPU evaluation of the pretrained checkpoint against its own H200 evaluation: a cross-check of the backends
     assert "`gdn_only_eval_cpu.json` · cpu (torch backend)" in captions
     assert [h.value for h in at.subheader].count("Cross-check: the same evaluation on the CPU") == 1
     assert any("832 of 840 per-sample scores are equal" in m.value for m in at.markdown)
+    # the perplexity change over every held-out window, of the same weights, beside the evaluation's sample
+    assert "`perplexity_spread.json` · NVIDIA H200 (triton backend) · 2026-12-02" in captions
+    spread = next(frame.value for frame in at.dataframe if "8-window sample %" in frame.value.columns)
+    assert spread.shape[0] == 2 and list(spread["windows"]) == [50, 24]
+    assert not any("measured other weights" in w.value for w in at.warning)
     assert "`app_run_gpu.json`" in captions                     # the app's own GPU run, beside the CPU one
     shown = " ".join(m.value for m in at.markdown)
     assert "`multi_gpu_run.json`: " in shown and "| cuda:1 | NVIDIA H200 | 24-47 |" in shown

@@ -172,12 +172,48 @@ def test_the_card_describes_the_layers_the_config_has():
 
 
 def test_the_committed_card_says_what_it_misses_and_names_every_run_it_shows():
-    """The 32K cells of budget 0.15 and band 3 come from a second run merged into the evaluation: the card
-    names that run's command, and lists nothing as not measured any more."""
+    """The 16K and 32K cells come from a second run merged into the evaluation: the card names that run's command
+    and lists the 32K settings its time budget did not reach; it names both fine-tune jobs, chained by digest."""
     card = (MODEL_DIR / "README.md").read_text()
     assert "Missed: perplexity with score (b=0.29) within 3% of dense (pydoc-howto)." in card
     assert "It does not extrapolate to 32K" in card
-    assert "Merged in (`analysis/ruler_merge.py`), NVIDIA H200, 2026-12-01: `python -m analysis.ruler_eval" in card
-    assert "--lengths 32768 --budgets 1 0.5 0.29 0.15 --bands 1 3" in card
-    assert "b=0.15 oracle/random/score/uniform" not in card
+    assert "Merged in (`analysis/ruler_merge.py`), NVIDIA H200, 2026-12-02: `python -m analysis.ruler_eval" in card
+    assert "--lengths 16384 32768 --samples 16 16" in card
+    assert "- 32K: band 1: b=0.15 oracle/random/score/uniform" in card
+    jobs = json.loads((MODEL_DIR / model_card.FINETUNE_LOG).read_text())["jobs"]
+    assert jobs[-1]["result_sha256"] == checkpoint_digest(MODEL_DIR / "model.safetensors")
+    for earlier, later in zip(jobs, jobs[1:]):
+        assert earlier["result_sha256"].startswith(later["recipe"]["start_model_sha256"])
+    for job in jobs:
+        assert f"`{job['stages'][-1]['command']}`" in card and f"`{job['result_sha256'][:12]}`" in card
     assert "gated attention)" not in card and "attention layers" not in card.split("## Architecture")[1].split("##")[0]
+
+
+def test_a_fine_tune_is_imported_after_the_pretraining_only_from_the_committed_weights(card, tmp_path):
+    """A sparse fine-tune's log (its recipe names a start_model) is appended to finetune_log.json, the pretraining's
+    train_log.json kept; one that started from other weights than the committed ones is refused, nothing copied."""
+    model_dir, _ = card
+    pretraining = (model_dir / "train_log.json").read_text()
+    jobs = json.loads((model_dir / model_card.FINETUNE_LOG).read_text())["jobs"]
+    run = tmp_path / "finetune"
+    (run / "default-model").mkdir(parents=True)
+    (run / "checkpoint").mkdir()
+    (run / "default-model" / "model.safetensors").write_bytes(b"fine-tuned weights")
+    log = {key: value for key, value in jobs[-1].items() if key != "result_sha256"}
+    log = {**log, "recipe": {**log["recipe"], "start_model_sha256": "0123456789ab"}, "state_index": {"weights": {}}}
+    (run / "checkpoint" / "train_log.json").write_text(json.dumps(log))
+    committed = (model_dir / "model.safetensors").read_bytes()
+    with pytest.raises(SystemExit, match="import its jobs in order"):
+        model_card.import_run(run)
+    assert (model_dir / "model.safetensors").read_bytes() == committed
+    log["recipe"]["start_model_sha256"] = checkpoint_digest(model_dir / "model.safetensors")[:12]
+    (run / "checkpoint" / "train_log.json").write_text(json.dumps(log))
+    assert model_card.import_run(run) is False
+    after = json.loads((model_dir / model_card.FINETUNE_LOG).read_text())["jobs"]
+    assert len(after) == len(jobs) + 1 and "state_index" not in after[-1]
+    assert after[-1]["result_sha256"] == checkpoint_digest(run / "default-model" / "model.safetensors")
+    assert (model_dir / "model.safetensors").read_bytes() == b"fine-tuned weights"
+    assert (model_dir / "train_log.json").read_text() == pretraining
+    section = "\n".join(model_card.finetune_section(after))
+    assert section.count(f"`{after[-1]['stages'][-1]['command']}`") == 2       # the last two jobs share a command
+    assert f"`{after[-1]['result_sha256'][:12]}`" in section

@@ -33,10 +33,28 @@ ABLATION = ROOT / "analysis" / "results" / "layer_ablation.md"
 JOB_LOGS = ROOT / "training" / "logs"
 
 
+FINETUNE_LOG = "finetune_log.json"     # the sparse fine-tune jobs after the pretraining train_log.json describes
+
+
+def import_finetune(log: dict, checkpoint: Path) -> None:
+    """Append a sparse fine-tune job (training/sparse_finetune.py's log) to data/default-model/finetune_log.json,
+    after checking that it started from the weights committed now (its start_model_sha256), so the jobs chain."""
+    current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
+    started = log["recipe"]["start_model_sha256"]
+    if not current.startswith(started):
+        raise SystemExit(f"{checkpoint}: the fine-tune started from sha256 {started}, but data/default-model holds "
+                         f"{current[:12]}: import its jobs in order")
+    path = MODEL_DIR / FINETUNE_LOG
+    jobs = json.loads(path.read_text())["jobs"] if path.exists() else []
+    jobs.append({**log, "result_sha256": evaluation.checkpoint_digest(checkpoint)})
+    path.write_text(json.dumps({"jobs": jobs}, indent=1) + "\n")
+
+
 def import_run(run: Path) -> bool:
     """Copy what a run's output folder holds into the repository: the checkpoint with its training log (a
     training run: default-model/ and checkpoint/train_log.json), the evaluation (ruler.json), or both; then
-    render the evaluation reports. Returns whether the run held an evaluation."""
+    render the evaluation reports. Returns whether the run held an evaluation. A sparse fine-tune's log (its
+    recipe names a start_model) is appended to finetune_log.json; the pretraining's train_log.json stays."""
     checkpoint = run / "default-model" / "model.safetensors"
     evaluation = run / "ruler.json"
     if not checkpoint.exists() and not evaluation.exists():
@@ -45,12 +63,16 @@ def import_run(run: Path) -> bool:
         log_file = run / "checkpoint" / train.LOG
         if not log_file.exists():
             raise SystemExit(f"{run} has a checkpoint but no checkpoint/{train.LOG}: import the whole run folder")
+        log = json.loads(log_file.read_text())
+        log.pop("state_index", None)       # where the run's state files were; the repository keeps the log only
+        if "start_model" in log.get("recipe", {}):
+            import_finetune(log, checkpoint)
+        else:
+            (MODEL_DIR / train.LOG).write_text(json.dumps(log, indent=1) + "\n")
+            (MODEL_DIR / FINETUNE_LOG).unlink(missing_ok=True)      # new pretraining: no fine-tune follows it yet
         for name in ("config.json", "generation_config.json", "model.safetensors"):
             if (run / "default-model" / name).exists():
                 shutil.copyfile(run / "default-model" / name, MODEL_DIR / name)
-        log = json.loads(log_file.read_text())
-        log.pop("state_index", None)       # where the run's state files were; the repository keeps the log only
-        (MODEL_DIR / train.LOG).write_text(json.dumps(log, indent=1) + "\n")
     if evaluation.exists():
         shutil.copyfile(evaluation, RESULTS)
         ruler_report.write_report(RESULTS)
@@ -178,6 +200,38 @@ def staged_recipe(train_log: dict, results: dict) -> list[str]:
     return lines
 
 
+def finetune_section(jobs: list[dict]) -> list[str]:
+    """The sparse fine-tune jobs that took the pretrained weights to the committed ones: each job's command,
+    start and result digests, recipe, time and held-out check, and its loss log."""
+    if not jobs:
+        return []
+    lines = ["", "### Sparse fine-tune", "",
+             "After pretraining, `training/sparse_finetune.py` trained the weights further on the sum of the dense loss "
+             "and the loss", "with SparseGDN's `score` selector in the GDN layers (the reference chunk form in float32, "
+             "gradients through the", "selected commits), so that the model loses less where the selector drops commits. "
+             "Each job started from the", "previous one's weights (digests below); a job's `--model` folder is that start.",
+             "", "| job | date | device | start sha256 | result sha256 | steps | lr | sparse weight | text share | "
+             "seconds (training) | command |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for number, job in enumerate(jobs, 1):
+        recipe, stage = job["recipe"], job["stages"][-1]
+        lines.append(f"| {number} | {stage['date']} | {stage['device']} | `{recipe['start_model_sha256'][:12]}` | "
+                     f"`{job['result_sha256'][:12]}` | {job['stages'][0]['first_step']}-{stage['last_step']} | "
+                     f"{recipe['lr']:g} | {recipe['sparse_weight']:g} | {recipe['text_share']:g} | "
+                     f"{stage['seconds']:.0f} ({stage['train_seconds']:.0f}) | `{stage['command']}` |")
+    sparse = jobs[-1]["recipe"]["sparse"]
+    lines += ["", f"Sparse setting of every job: budget {sparse['budget']:g}, `{sparse['selector']}`, band {sparse['band']}; "
+              f"{jobs[-1]['recipe']['tokens_per_step']} tokens a step of {jobs[-1]['recipe']['length']}-token rows; "
+              f"{jobs[-1]['recipe']['optimizer']}.", "",
+              "| job | step | sparse LM loss | sparse answer loss | answer-token accuracy |", "|---|---|---|---|---|"]
+    for number, job in enumerate(jobs, 1):
+        log = job["log"]
+        for entry in log[:: max(1, len(log) // 4)] + [log[-1]]:
+            e = entry["sparse"]
+            lines.append(f"| {number} | {entry['step']} | {e['lm_loss']:.3f} | {e['answer_loss']:.3f} | "
+                         f"{e['answer_token_accuracy']:.3f} |")
+    return lines
+
+
 def legacy_recipe(train_log: dict, results: dict) -> list[str]:
     """The recipe and loss log of a run of an earlier train.py (one job, one logged command)."""
     curriculum = ", ".join(f"{length} from {start:.0%}" for start, length in train_log["curriculum"])
@@ -295,9 +349,14 @@ def render() -> str:
         "## Training recipe", "",
     ]
     lines += staged_recipe(train_log, results) if "stages" in train_log else legacy_recipe(train_log, results)
+    finetune = MODEL_DIR / FINETUNE_LOG
+    jobs = json.loads(finetune.read_text())["jobs"] if finetune.exists() else []
     lines += [
-        "", f"Final logged step: LM loss {last['lm_loss']:.3f}, answer loss {last['answer_loss']:.3f} "
-        "(ln 10 = 2.303 is a uniform guess over digits).", "",
+        "", f"Final logged step{' of the pretraining' if jobs else ''}: LM loss {last['lm_loss']:.3f}, answer loss "
+        f"{last['answer_loss']:.3f} (ln 10 = 2.303 is a uniform guess over digits)."]
+    lines += finetune_section(jobs)
+    lines += [
+        "",
         "## Evaluation", "",
         "RULER-style tasks (`analysis/ruler.py`) over held-out Milton haystacks, and perplexity on held-out windows;",
         "dense versus SparseGDN through `analysis/patching.py` (`analysis/evaluation.py`). Full grid:",
@@ -323,6 +382,7 @@ def render() -> str:
     trained = train_log["recipe"]["curriculum"][-1][1] if "recipe" in train_log else None
     corpus = sum(d["tokens"] for d in docs if d["split"] == "train")
     seconds = sum(stage["train_seconds"] for stage in train_log.get("stages", []))
+    seconds += sum(stage["train_seconds"] for job in jobs for stage in job["stages"])
     lines += [
         "## Limits", "",
         (f"- {seconds / 60:.0f} minutes of training on one GPU, over a training split of {corpus / 1e6:.1f} M tokens"

@@ -127,15 +127,40 @@ else:
     st.write("The default has only Gated DeltaNet layers: a needle must pass through the state whose commits "
              "the selectors keep or skip, so the selectors can be told apart on it (data/default-model/README.md).")
     evaluation(ruler_file, "results")
+    spread_file = RESULTS / "perplexity_spread.json"
+    if spread_file.is_file():
+        spread = json.loads(spread_file.read_text(encoding="utf-8"))
+        meta = spread["meta"]
+        st.markdown(f"**Held-out perplexity over every window** ({meta['setting']} against dense)")
+        caption(spread_file.name, {"device": f"{meta['device']} ({meta['backend']} backend)", "date": meta["date"],
+                                   "build": "not recorded", "command": meta["command"]})
+        evaluated = json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256")
+        if meta["checkpoint_sha256"] != evaluated:
+            st.warning(f"This file measured other weights (sha256 {meta['checkpoint_sha256'][:12]}) than the "
+                       f"evaluation above ({str(evaluated)[:12]}).")
+        st.write("The perplexity target above is read on the evaluation's seeded sample of windows; here is every "
+                 "non-overlapping window of each held-out source, with a 95% bootstrap interval over windows and the "
+                 "sample's own figure beside it.")
+        st.dataframe(pl.DataFrame([{
+            "source": row["source"], "windows": row["windows"], "dense ppl": round(row["perplexity_dense"], 2),
+            "sparse ppl": round(row["perplexity_sparse"], 2), "change %": round(100 * row["change"], 2),
+            "interval %": f"{100 * row['interval'][0]:+.2f} to {100 * row['interval'][1]:+.2f}",
+            "one window, min / max %": f"{100 * row['per_window_change_min']:+.2f} / "
+                                       f"{100 * row['per_window_change_max']:+.2f}",
+            "8-window sample %": round(100 * row["samples"]["8"]["change"], 2) if "8" in row["samples"] else None}
+            for row in spread["sources"]]), hide_index=True)
 
 cross_check_file = RESULTS / "gdn_only_eval_cpu.json"
-if ruler_file.is_file() and cross_check_file.is_file():
+cross_check_reference = RESULTS / measurements.CROSS_CHECK_REFERENCE
+if cross_check_reference.is_file() and cross_check_file.is_file():
     st.subheader("Cross-check: the same evaluation on the CPU")
-    meta, agreement = measurements.cross_check(cross_check_file, ruler_file)
+    meta, agreement = measurements.cross_check(cross_check_file, cross_check_reference)
     caption(cross_check_file.name, {"device": f"{meta['this_device']} ({meta['this_backend']} backend)",
                                     "date": meta["this_date"], "build": "not recorded", "command": meta["this_command"]})
     equal, total = agreement["equal"].sum(), agreement["samples"].sum()
-    st.write(f"The same checkpoint on the same samples through the CPU torch backend, against `ruler.json` "
-             f"({meta['reference_device']}, {meta['reference_backend']} backend): {equal:,} of {total:,} per-sample "
-             f"scores are equal. Notes: analysis/results/gdn_only_eval_cpu.notes.md.")
+    st.write(f"The pretrained checkpoint before the sparse fine-tune (sha256 {meta['checkpoint'][:12]}, not the "
+             f"default's weights now) on the same samples through the CPU torch backend, against its H200 evaluation "
+             f"`{cross_check_reference.name}` ({meta['reference_device']}, {meta['reference_backend']} backend): "
+             f"{equal:,} of {total:,} per-sample scores are equal: the two backends agree. Notes: "
+             f"analysis/results/gdn_only_eval_cpu.notes.md.")
     st.dataframe(tables.readable(agreement), hide_index=True)
