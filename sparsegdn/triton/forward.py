@@ -13,8 +13,8 @@ solved on chip where it is used (the selected chunks in pass 3, every chunk in p
 store and two reads of 8 KB per chunk and head pair for a second solve of the selected chunks.
 store_inverse(band) picks the design by band: on chip for bands 0 and 1, stored from STORED_FROM_BAND (2) on;
 SPARSEGDN_STORE_INVERSE=0/1 forces one design for every band (to measure both; STORE_INVERSE holds it, None
-when unset). Bands 2 and 3 invert whole 64 x 64 tiles (band_solve._whole_tile_inverse): on chip every chunk's is
-solved twice, in pass 1 and in its output. On the H200 (2026-12-02, benchmarks/kernel_bench.py --designs on_chip
+when unset). Bands 2 and 3 invert whole 64 x 64 tiles (band_solve._whole_tile_inverse): on chip a selected chunk's
+is solved twice, in its event's preparation (pass 3) and in its output (pass 5). On the H200 (2026-12-02, benchmarks/kernel_bench.py --designs on_chip
 stored, one process; analysis/results/overlap/batch12) dense semantics (budget 1, band 3, `all`) took 0.643 /
 2.212 / 8.982 ms through the public call at 8K / 32K / 128K stored against 0.812 / 2.805 / 11.438 on chip (FLA:
 0.666 / 2.062 / 8.274); at budget 0.29, band 1 the two designs were level (1.248 against 1.253 ms at 32K, 4.790
