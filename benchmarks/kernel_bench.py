@@ -112,6 +112,18 @@ def backend_entry(inputs, config: SparseConfig):
                                       output_final_state=True, use_qk_l2norm_in_kernel=True)
 
 
+def design_of(config: SparseConfig, default_setting) -> str | None:
+    """The name of the design the library's default runs `config` in, among the designs being measured: the
+    default setting itself where it is one of them (by_band), else the design by_band picks for the config's band
+    (forward.store_inverse), so a run of --designs on_chip stored still marks the rows the library's call matches."""
+    named = next((d for d, s in DESIGNS.items() if s == default_setting), None)
+    if named is not None:
+        return named
+    store, segment = default_setting
+    chosen = (config.band >= forward.STORED_FROM_BAND if store is None else store, segment)
+    return next((d for d, s in DESIGNS.items() if s == chosen), None)
+
+
 def set_design(design):
     forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design
 
@@ -270,9 +282,9 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
     set_design(default_setting)
     median = {name: statistics.median(values) for name, values in times.items()}
     fla_ms, qla_ms = median.get("fla"), median.get("flashqla")
-    default_design = next((d for d, s in DESIGNS.items() if s == default_setting), None)
     rows = []
     for config in CONFIGS:
+        default_design = design_of(config, default_setting)
         for design, setting in DESIGNS.items():
             name = f"api/{design}/{label(config)}"
             if name not in median:

@@ -295,7 +295,8 @@ def test_the_cross_check_counts_equal_scores_on_the_same_samples_and_refuses_oth
     (tmp_path / "cpu.json").write_text(json.dumps(other))
     _, rows = measurements.cross_check(tmp_path / "cpu.json", tmp_path / "ruler.json")
     assert rows.select("samples", "equal", "mean", "reference mean").row(0) == (2, 1, 1.0, 0.5)   # its first two
-    (tmp_path / "gdn_only_eval_cpu.json").write_text(json.dumps(other))      # the README's block of that file
+    (tmp_path / "gdn_only_eval_cpu.json").write_text(json.dumps(other))      # the README's block of that file,
+    (tmp_path / measurements.CROSS_CHECK_REFERENCE).write_text(json.dumps(reference))   # against its own reference
     table = front_page.render("gdn_only_eval_cpu.json", tmp_path)
     assert "In all 1 of 2 per-sample scores are equal (50.0%)" in table and "Perplexity is not compared" in table
     (tmp_path / "cpu.json").write_text(json.dumps({**other, "checkpoint_sha256": "cd" * 32}))

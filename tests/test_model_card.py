@@ -184,6 +184,9 @@ def test_the_committed_card_says_what_it_misses_and_names_every_run_it_shows():
     assert jobs[-1]["result_sha256"] == checkpoint_digest(MODEL_DIR / "model.safetensors")
     for earlier, later in zip(jobs, jobs[1:]):
         assert earlier["result_sha256"].startswith(later["recipe"]["start_model_sha256"])
+    # the first job started from the pretrained weights, whose own evaluation is kept for the CPU cross-check
+    pretrained = json.loads((RESULTS.parent / "ruler_gdn_only.json").read_text())["checkpoint_sha256"]
+    assert pretrained.startswith(jobs[0]["recipe"]["start_model_sha256"])
     for job in jobs:
         assert f"`{job['stages'][-1]['command']}`" in card and f"`{job['result_sha256'][:12]}`" in card
     assert "gated attention)" not in card and "attention layers" not in card.split("## Architecture")[1].split("##")[0]
@@ -203,7 +206,7 @@ def test_a_fine_tune_is_imported_after_the_pretraining_only_from_the_committed_w
     log = {**log, "recipe": {**log["recipe"], "start_model_sha256": "0123456789ab"}, "state_index": {"weights": {}}}
     (run / "checkpoint" / "train_log.json").write_text(json.dumps(log))
     committed = (model_dir / "model.safetensors").read_bytes()
-    with pytest.raises(SystemExit, match="import its jobs in order"):
+    with pytest.raises(SystemExit, match="import its jobs in order, each once"):
         model_card.import_run(run)
     assert (model_dir / "model.safetensors").read_bytes() == committed
     log["recipe"]["start_model_sha256"] = checkpoint_digest(model_dir / "model.safetensors")[:12]
@@ -214,6 +217,24 @@ def test_a_fine_tune_is_imported_after_the_pretraining_only_from_the_committed_w
     assert after[-1]["result_sha256"] == checkpoint_digest(run / "default-model" / "model.safetensors")
     assert (model_dir / "model.safetensors").read_bytes() == b"fine-tuned weights"
     assert (model_dir / "train_log.json").read_text() == pretraining
+    with pytest.raises(SystemExit, match="each once"):                  # the same job again: refused
+        model_card.import_run(run)
     section = "\n".join(model_card.finetune_section(after))
     assert section.count(f"`{after[-1]['stages'][-1]['command']}`") == 2       # the last two jobs share a command
     assert f"`{after[-1]['result_sha256'][:12]}`" in section
+
+
+@pytest.mark.parametrize("entries", [1, 5, 9, 41])
+def test_the_fine_tune_loss_table_shows_each_logged_step_once(entries):
+    """Every 4th-ish entry and the last, never the last twice; a step without answer tokens shows no accuracy."""
+    log = [{"step": 10 * (i + 1), "sparse": {"lm_loss": 3.0, "answer_loss": 0.0, "answer_token_accuracy": 0.0,
+                                            "task_accuracy": {} if i % 2 else {"repeat": 1.0}}} for i in range(entries)]
+    job = {"recipe": {"start_model_sha256": "a" * 12, "lr": 3e-5, "sparse_weight": 1.0, "text_share": 0.7,
+                      "sparse": {"budget": 0.29, "selector": "score", "band": 1}, "tokens_per_step": 32768,
+                      "length": 4096, "optimizer": "AdamW"},
+           "stages": [{"first_step": 0, "last_step": 10 * entries, "date": "d", "device": "cpu", "seconds": 1.0,
+                       "train_seconds": 1.0, "command": "c"}], "log": log, "result_sha256": "b" * 64}
+    rows = [line for line in model_card.finetune_section([job]) if line.startswith("| 1 | ")]
+    steps = [row.split(" | ")[1] for row in rows]
+    assert len(steps) == len(set(steps)) and steps[-1] == str(10 * entries)
+    assert all(("- (no answer tokens)" in row) == (int(step) // 10 % 2 == 0) for row, step in zip(rows[1:], steps[1:]))

@@ -128,3 +128,23 @@ def test_bad_settings_are_refused_before_any_work(stand_in_run, capsys):
         assert f"{flag} 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         sparse_finetune.parse_args(["--resume", str(stand_in_run), "--steps", "3"])
+
+
+def test_a_sparse_only_finetune_makes_no_dense_pass_and_checks_no_dense_core(stand_in_run, monkeypatch):
+    """At --sparse-weight 1 the dense pass's weight is 0: no dense loss is logged and FLA's gradient check (which
+    compiles kernels on a GPU) is not run; the log says why."""
+    runs = stand_in_run
+
+    def no_check(*args, **kwargs):
+        raise AssertionError("choose_core called for a job without a dense pass")
+    monkeypatch.setattr(train, "choose_core", no_check)
+    run = sparse_finetune.main(["--tiny", "--device", "cpu", "--steps", "1", "--model", str(runs / "start"),
+                                "--ppl-windows", "0", "--check-samples", "0", "--sparse-weight", "1.0",
+                                "--out", str(runs / "sparse-only")])
+    stage = run["stages"][-1]
+    assert stage["fla_gradient_check"] == {"skipped": "sparse weight 1: the steps make no dense pass"}
+    assert stage["dense_core"] == "none (sparse weight 1)"
+    assert "dense" not in run["log"][0] and "sparse" in run["log"][0]
+    # the committed logs name no machine's folders: a start inside the repository is recorded relative to it
+    assert train.repo_relative(train.ROOT / "data" / "default-model") == "data/default-model"
+    assert run["recipe"]["start_model"] == str(runs / "start")         # outside it, as given

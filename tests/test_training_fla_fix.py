@@ -98,6 +98,7 @@ def test_a_failing_gradient_check_trains_on_torch_and_keeps_its_traceback(monkey
         assert failure["error"] == "RuntimeError('view size is not compatible')"
         assert "in failing_kernel" in failure["traceback"] and "Traceback" in failure["traceback"]
         assert failure["traceback"] in printed        # the job's log has it too
+    assert check["decided_by"] == "float32 inputs (failed)"
 
 
 @pytest.mark.parametrize("errors, core, inputs", [
@@ -115,7 +116,7 @@ def test_the_gradient_check_picks_fla_only_when_the_gradients_agree(monkeypatch,
     monkeypatch.setattr(fla_hopper_fix, "gradient_error", error)
     assert train.choose_core("auto", "cuda", GDN_HEADS) == (core, {
         "tolerance": train.GRADIENT_TOLERANCE, "max_relative_gradient_error": errors[inputs], "inputs": inputs,
-        **{f"error_{name}_inputs": value for name, value in errors.items()}})
+        **{f"error_{name}_inputs": value for name, value in errors.items()}, "decided_by": f"{inputs} inputs"})
     assert asked == list(errors)
 
 
@@ -132,4 +133,5 @@ def test_a_bf16_check_that_fails_leaves_the_float32_check_to_decide(monkeypatch)
     monkeypatch.setattr(fla_hopper_fix, "gradient_error", error)
     core, check = train.choose_core("auto", "cuda", GDN_HEADS)
     assert core == "fla" and check["inputs"] == "float32" and check["max_relative_gradient_error"] == 1e-3
+    assert check["decided_by"] == "float32 inputs"
     assert check["failed_bfloat16_inputs"]["error"] == "RuntimeError('no bf16 kernel')"

@@ -154,6 +154,7 @@ def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, 
     assert not torch.equal(o_fold, o_default)
 
 
+@small_shapes
 def test_the_design_is_chosen_by_band_unless_forced(monkeypatch):
     """Tinv on chip for bands 0 and 1, stored for the whole-tile bands 2 and 3; SPARSEGDN_STORE_INVERSE forces one."""
     from sparsegdn.triton import forward
@@ -162,6 +163,19 @@ def test_the_design_is_chosen_by_band_unless_forced(monkeypatch):
     for forced in (False, True):
         monkeypatch.setattr(forward, "STORE_INVERSE", forced)
         assert [forward.store_inverse(band) for band in (0, 1, 2, 3)] == [forced] * 4
+    # ... and the entry hands the intra-chunk pass that choice (its stored Tinv, or None for on chip)
+    monkeypatch.setattr(forward, "STORE_INVERSE", None)
+    asked = []
+    real = forward.intra_chunk
+
+    def recorded(*args, **kwargs):
+        asked.append(kwargs["store_inverse"])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(forward, "intra_chunk", recorded)
+    q, k, v, g, beta, s0 = random_inputs(1, 70, 1, 1, 16, 16, dtype=torch.float32, initial_state=True, device=DEVICE)
+    for band in (1, 3):
+        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, initial_state=s0, backend="triton")
+    assert asked == [False, True]
 
 
 @small_shapes
@@ -547,3 +561,12 @@ def test_tile_view_copies_only_inputs_whose_tiles_outgrow_32_bit_offsets(monkeyp
     assert copied.is_contiguous() and torch.equal(copied, v)
     monkeypatch.setattr(chunk_loads, "TILE_OFFSET_LIMIT", reach + 1)
     assert chunk_loads.tile_view(v) is v
+
+
+def test_an_unknown_inverse_setting_is_refused_at_import():
+    """SPARSEGDN_STORE_INVERSE takes 0, 1 or nothing: another value is an error, not silently the default."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.forward"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "SPARSEGDN_STORE_INVERSE": "true"})
+    assert run.returncode != 0 and "SPARSEGDN_STORE_INVERSE='true'" in run.stderr

@@ -36,18 +36,19 @@ JOB_LOGS = ROOT / "training" / "logs"
 FINETUNE_LOG = "finetune_log.json"     # the sparse fine-tune jobs after the pretraining train_log.json describes
 
 
-def import_finetune(log: dict, checkpoint: Path) -> None:
-    """Append a sparse fine-tune job (training/sparse_finetune.py's log) to data/default-model/finetune_log.json,
-    after checking that it started from the weights committed now (its start_model_sha256), so the jobs chain."""
+def import_finetune(log: dict, checkpoint: Path):
+    """A sparse fine-tune job (training/sparse_finetune.py's log) checked to start from the weights committed now
+    (its start_model_sha256), so the jobs chain; returns the write that appends it to finetune_log.json, for the
+    caller to run once the weights are copied."""
     current = evaluation.checkpoint_digest(MODEL_DIR / "model.safetensors")
-    started = log["recipe"]["start_model_sha256"]
-    if not current.startswith(started):
-        raise SystemExit(f"{checkpoint}: the fine-tune started from sha256 {started}, but data/default-model holds "
-                         f"{current[:12]}: import its jobs in order")
+    started = log["recipe"].get("start_model_sha256") or ""
+    if len(started) < 12 or not current.startswith(started):
+        raise SystemExit(f"{checkpoint}: the fine-tune started from sha256 {started or '(not recorded)'}, but "
+                         f"data/default-model holds {current[:12]}: import its jobs in order, each once")
     path = MODEL_DIR / FINETUNE_LOG
     jobs = json.loads(path.read_text())["jobs"] if path.exists() else []
     jobs.append({**log, "result_sha256": evaluation.checkpoint_digest(checkpoint)})
-    path.write_text(json.dumps({"jobs": jobs}, indent=1) + "\n")
+    return lambda: path.write_text(json.dumps({"jobs": jobs}, indent=1) + "\n")
 
 
 def import_run(run: Path) -> bool:
@@ -65,14 +66,15 @@ def import_run(run: Path) -> bool:
             raise SystemExit(f"{run} has a checkpoint but no checkpoint/{train.LOG}: import the whole run folder")
         log = json.loads(log_file.read_text())
         log.pop("state_index", None)       # where the run's state files were; the repository keeps the log only
-        if "start_model" in log.get("recipe", {}):
-            import_finetune(log, checkpoint)
-        else:
-            (MODEL_DIR / train.LOG).write_text(json.dumps(log, indent=1) + "\n")
-            (MODEL_DIR / FINETUNE_LOG).unlink(missing_ok=True)      # new pretraining: no fine-tune follows it yet
+        record = import_finetune(log, checkpoint) if "start_model" in log.get("recipe", {}) else None
         for name in ("config.json", "generation_config.json", "model.safetensors"):
             if (run / "default-model" / name).exists():
                 shutil.copyfile(run / "default-model" / name, MODEL_DIR / name)
+        if record is not None:
+            record()
+        else:
+            (MODEL_DIR / train.LOG).write_text(json.dumps(log, indent=1) + "\n")
+            (MODEL_DIR / FINETUNE_LOG).unlink(missing_ok=True)      # new pretraining: no fine-tune follows it yet
     if evaluation.exists():
         shutil.copyfile(evaluation, RESULTS)
         ruler_report.write_report(RESULTS)
@@ -206,10 +208,11 @@ def finetune_section(jobs: list[dict]) -> list[str]:
     if not jobs:
         return []
     lines = ["", "### Sparse fine-tune", "",
-             "After pretraining, `training/sparse_finetune.py` trained the weights further on the sum of the dense loss "
-             "and the loss", "with SparseGDN's `score` selector in the GDN layers (the reference chunk form in float32, "
-             "gradients through the", "selected commits), so that the model loses less where the selector drops commits. "
-             "Each job started from the", "previous one's weights (digests below); a job's `--model` folder is that start.",
+             "After pretraining, `training/sparse_finetune.py` trained the weights further on (1 - w) x the dense loss "
+             "+ w x the loss", "with SparseGDN's `score` selector in the GDN layers (w: the sparse weight below; the "
+             "sparse loss through the reference", "chunk form in float32, gradients through the selected commits; at w = 1 "
+             "no dense pass is made), so that the", "model loses less where the selector drops commits. Each job started "
+             "from the previous one's weights (digests", "below); a job's `--model` folder is that start.",
              "", "| job | date | device | start sha256 | result sha256 | steps | lr | sparse weight | text share | "
              "seconds (training) | command |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for number, job in enumerate(jobs, 1):
@@ -225,10 +228,11 @@ def finetune_section(jobs: list[dict]) -> list[str]:
               "| job | step | sparse LM loss | sparse answer loss | answer-token accuracy |", "|---|---|---|---|---|"]
     for number, job in enumerate(jobs, 1):
         log = job["log"]
-        for entry in log[:: max(1, len(log) // 4)] + [log[-1]]:
+        picked = log[:: max(1, len(log) // 4)]
+        for entry in picked + ([log[-1]] if log and log[-1] is not picked[-1] else []):
             e = entry["sparse"]
-            lines.append(f"| {number} | {entry['step']} | {e['lm_loss']:.3f} | {e['answer_loss']:.3f} | "
-                         f"{e['answer_token_accuracy']:.3f} |")
+            accuracy = f"{e['answer_token_accuracy']:.3f}" if e.get("task_accuracy") else "- (no answer tokens)"
+            lines.append(f"| {number} | {entry['step']} | {e['lm_loss']:.3f} | {e['answer_loss']:.3f} | {accuracy} |")
     return lines
 
 

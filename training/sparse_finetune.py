@@ -58,7 +58,7 @@ TINY_PPL_LENGTH, TINY_PPL_WINDOWS = 256, 1
 
 def recipe(args) -> dict:
     """The settings that define a fine-tune run (a resumed job keeps its run's)."""
-    return {"start_model": str(args.model), "start_model_sha256": _sha256(args.model / "model.safetensors"),
+    return {"start_model": base.repo_relative(args.model), "start_model_sha256": _sha256(args.model / "model.safetensors"),
             "steps": args.steps, "length": args.length, "tokens_per_step": args.tokens_per_step, "lr": args.lr,
             "warmup": WARMUP, "sparse_weight": args.sparse_weight, "answer_weight": base.ANSWER_WEIGHT,
             "sparse": {"budget": args.budget, "selector": args.selector, "band": args.band}, "seed": args.seed,
@@ -161,11 +161,14 @@ def train(args) -> dict:
                                  mixture=mixture_with_text(args.text_share))
     model = load_model(args.model, device)
     phases = {"model_loaded": since(args.started)}
-    core, core_check = base.choose_core(args.gdn_core, args.device, model.config)
-    phases["core_chosen"] = since(args.started)      # FLA's gradient check compiles its kernels on a fresh machine
     optimizer = CompactAdamW(model, betas=base.BETAS, weight_decay=base.WEIGHT_DECAY)
     run = start_or_resume(args, optimizer)
     rec = run["recipe"]
+    if rec["sparse_weight"] >= 1:      # no dense pass (its weight is 0): FLA's check would compile kernels for nothing
+        core, core_check = "torch", {"skipped": "sparse weight 1: the steps make no dense pass"}
+    else:
+        core, core_check = base.choose_core(args.gdn_core, args.device, model.config)
+    phases["core_chosen"] = since(args.started)      # FLA's gradient check compiles its kernels on a fresh machine
     config = sparse_config(rec)
     first = step = run["next_step"]
     rows = max(1, rec["tokens_per_step"] // rec["length"])
@@ -173,7 +176,8 @@ def train(args) -> dict:
              "script": "training/sparse_finetune.py",
              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-             "dense_core": base.core_name(core, base.TORCH_CORE_CHUNK), "fla_gradient_check": core_check,
+             "dense_core": (base.core_name(core, base.TORCH_CORE_CHUNK) if rec["sparse_weight"] < 1
+                            else "none (sparse weight 1)"), "fla_gradient_check": core_check,
              "sparse_core": "analysis.patching.sparse_reference_core (reference chunk form, float32)",
              "first_step": first}
     print(f"[finetune] from {rec['start_model']} (sha256 {rec['start_model_sha256']}); steps {first} -> {rec['steps']}"

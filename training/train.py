@@ -150,6 +150,13 @@ def ensure_corpus() -> None:
 
 # ---------------------------------------------------------------------------------------- GDN core
 
+def repo_relative(path) -> str:
+    """`path` as the logs record it: relative to the repository when inside it (no machine's own folders in the
+    committed logs), else as given."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
+
+
 def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
     """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'.
 
@@ -167,9 +174,11 @@ def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
     heads = (config.linear_num_key_heads, config.linear_num_value_heads, config.linear_key_head_dim,
              config.linear_value_head_dim)
     check = {"tolerance": GRADIENT_TOLERANCE}
-    # bf16 inputs first: the kernels it compiles serve the first step (float32 ones took ~130 s more a job on
-    # the H200, training/logs/sparse-finetune-4). Where bf16 fails or its rounding alone exceeds the tolerance,
-    # float32 inputs decide, as before 2026-12-02: that separates a wrong backward from rounding.
+    # bf16 inputs first: the kernels it compiles are the ones a bf16-autocast step uses (float32 ones are not; the
+    # check took 130 s of a job on the H200, training/logs/sparse-finetune-4; how much of the first step's compiling
+    # this saves is not measured yet). Where bf16 fails or its rounding alone exceeds the tolerance, float32 inputs
+    # decide, as before 2026-12-02: that separates a wrong backward from rounding. `decided_by` names the check
+    # that chose the core.
     for dtype in (torch.bfloat16, torch.float32):
         name = str(dtype).removeprefix("torch.")
         try:
@@ -183,9 +192,10 @@ def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
               f"{error:.2e}", flush=True)
         check.update({f"error_{name}_inputs": error, "max_relative_gradient_error": error, "inputs": name})
         if error <= GRADIENT_TOLERANCE:
-            return "fla", check
+            return "fla", {**check, "decided_by": f"{name} inputs"}
     print("[train] FLA's gradients disagree or its check failed: training with the torch core", flush=True)
-    return "torch", check
+    return "torch", {**check, "decided_by": "float32 inputs (failed)" if "failed_float32_inputs" in check
+                     else "float32 inputs"}
 
 
 def core_name(core: str, chunk_size: int) -> str:

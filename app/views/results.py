@@ -135,9 +135,10 @@ else:
         caption(spread_file.name, {"device": f"{meta['device']} ({meta['backend']} backend)", "date": meta["date"],
                                    "build": "not recorded", "command": meta["command"]})
         evaluated = json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256")
-        if meta["checkpoint_sha256"] != evaluated:
-            st.warning(f"This file measured other weights (sha256 {meta['checkpoint_sha256'][:12]}) than the "
-                       f"evaluation above ({str(evaluated)[:12]}).")
+        measured = meta.get("checkpoint_sha256")
+        if measured is None or measured != evaluated:
+            st.warning(f"This file measured other weights (sha256 {str(measured)[:12]}) than the evaluation above "
+                       f"({str(evaluated)[:12]}).")
         st.write("The perplexity target above is read on the evaluation's seeded sample of windows; here is every "
                  "non-overlapping window of each held-out source, with a 95% bootstrap interval over windows and the "
                  "sample's own figure beside it.")
@@ -147,7 +148,8 @@ else:
             "interval %": f"{100 * row['interval'][0]:+.2f} to {100 * row['interval'][1]:+.2f}",
             "one window, min / max %": f"{100 * row['per_window_change_min']:+.2f} / "
                                        f"{100 * row['per_window_change_max']:+.2f}",
-            "8-window sample %": round(100 * row["samples"]["8"]["change"], 2) if "8" in row["samples"] else None}
+            **{f"{count}-window sample %": round(100 * sample["change"], 2)
+               for count, sample in row.get("samples", {}).items()}}
             for row in spread["sources"]]), hide_index=True)
 
 cross_check_file = RESULTS / "gdn_only_eval_cpu.json"
@@ -158,9 +160,12 @@ if cross_check_reference.is_file() and cross_check_file.is_file():
     caption(cross_check_file.name, {"device": f"{meta['this_device']} ({meta['this_backend']} backend)",
                                     "date": meta["this_date"], "build": "not recorded", "command": meta["this_command"]})
     equal, total = agreement["equal"].sum(), agreement["samples"].sum()
-    st.write(f"The pretrained checkpoint before the sparse fine-tune (sha256 {meta['checkpoint'][:12]}, not the "
-             f"default's weights now) on the same samples through the CPU torch backend, against its H200 evaluation "
-             f"`{cross_check_reference.name}` ({meta['reference_device']}, {meta['reference_backend']} backend): "
-             f"{equal:,} of {total:,} per-sample scores are equal: the two backends agree. Notes: "
+    default_digest = (json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256") or ""
+                      if ruler_file.is_file() else "")
+    whose = ("the default's weights" if default_digest.startswith(meta["checkpoint"]) else
+             "earlier weights than the default's now, the pretrained checkpoint before its sparse fine-tune")
+    st.write(f"One checkpoint (sha256 {meta['checkpoint'][:12]}: {whose}) on the same samples through the CPU torch "
+             f"backend, against its evaluation `{cross_check_reference.name}` ({meta['reference_device']}, "
+             f"{meta['reference_backend']} backend): {equal:,} of {total:,} per-sample scores are equal. Notes: "
              f"analysis/results/gdn_only_eval_cpu.notes.md.")
     st.dataframe(tables.readable(agreement), hide_index=True)

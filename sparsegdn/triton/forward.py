@@ -75,7 +75,10 @@ from .state_output import state_output
 from .state_pass import state_pass
 
 DOT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-STORE_INVERSE = {"0": False, "1": True}.get(os.environ.get("SPARSEGDN_STORE_INVERSE", ""))   # None: by band
+_STORE_SETTING = os.environ.get("SPARSEGDN_STORE_INVERSE", "")
+if _STORE_SETTING not in ("", "0", "1"):
+    raise ValueError(f"SPARSEGDN_STORE_INVERSE={_STORE_SETTING!r}: 0 (on chip), 1 (stored) or unset (by band)")
+STORE_INVERSE = {"0": False, "1": True}.get(_STORE_SETTING)     # None: by band (store_inverse)
 STORED_FROM_BAND = 2
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
