@@ -119,8 +119,7 @@ def design_of(config: SparseConfig, default_setting) -> str | None:
     named = next((d for d, s in DESIGNS.items() if s == default_setting), None)
     if named is not None:
         return named
-    store, segment = default_setting
-    chosen = (config.band >= forward.STORED_FROM_BAND if store is None else store, segment)
+    chosen = (forward.store_inverse(config.band), default_setting[1])     # forward's switches at their defaults here
     return next((d for d, s in DESIGNS.items() if s == chosen), None)
 
 

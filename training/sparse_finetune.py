@@ -164,10 +164,12 @@ def train(args) -> dict:
     optimizer = CompactAdamW(model, betas=base.BETAS, weight_decay=base.WEIGHT_DECAY)
     run = start_or_resume(args, optimizer)
     rec = run["recipe"]
-    if rec["sparse_weight"] >= 1:      # no dense pass (its weight is 0): FLA's check would compile kernels for nothing
-        core, core_check = "torch", {"skipped": "sparse weight 1: the steps make no dense pass"}
-    else:
+    if rec["sparse_weight"] < 1:
         core, core_check = base.choose_core(args.gdn_core, args.device, model.config)
+        dense_core = base.core_name(core, base.TORCH_CORE_CHUNK)
+    else:      # no dense pass (its weight is 0): FLA's check would compile kernels for nothing
+        core, core_check = "torch", {"skipped": "sparse weight 1: the steps make no dense pass"}
+        dense_core = "none (sparse weight 1)"
     phases["core_chosen"] = since(args.started)      # FLA's gradient check compiles its kernels on a fresh machine
     config = sparse_config(rec)
     first = step = run["next_step"]
@@ -176,8 +178,7 @@ def train(args) -> dict:
              "script": "training/sparse_finetune.py",
              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-             "dense_core": (base.core_name(core, base.TORCH_CORE_CHUNK) if rec["sparse_weight"] < 1
-                            else "none (sparse weight 1)"), "fla_gradient_check": core_check,
+             "dense_core": dense_core, "fla_gradient_check": core_check,
              "sparse_core": "analysis.patching.sparse_reference_core (reference chunk form, float32)",
              "first_step": first}
     print(f"[finetune] from {rec['start_model']} (sha256 {rec['start_model_sha256']}); steps {first} -> {rec['steps']}"

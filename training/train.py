@@ -148,14 +148,14 @@ def ensure_corpus() -> None:
                          "on a machine that can reach PyPI and a Debian mirror") from error
 
 
-# ---------------------------------------------------------------------------------------- GDN core
-
 def repo_relative(path) -> str:
     """`path` as the logs record it: relative to the repository when inside it (no machine's own folders in the
     committed logs), else as given."""
     resolved = Path(path).resolve()
     return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
 
+
+# ---------------------------------------------------------------------------------------- GDN core
 
 def choose_core(requested: str, device: str, config) -> tuple[str, dict]:
     """'fla' when asked (or 'auto') on a GPU with FLA whose patched gradients match the torch core; else 'torch'.

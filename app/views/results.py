@@ -121,6 +121,8 @@ def evaluation(path, key: str) -> None:
 
 st.subheader("Default model: RULER-style retrieval and held-out perplexity")
 ruler_file = RESULTS / "ruler.json"
+evaluated = (json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256") if ruler_file.is_file()
+             else None)      # the default's weights, as its evaluation names them
 if not ruler_file.is_file():
     st.info("No evaluation committed yet (python -m analysis.ruler_eval writes it).")
 else:
@@ -134,7 +136,6 @@ else:
         st.markdown(f"**Held-out perplexity over every window** ({meta['setting']} against dense)")
         caption(spread_file.name, {"device": f"{meta['device']} ({meta['backend']} backend)", "date": meta["date"],
                                    "build": "not recorded", "command": meta["command"]})
-        evaluated = json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256")
         measured = meta.get("checkpoint_sha256")
         if measured is None or measured != evaluated:
             st.warning(f"This file measured other weights (sha256 {str(measured)[:12]}) than the evaluation above "
@@ -160,9 +161,7 @@ if cross_check_reference.is_file() and cross_check_file.is_file():
     caption(cross_check_file.name, {"device": f"{meta['this_device']} ({meta['this_backend']} backend)",
                                     "date": meta["this_date"], "build": "not recorded", "command": meta["this_command"]})
     equal, total = agreement["equal"].sum(), agreement["samples"].sum()
-    default_digest = (json.loads(ruler_file.read_text(encoding="utf-8")).get("checkpoint_sha256") or ""
-                      if ruler_file.is_file() else "")
-    whose = ("the default's weights" if default_digest.startswith(meta["checkpoint"]) else
+    whose = ("the default's weights" if (evaluated or "").startswith(meta["checkpoint"]) else
              "earlier weights than the default's now, the pretrained checkpoint before its sparse fine-tune")
     st.write(f"One checkpoint (sha256 {meta['checkpoint'][:12]}: {whose}) on the same samples through the CPU torch "
              f"backend, against its evaluation `{cross_check_reference.name}` ({meta['reference_device']}, "
