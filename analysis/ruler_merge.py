@@ -9,7 +9,7 @@ The two files must describe the same measurement: the same checkpoint digest, se
 perplexity length, and the same sample count at every length both have (RulerGenerator's samples are
 seeded, so equal counts mean the same samples). A record of the second file whose setting the first
 already has is left out (the first file's stands); the run's command, date and device are kept under
-`merged`, and the ruler report names them.
+`merged` (with those of the runs merged into the second file before), and the ruler report names them.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def merge(base: dict, extra: dict) -> tuple[dict, int, int]:
     merged = {**base, "records": base["records"] + added,
               "samples": {**extra.get("samples", {}), **base.get("samples", {})},
               "merged": base.get("merged", []) + [{field: extra.get(field) for field in
-                                                   ("command", "date", "device", "backend")}]}
+                                                   ("command", "date", "device", "backend")}]
+              + extra.get("merged", [])}      # a merged file brings the runs merged into it
     merged["samples"] = dict(sorted(merged["samples"].items(), key=lambda item: int(item[0])))
     return merged, len(added), len(extra["records"]) - len(added)
 

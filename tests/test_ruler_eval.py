@@ -199,6 +199,16 @@ def test_a_later_run_merges_in_without_replacing_what_was_measured(tmp_path):
     assert "`second`" in (tmp_path / "ruler.md").read_text()
 
 
+def test_a_merged_file_merged_in_keeps_the_runs_merged_into_it():
+    """A file that was itself merged (an earlier evaluation in two runs) brings both runs' provenance."""
+    from analysis.ruler_merge import merge
+    earlier = _results([_record("dense", 32768)], samples={"32768": 4}, command="second", date="2026-12-02",
+                       merged=[{"command": "third", "date": "2026-12-02", "device": "NVIDIA H200", "backend": "triton"}])
+    merged, added, left_out = merge(_results([_record("dense", 4096)], command="new"), earlier)
+    assert (added, left_out) == (1, 0)
+    assert [run["command"] for run in merged["merged"]] == ["second", "third"]
+
+
 @pytest.mark.parametrize("field,value", [("checkpoint_sha256", "cd" * 32), ("seed", 1), ("ppl_length", 4096),
                                          ("samples", {"4096": 16})])
 def test_a_run_of_other_weights_or_samples_is_refused(tmp_path, field, value):
