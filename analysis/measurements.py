@@ -501,6 +501,18 @@ def length_text(ruler_frame: pl.DataFrame, trained: int | None = None) -> str:
     return text
 
 
+def window_counts(frame: pl.DataFrame) -> str:
+    """How many held-out windows each source's perplexity was read on: one count where every source had the same,
+    else each source's ("50 (milton) / 24 (pydoc-howto)"); "?" where the file records none."""
+    rows = (frame.filter((pl.col("kind") == "perplexity") & pl.col("windows").is_not_null())
+            .group_by("source").agg(pl.col("windows").max()).sort("source"))
+    if rows.height == 0:
+        return "?"
+    if rows["windows"].n_unique() == 1:
+        return str(rows["windows"][0])
+    return " / ".join(f"{count} ({source})" for source, count in rows.iter_rows())
+
+
 def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(),
                      trained_log: Path | None = None) -> str:
     """The README's block of a RULER-style evaluation: provenance, the targets met and missed, dense accuracy
@@ -509,13 +521,13 @@ def evaluation_table(path: Path, name: str, config: SparseConfig = SparseConfig(
     band, and the settings the file did not measure."""
     meta, frame = ruler(path)
     counts = meta["samples"]
-    windows = frame.filter(pl.col("kind") == "perplexity")["windows"].drop_nulls()
+    windows = window_counts(frame)
     samples = ("samples per task: " + ", ".join(f"{count} at {_tokens(length)}" for length, count in sorted(counts.items()))
                if counts else "samples per task: in the table")
     change = perplexity_change(frame).filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band))
     lines = [f"`{name}`: {meta['model']}, {meta['device']}, {meta['date']}, checkpoint sha256 {meta['checkpoint']}; "
              f"`{meta['command']}`. {samples[0].upper() + samples[1:]}; held-out perplexity on "
-             f"{windows.max() if windows.len() else '?'} windows of {meta['ppl_length']} tokens per source. 95% "
+             f"{windows} windows of {meta['ppl_length']} tokens per source. 95% "
              "intervals in square brackets: Wilson for one task, a normal approximation over the samples for the "
              "mean over the five tasks.", "", "Targets:", ""]
     lines += targets_table(ruler_targets(frame, config))

@@ -305,3 +305,13 @@ def test_the_cross_check_counts_equal_scores_on_the_same_samples_and_refuses_oth
     (tmp_path / "cpu.json").write_text(json.dumps({**other, "seed": 5}))
     with pytest.raises(ValueError, match="other samples"):
         measurements.cross_check(tmp_path / "cpu.json", tmp_path / "ruler.json")
+
+
+def test_the_evaluation_block_gives_each_source_its_own_window_count():
+    """Held-out sources of different sizes are read on different numbers of windows: the block says each one's
+    (one count where they agree, '?' where the file records none), never the largest as if every source had it."""
+    frame = pl.DataFrame({"kind": ["perplexity", "perplexity", "perplexity", "accuracy"],
+                          "source": ["milton", "pydoc-howto", "milton", None], "windows": [50, 24, 50, None]})
+    assert measurements.window_counts(frame) == "50 (milton) / 24 (pydoc-howto)"
+    assert measurements.window_counts(frame.with_columns(pl.lit(8).alias("windows"))) == "8"
+    assert measurements.window_counts(frame.filter(pl.col("kind") == "accuracy")) == "?"
