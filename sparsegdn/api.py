@@ -73,13 +73,19 @@ def select_torch(q, k, v, g, beta, config: SparseConfig, *, scale):
     return torch.ones(batch, heads, n_chunks, dtype=torch.bool, device=v.device), scores  # "all"
 
 
+def _is_default(value, default) -> bool:
+    """Whether a keyword option holds its default (one of the same type and equal; a tensor or an array never
+    does). A keyword given at its default cannot be told from one left out: with `config`, it is not an error."""
+    return value is default or (type(value) is type(default) and value == default)
+
+
 def _config_of(config, **options) -> SparseConfig:
     """`config`, or the SparseConfig of the loose keyword options (checked there, once)."""
     if config is None:
         return SparseConfig(**options)
     if not isinstance(config, SparseConfig):
         raise ValueError(f"config: expected a sparsegdn.SparseConfig, got {type(config).__name__}")
-    changed = [name for name, value in options.items() if value != getattr(SparseConfig, name)]
+    changed = [name for name, value in options.items() if not _is_default(value, getattr(SparseConfig, name))]
     if changed:
         raise ValueError(f"config: pass the options in config or as keywords, not both ({', '.join(changed)} given)")
     return config
@@ -106,6 +112,7 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     validation.check_no_gradient(q, k, v, g, beta, initial_state)
     validation.check_scale(scale)
     validation.check_switches(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+    validation.check_callbacks(stage_hook, checks)
     if events is not None:
         validation.check_events(events, batch, value_heads, num_tokens, q.device)
     scale = key_dim ** -0.5 if scale is None else float(scale)

@@ -17,6 +17,7 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # Below this a chunk's cumulative log decay (64 terms) overflows float32; exp(g) is 0 long before it.
 LOWEST_LOG_DECAY = -torch.finfo(torch.float32).max / CHUNK_SIZE
 LARGEST_SCALE = torch.finfo(torch.float32).max
+SMALLEST_SCALE = torch.finfo(torch.float32).tiny    # below it float32 holds a scale as a subnormal or 0
 
 
 class ResultOverflowError(ValueError):
@@ -241,9 +242,26 @@ class DeferredChecks:
 
 
 def check_scale(scale) -> None:
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                              or not math.isfinite(scale) or not 0 < scale <= LARGEST_SCALE):
-        raise ValueError(f"scale: expected a positive number that float32 can hold, got {scale!r}")
+    """None or a real number that float32 holds as a positive normal number (a scale that rounds to 0 or to a
+    subnormal would zero the outputs silently; an int too large for a float is refused the same way)."""
+    if scale is None:
+        return
+    try:
+        ok = (not isinstance(scale, bool) and isinstance(scale, numbers.Real) and math.isfinite(scale)
+              and SMALLEST_SCALE <= scale <= LARGEST_SCALE)
+    except OverflowError:           # an int past float's range
+        ok = False
+    if not ok:
+        raise ValueError(f"scale: expected a positive number that float32 holds as a normal number "
+                         f"({SMALLEST_SCALE:.3g} to {LARGEST_SCALE:.3g}), got {scale!r}")
+
+
+def check_callbacks(stage_hook, checks) -> None:
+    """stage_hook: None or a callable; checks: None or a DeferredChecks (refused before any work starts)."""
+    if stage_hook is not None and not callable(stage_hook):
+        raise ValueError(f"stage_hook: expected a callable taking a stage name, got {type(stage_hook).__name__}")
+    if checks is not None and not isinstance(checks, DeferredChecks):
+        raise ValueError(f"checks: expected a sparsegdn.validation.DeferredChecks, got {type(checks).__name__}")
 
 
 def check_switches(**switches) -> None:

@@ -1,6 +1,7 @@
 """Bad input raises ValueError naming the argument (docs/CONTRACT.md section 5); property tests over shapes."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from gdn_inputs import random_events, random_inputs, rel_err
@@ -89,6 +90,10 @@ def test_the_options_come_as_one_config_or_as_keywords_not_both():
         sparsegdn.sparse_gated_delta_rule(*good().values(), config=config, budget=0.3)
     with pytest.raises(ValueError, match=r"^config\b"):
         sparsegdn.sparse_gated_delta_rule(*good().values(), config={"budget": 0.5})
+    # a tensor or an array beside a config is a keyword given, said by name (it used to reach `!=` on a tensor)
+    for budget in (torch.tensor([0.1, 0.2]), torch.tensor(0.29), np.array([0.29])):
+        with pytest.raises(ValueError, match=r"^config\b.*budget"):
+            sparsegdn.sparse_gated_delta_rule(*good().values(), config=config, budget=budget)
 
 
 def test_the_keyword_defaults_are_the_config_defaults():
@@ -258,6 +263,10 @@ OPTIONS_ONCE_ACCEPTED = [
     ("seed", dict(seed=2 ** 70)), ("seed", dict(seed=-1)), ("seed", dict(seed=True)),
     ("use_qk_l2norm_in_kernel", dict(use_qk_l2norm_in_kernel="no")),
     ("output_final_state", dict(output_final_state="no")), ("scale", dict(scale=1e300)),
+    # a prober's cases (2026-12-03): an int past float's range (OverflowError), a scale float32 rounds to 0
+    # (the outputs silently zero) or to a subnormal, a hook that cannot be called, a collector of another type
+    ("scale", dict(scale=10 ** 400)), ("scale", dict(scale=1e-50)), ("scale", dict(scale=1e-39)),
+    ("stage_hook", dict(stage_hook=1)), ("checks", dict(checks=1)),
 ]
 
 

@@ -128,6 +128,22 @@ def test_triton_reports_finite_inputs_whose_computation_overflows():
 
 
 @small_shapes
+@pytest.mark.parametrize("magnitude", [1e8, 3e9, 1e20, 1e30])
+def test_huge_log_decays_in_range_give_the_reference_output(magnitude):
+    """g of -1e8 to -1e30 a token is inside the contract's range; a chunk's cumulative sums then round by
+    thousands, so a difference that is <= 0 (a later minus an earlier cumulative log-decay) can come out positive,
+    and its exp inf: the kernels cap those exponents at 0 and match the torch backend (a prober's case: it used to
+    raise ResultOverflowError on finite inputs whose true result is finite)."""
+    generator = torch.Generator().manual_seed(int(magnitude) % 1000)
+    q, k = torch.randn(2, 1, 130, 1, 16, generator=generator).unbind(0)
+    v = torch.randn(1, 130, 2, 16, generator=generator)
+    g = -torch.rand(1, 130, 2, generator=generator) * magnitude
+    beta = torch.rand(1, 130, 2, generator=generator)
+    (o_ref, s_ref, info_ref), (o, s, info) = _both((q, k, v, g, beta, None))
+    assert torch.equal(info.events.cpu(), info_ref.events.cpu())
+    assert o.isfinite().all() and rel_err(o, o_ref) <= 1e-4 and rel_err(s, s_ref) <= 1e-4
+
+
 @small_shapes
 @pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
 @pytest.mark.parametrize("dtype,band", [(torch.float32, 1), (torch.bfloat16, 3)])

@@ -25,10 +25,21 @@ from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
 @triton.jit
 def causal_decay(gamma):
     """float32 [64, 64]: exp(gamma_i - gamma_j) on and below the diagonal, 0 above it. One grid serves both of
-    the output role's masked products (K K^T strictly below the diagonal, Q K^T on and below it)."""
+    the output role's masked products (K K^T strictly below the diagonal, Q K^T on and below it).
+    gamma_i - gamma_j <= 0 there; the exponent is capped at 0 because the scan's float32 rounding can make it
+    positive, by thousands where |gamma| is ~1e10 (g in range, but huge): exp would be inf (see log_decay_between)."""
     rows = tl.arange(0, CHUNK)
     causal = rows[:, None] >= rows[None, :]
-    return tl.where(causal, tl.exp(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0)), 0.0)  # masked before exp
+    return tl.where(causal, tl.exp(log_decay_between(gamma[:, None], gamma[None, :], causal)), 0.0)
+
+
+@triton.jit
+def log_decay_between(later, earlier, mask=True):
+    """later - earlier for cumulative log-decays with `later` at or after `earlier` (0 where mask is false),
+    capped at 0: the true value is never positive, and exp of a rounding-made positive one can overflow. A NaN
+    (a cumulative sum past float32's range) stays NaN, on the GPU as under the interpreter, so that the overflow
+    reaches the output and is reported (validation.ResultOverflowError)."""
+    return tl.minimum(tl.where(mask, later - earlier, 0.0), 0.0, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .band_solve import band_inverse
+from .band_solve import band_inverse, log_decay_between
 from . import call_record
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
@@ -55,7 +55,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     gamma_last = tl.sum(g, axis=0)
     stat = (b * HV + hv) * NC + c
     tl.store(log_decay_ptr + stat, gamma_last)
-    tl.store(write_ptr + stat, tl.sum(beta * tl.exp(gamma_last - gamma) * magnitude, axis=0))
+    tl.store(write_ptr + stat, tl.sum(beta * tl.exp(log_decay_between(gamma_last, gamma)) * magnitude, axis=0))
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
