@@ -113,6 +113,22 @@ def test_gpu_chunks_from_a_zero_state_skip_its_part(overlap, monkeypatch):
     assert rel_err(o, out[False][0]) <= 1e-3 and torch.equal(s, out[False][1])      # the same chains
 
 
+@pytest.mark.parametrize("store_inverse", [False, True], ids=["tinv_on_chip", "tinv_stored"])
+@pytest.mark.parametrize("magnitude", [1e8, 1e20, 1e30])
+def test_gpu_huge_log_decays_in_range_match_torch(magnitude, store_inverse, monkeypatch):
+    """g of -1e8 to -1e30 a token (inside the contract's range): the chunks' cumulative sums round by thousands, and
+    the kernels cap the rounding-made positive differences at 0 (band_solve.log_decay_between); the GPU's minimum
+    must keep that and still propagate NaN, as the interpreter's does."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "STORE_INVERSE", store_inverse)
+    q, k, v, g, beta, _ = random_inputs(1, 300, 1, 2, 128, 128, dtype=torch.float32, device="cuda")
+    g = -torch.rand(g.shape, generator=torch.Generator().manual_seed(7)).to(g) * magnitude
+    events = random_events(1, 2, sparsegdn.num_chunks(300), seed=3, p=0.5).cuda()
+    (o_ref, s_ref, _), (o, s, _) = _compare((q, k, v, g, beta, None), events=events, band=1)
+    assert torch.isfinite(o).all() and rel_err(o, o_ref) <= 2e-3 and rel_err(s, s_ref) <= 2e-3, \
+        (rel_err(o, o_ref), rel_err(s, s_ref))
+
+
 @pytest.mark.parametrize("key_dim", [64, 128])
 @pytest.mark.parametrize("selector", ["score", "uniform", "random", "oracle", "all"])
 def test_gpu_selectors_match_torch(selector, key_dim):
