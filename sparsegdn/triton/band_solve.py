@@ -34,6 +34,14 @@ def causal_decay(gamma):
 
 
 @triton.jit
+def last_of(gamma):
+    """The chunk's last cumulative log-decay, gamma[63], the value the differences above are taken from (as the
+    torch backend's gamma[..., -1]); not tl.sum(g), whose tree order rounds differently from the scan's, by
+    thousands where |gamma| is ~1e30, so that the last token's own weight exp(gamma_L - gamma_63) came out 0."""
+    return tl.sum(tl.where(tl.arange(0, CHUNK) == CHUNK - 1, gamma, 0.0), axis=0)
+
+
+@triton.jit
 def log_decay_between(later, earlier, mask=True):
     """later - earlier for cumulative log-decays with `later` at or after `earlier` (0 where mask is false),
     capped at 0: the true value is never positive, and exp of a rounding-made positive one can overflow. A NaN

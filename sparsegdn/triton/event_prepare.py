@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from . import call_record
-from .band_solve import band_inverse, log_decay_between
+from .band_solve import band_inverse, last_of, log_decay_between
 from .chunk_loads import (CHUNK, FOLD_SCALES, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
 from .launch import Launcher
@@ -60,7 +60,7 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
             w = mma(round_to(t_inv * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype), k_raw)
         else:
             w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k, dot_dtype))
-        k_commit = (k_scale * tl.exp(log_decay_between(tl.sum(g, axis=0), gamma)))[:, None] * k
+        k_commit = (k_scale * tl.exp(log_decay_between(last_of(gamma), gamma)))[:, None] * k
         if FOLD_SCALES:
             u = mma(round_to(t_inv * beta[None, :], dot_dtype), v)
         else:

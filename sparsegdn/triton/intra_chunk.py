@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .band_solve import band_inverse, log_decay_between
+from .band_solve import band_inverse, last_of, log_decay_between
 from . import call_record
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
                           padded, raise_flag, round_to, solve_precision)
@@ -52,7 +52,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     k_scale = inverse_norm(k, NORMALIZE)
     kf = k.to(tl.float32)
     magnitude = tl.sqrt(tl.sum(kf * kf, axis=1)) * k_scale * tl.sqrt(tl.sum(v * v, axis=1))
-    gamma_last = tl.sum(g, axis=0)
+    gamma_last = last_of(gamma)
     stat = (b * HV + hv) * NC + c
     tl.store(log_decay_ptr + stat, gamma_last)
     tl.store(write_ptr + stat, tl.sum(beta * tl.exp(log_decay_between(gamma_last, gamma)) * magnitude, axis=0))
