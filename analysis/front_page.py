@@ -27,6 +27,8 @@ def render(name: str, results_dir: Path = measurements.RESULTS_DIR) -> str:
     path = results_dir / name
     if name.startswith("kernel_bench"):
         return measurements.kernel_table(measurements.kernel_bench(path), name)
+    if name.startswith("flashqla_cp_study"):
+        return measurements.cp_study_table(*measurements.cp_study(path), name)
     if name.startswith("prefill"):
         return measurements.prefill_table(*measurements.prefill(path), name)
     if name.startswith("selector_eval"):

@@ -225,6 +225,39 @@ def prefill(path: Path) -> tuple[dict, pl.DataFrame]:
     return data["meta"], pl.DataFrame(rows, schema=columns)
 
 
+def cp_study(path: Path) -> tuple[dict, pl.DataFrame]:
+    """(meta, one row per tokens x contender) of benchmarks/flashqla_cp_study.py's JSON."""
+    data = json.loads(Path(path).read_text())
+    columns = {"tokens": pl.Int64, "contender": pl.Utf8, "ms": pl.Float64, "output_rel_err": pl.Float64,
+               "output_max_abs_err": pl.Float64, "state_rel_err": pl.Float64}
+    rows = [{"tokens": int(tokens), "contender": name, **{key: row[key] for key in list(columns)[2:]}}
+            for tokens, contenders in data["rows"].items() for name, row in contenders.items()]
+    meta = {key: value for key, value in data.items() if key != "rows"}
+    return meta, pl.DataFrame(rows, schema=columns)
+
+
+CP_CONTENDERS = {
+    "fla": "FLA 0.6.0, native kernels",
+    "flashqla_cp_on": "FlashQLA 0.1.3, auto_cp=True (segments joined by decay)",
+    "flashqla_cp_off": "FlashQLA 0.1.3, auto_cp=False (every chunk in order)",
+    "sparsegdn_dense_semantics": "our public call, budget 1, band 3, `all`",
+}
+
+
+def cp_study_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
+    """The README's table of FlashQLA with and without its context parallelism."""
+    lines = [f"`{name}`: {meta['device']}, torch {meta['torch']}, sources {meta['sources']}, {meta['date']}; "
+             f"`{meta['command']}`. B=1, H=16, HV=32, K=V=128, bf16 (kernel_bench.py's inputs); errors against the "
+             "float32 torch core (dense semantics, the inputs in float32).", "",
+             "| T | contender | ms | output rel err | output max abs err | final state rel err |",
+             "|---|---|---|---|---|---|"]
+    for row in frame.iter_rows(named=True):
+        lines.append(f"| {_tokens(row['tokens'])} | {CP_CONTENDERS.get(row['contender'], row['contender'])} | "
+                     f"{row['ms']:.3f} | {row['output_rel_err']:.2e} | {row['output_max_abs_err']:.2e} | "
+                     f"{row['state_rel_err']:.2e} |")
+    return "\n".join(lines)
+
+
 CORE_MEANINGS = {
     "dense-": "sparsegdn.dense_gated_delta_rule with the backend named after the dash (input checks included)",
     "sparse-": "sparsegdn.sparse_gated_delta_rule with the backend named after the dash, at the budget after @",
@@ -239,7 +272,9 @@ def prefill_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
              f"{meta['transformers']}, fla {meta.get('fla')}{FLA_BACKENDS.get(meta.get('fla_backend'), '')}, {meta['date']}; "
              f"`{meta['command']}`. Median of "
              f"{meta['repeats']} interleaved runs after {meta['warmup']} warm-up run(s); SparseGDN budget "
-             f"{meta['budget']}, selector {meta['selector']}, band {meta['band']}.", "",
+             f"{meta['budget']}, selector {meta['selector']}, band {meta['band']}."
+             + (f" Prefilled in segments of {meta['segment_tokens']} tokens, the cache carried from one to the next."
+                if meta.get("segment_tokens") else ""), "",
              "| tokens | GDN core | prefill ms | prefill vs dense | GDN core ms (all layers) | core vs dense | peak GiB |",
              "|---|---|---|---|---|---|---|"]
     for row in frame.iter_rows(named=True):

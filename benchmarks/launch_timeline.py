@@ -11,7 +11,10 @@ prints per length:
   and those that read a snapshot);
 - how many long chains shared a multiprocessor with another long chain while both ran (the chain runs
   ~1.5x slower inside the one launch than alone: kernel_bench.notes.md, 2026-12-01 afternoon);
-- how many programs ran (began, ended or ran on) in each tenth of the span: a throughput profile.
+- how many programs ran (began, ended or ran on) in each tenth of the span: a throughput profile;
+- the chains' and the outputs' summed time over the launch's slots (SMs x the most programs an SM ran at
+  once) and their share of the span (slot_fill): near 1, the launch is bound by its total work, and a shorter
+  chain alone would not shorten it.
 Variants are config_probe's (benchmarks/config_probe.py VARIANTS; those of the two launches have no timeline).
 The recording adds two timer reads and one store a program, and compiles to slightly different code (the one
 launch's default config: 70 local-memory instructions against 62 without it, compile_report, 2026-12-01): read its
@@ -84,6 +87,12 @@ def summarize(records, events, *, state_bv, value_dim, value_blocks, has_initial
         return {"programs": len(values), "median_us": statistics.median(ordered),
                 "p90_us": ordered[int(0.9 * (len(ordered) - 1))], "max_us": ordered[-1]}
 
+    # Throughput: the programs' summed time over the launch's slots (SMs x the most programs one SM ran at once).
+    # A fill near 1 says the launch is bound by its total work, not by its longest chain.
+    per_sm = max(most_at_once(rows) for rows in by_sm.values())
+    slots = len(by_sm) * per_sm
+    chain_work = sum(row[1] - row[0] for row in chains) / 1e3
+    output_work = sum(row[1] - row[0] for row in outputs) / 1e3
     tenth = (end - start) / 10 or 1
     ran = [sum(1 for row in records if row[0] < start + (i + 1) * tenth and row[1] > start + i * tenth)
            for i in range(10)]
@@ -97,7 +106,20 @@ def summarize(records, events, *, state_bv, value_dim, value_blocks, has_initial
             else None,
             "neighbours_median": statistics.median([c["neighbours"] for c in long_chains]) if long_chains else None,
             "outputs_from_zero_state": spread(zero), "outputs_with_state": spread(stateful),
-            "programs_by_tenth": ran, "multiprocessors": len({row[2] for row in records})}
+            "programs_by_tenth": ran, "multiprocessors": len({row[2] for row in records}),
+            "programs_per_sm_at_once": per_sm, "chain_work_per_slot_us": chain_work / slots,
+            "output_work_per_slot_us": output_work / slots,
+            "slot_fill": (chain_work + output_work) / slots / max((end - start) / 1e3, 1e-9)}
+
+
+def most_at_once(rows):
+    """The most programs that ran at the same time among rows (ticket, [begin, end, SM, role]) of one SM."""
+    marks = sorted([(row[0], 1) for _, row in rows] + [(row[1], -1) for _, row in rows])   # ends before begins
+    running = most = 0
+    for _, step in marks:
+        running += step
+        most = max(most, running)
+    return most
 
 
 def text(tokens, variant, summary) -> str:
@@ -115,6 +137,10 @@ def text(tokens, variant, summary) -> str:
         if part:
             lines.append(f"  {name.replace('_', ' ')}: {part['programs']} programs, median {part['median_us']:.1f} "
                          f"us, p90 {part['p90_us']:.1f}, max {part['max_us']:.1f}")
+    lines.append(f"  work over the launch's slots ({summary['multiprocessors']} SMs x "
+                 f"{summary['programs_per_sm_at_once']} programs at once): chains "
+                 f"{summary['chain_work_per_slot_us']:.0f} us + outputs {summary['output_work_per_slot_us']:.0f} us, "
+                 f"{summary['slot_fill']:.0%} of the span")
     lines.append("  programs that ran in each tenth of the span: " + " ".join(map(str, summary["programs_by_tenth"])))
     return "\n".join(lines)
 

@@ -208,6 +208,8 @@ def test_the_results_page_names_the_file_build_date_and_command_of_each_figure(e
         assert f"`{path.name}` · {where['device']} · {where['date']} · build {where['build']}" in captions
         assert where["command"] in captions
     assert "`prefill_4b_32k.json`" in captions and "`ruler.json`" in captions
+    assert "`prefill_4b_128k.json`" in captions
+    assert "`flashqla_cp_study.json` · NVIDIA H200 · 2026-12-03T07:15:31+00:00 · build sources c075b0a67b4d" in captions
     assert "checkpoint sha256 b275831e7f41ed90" in captions and "samples per task: 32 at 4K" in captions
     assert len(at.radio) == 1 and at.radio[0].key == "results_band"        # one evaluation, one band choice
     targets = next(frame.value for frame in at.dataframe if "met" in frame.value.columns)

@@ -132,7 +132,8 @@ def test_a_readme_block_is_replaced_by_the_rendering_of_its_file(results_dir):
 def test_the_readme_tables_are_what_the_committed_files_render():
     text = (ROOT / "README.md").read_text()
     results = ROOT / "analysis" / "results"
-    shown = [path.name for pattern in ("kernel_bench*.json", "prefill_*.json", "ruler.json", "selector_eval.json")
+    shown = [path.name for pattern in ("kernel_bench*.json", "prefill_*.json", "ruler.json", "selector_eval.json",
+                                                    "flashqla_cp_study*.json")
              for path in sorted(results.glob(pattern))]
     missing = [name for name in shown if f"<!-- generated from analysis/results/{name} -->" not in text]
     assert shown and not missing, f"committed results without a README table: {missing}"
@@ -143,6 +144,22 @@ def test_the_readme_shows_transformers_own_core_in_the_whole_prefill_table():
     meta, runs = measurements.prefill(ROOT / "analysis" / "results" / "prefill_4b_32k.json")
     assert "transformers" in runs["core"].to_list()
     assert "| transformers |" in front_page.render("prefill_4b_32k.json")
+
+
+def test_a_segmented_prefill_says_its_segments_and_a_whole_one_does_not():
+    segmented = front_page.render("prefill_4b_128k.json")
+    whole = front_page.render("prefill_4b_32k.json")
+    assert "Prefilled in segments of 8192 tokens" in segmented
+    assert "Prefilled in segments" not in whole
+
+
+def test_the_context_parallelism_study_names_each_contender_and_its_errors():
+    table = front_page.render("flashqla_cp_study.json")
+    meta, rows = measurements.cp_study(ROOT / "analysis" / "results" / "flashqla_cp_study.json")
+    assert rows.height == len(table.splitlines()) - 4          # provenance, blank line, header, rule
+    assert set(rows["contender"]) == set(measurements.CP_CONTENDERS)
+    assert meta["command"] in table and "auto_cp=False (every chunk in order)" in table
+    assert rows["ms"].min() > 0 and rows["output_rel_err"].max() < 0.05
 
 
 def test_the_committed_results_load():

@@ -35,6 +35,18 @@ def test_summary_splits_chains_and_outputs_and_finds_shared_multiprocessors(monk
     assert summary["span_us"] == 8.0 and summary["last_chain_end_us"] == 8.0
     assert summary["outputs_ending_after_last_chain"] == 0
     assert summary["multiprocessors"] == 4
+    # SM 5 ran all 16 outputs at once, so 4 SMs x 16 slots; the work is 4000 + 8000 + 10 + 20 ns of chains and
+    # 10 x 1000 + 6 x 3000 ns of outputs.
+    assert summary["programs_per_sm_at_once"] == 16
+    assert summary["chain_work_per_slot_us"] == 12.03 / 64
+    assert summary["output_work_per_slot_us"] == 28.0 / 64
+    assert abs(summary["slot_fill"] - (12.03 + 28.0) / 64 / 8.0) < 1e-12
+
+
+def test_programs_at_once_count_an_end_and_a_begin_at_one_instant_as_one():
+    rows = [(0, [0, 10, 1, 0]), (1, [10, 20, 1, 1]), (2, [5, 15, 1, 1])]
+    assert launch_timeline.most_at_once(rows) == 2
+    assert launch_timeline.most_at_once(rows[:2]) == 1
 
 
 def test_output_tickets_map_as_the_kernel_maps_them():

@@ -40,6 +40,17 @@ for path in files:
         "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
         "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb")), hide_index=True)
 
+st.subheader("FlashQLA with and without its context parallelism")
+st.write("Where FlashQLA's lead above 16K comes from: the same inputs timed with its segments joined by decay "
+         "(auto_cp=True, what the table above runs) and walking every chunk in order (auto_cp=False), beside FLA "
+         "and our dense semantics, each with its error against the float32 torch core.")
+for path in sorted(RESULTS.glob("flashqla_cp_study*.json")):
+    meta, rows = measurements.cp_study(path)
+    caption(path.name, {"device": meta["device"], "date": meta["date"], "build": f"sources {meta['sources']}",
+                        "command": meta["command"]})
+    st.dataframe(tables.readable(rows.with_columns(pl.col("contender").replace(measurements.CP_CONTENDERS))),
+                 hide_index=True)
+
 st.subheader("Whole prefill")
 for path in sorted(RESULTS.glob("prefill_*.json")):
     meta, runs = measurements.prefill(path)
