@@ -75,6 +75,11 @@ VARIANTS = {
     # programs that return at once, i.e. the chains alone in the launch's shape. Against `baseline`, how much of
     # the one launch's time beyond its chains is the outputs' contention and waiting.
     "chain-only": {"chain_only": True, "timing_only": True},
+    # The chain walk cut into segments of 256 commits run side by side (exact K x K maps, segment_scan.py), with
+    # the outputs and without them (2026-12-03: once the outputs get cheaper, the walk is what is left of the
+    # launch: chain-only read 2.79 of the launch's 3.36 ms at 128K).
+    "segmented-256": {"segment": 256},
+    "chain-only-segmented-256": {"chain_only": True, "timing_only": True, "segment": 256},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
