@@ -80,6 +80,13 @@ VARIANTS = {
     # launch: chain-only read 2.79 of the launch's 3.36 ms at 128K).
     "segmented-256": {"segment": 256},
     "chain-only-segmented-256": {"chain_only": True, "timing_only": True, "segment": 256},
+    # Segments that walk their entering state from a warm-up back to where the decay since reaches e^-20
+    # (forward.WARM_UP, FlashQLA's decay join in the event chain): no maps, more commits walked in all.
+    "warm-up-256": {"segment": 256, "warm_up": 20.0},
+    "warm-up-128": {"segment": 128, "warm_up": 20.0},
+    "warm-up-256-separate": {"segment": 256, "warm_up": 20.0, "overlap": False},
+    "chain-only-warm-up-256": {"chain_only": True, "timing_only": True, "segment": 256, "warm_up": 20.0},
+    "chain-only-warm-up-128": {"chain_only": True, "timing_only": True, "segment": 128, "warm_up": 20.0},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
@@ -130,7 +137,7 @@ VARIANTS = {
 DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAIRED"),
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
-                   "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"),
+                   "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"), "warm_up": ("forward", "WARM_UP"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
                    "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
                    "call_plans": ("call_plans", "CALL_PLANS")}

@@ -189,6 +189,26 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, overlap, monke
     assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
 
 
+@pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
+@pytest.mark.parametrize("shape", LONG_CHAIN_SHAPES, ids=_case_id)
+def test_gpu_commit_chain_in_warm_up_segments_matches_torch(shape, overlap, monkeypatch):
+    """The commit chain cut into segments of 8 commits, each walking its entering state from a warm-up back to
+    where the decay since reaches e^-20 (forward.WARM_UP; no maps, any key head size), against the torch
+    backend with the same events."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
+    monkeypatch.setattr(forward, "WARM_UP", 20.0)
+    monkeypatch.setattr(forward, "OVERLAP", overlap)
+    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
+    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
+                           initial_state=initial, device="cuda")
+    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.5).cuda()
+    events[0, 0] = True                   # one head pair commits every chunk: the longest chain
+    (o_ref, s_ref, _), (o, s, _) = _compare(inputs, events=events, band=band)
+    assert rel_err(o, o_ref) <= 2e-2, f"output rel err {rel_err(o, o_ref):.2e}"
+    assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
+
+
 @pytest.mark.parametrize("overlap,ready,paired,relaxed,segment", [
     (False, False, False, False, 0), (True, False, False, False, 0), (True, True, False, False, 0),
     (True, False, True, False, 0), (False, False, True, False, 0), (True, False, False, True, 0),

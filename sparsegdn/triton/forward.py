@@ -81,6 +81,11 @@ if _STORE_SETTING not in ("", "0", "1"):
 STORE_INVERSE = {"0": False, "1": True}.get(_STORE_SETTING)     # None: by band (store_inverse)
 STORED_FROM_BAND = 2
 COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
+# With COMMIT_SEGMENT > 0: each segment walks its entering state from a warm-up over the commits before it, back
+# to where the decay since reaches exp(-WARM_UP) (state_pass.warm_up_begin: FlashQLA's context parallelism, its
+# decay join, in the event chain), instead of segment_scan's exact maps; 0 uses the maps. Only with normalised
+# keys (use_qk_l2norm_in_kernel), whose commits contract: unnormalised ones use the maps. SPARSEGDN_WARM_UP sets it.
+WARM_UP = float(os.environ.get("SPARSEGDN_WARM_UP", "0"))
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
@@ -114,7 +119,7 @@ def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
-    return (STORE_INVERSE, COMMIT_SEGMENT, OVERLAP, PAIRED, state_output_module.READY_ORDER,
+    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
@@ -157,15 +162,18 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     if paired:
         pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])
+    warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     if OVERLAP:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT)
+                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
+                                      warm_up=warm_up)
         hook(STAGES[3])
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
-                                        store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired)
+                                        store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
+                                        warm_up=warm_up)
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,

@@ -41,7 +41,7 @@ from . import call_record
 from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, zero_start
 from .launch import Launcher
-from .state_pass import SEGMENT_MAX_KEY_DIM, walk_chain
+from .state_pass import segmented_chains, walk_chain
 
 # Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
 # roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
@@ -84,7 +84,7 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS", "LENGTH_BUCKET"],
+                      "HAS_STARTS", "WARM_UP", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
@@ -98,7 +98,8 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         STORE_FINAL: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
-                        CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, ZERO_START: tl.constexpr,
+                        CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, WARM_UP: tl.constexpr,
+                        ZERO_START: tl.constexpr,
                         TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, segments, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
@@ -120,7 +121,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                    first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                    final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV,
-                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED)
+                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -168,23 +169,25 @@ def sm_id():
 
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
-                 store_final, scale, normalize, out_dtype, band, paired=False, segment=0):
+                 store_final, scale, normalize, out_dtype, band, paired=False, segment=0, warm_up=0.0):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
     paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
     that many commits walked side by side from the states segment_scan.segment_starts computes first (as
-    state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains)."""
+    state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains); with
+    warm_up > 0 each segment walks its entering state from a warm-up instead (state_pass.warm_up_begin)."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     n_events = schedule.max_events
     starts = None
-    if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
-        if paired:
-            raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
+    segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
+    if segmented and paired:
+        raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
+    if segmented and warm_up <= 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
-    else:
+    elif not segmented:
         segment = max(n_chunks, 1)
     n_slots = cdiv(n_chunks, segment)
     snapshot_shape = (batch, n_events + value_heads, key_dim, value_dim)
@@ -224,7 +227,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
-        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=starts is not None,
+        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=segmented,
+        WARM_UP=float(warm_up) if segmented else 0.0,
         ZERO_START=zero_start(initial_state is not None), TIMELINE=TIMELINE)
     return o, (final_state if store_final else None)
 

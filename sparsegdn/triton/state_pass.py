@@ -38,6 +38,7 @@ SEGMENT_MAX_KEY_DIM = 128
 # Tests only: snapshots filled with NaN before the launch, so that a store where none belongs (or a snapshot
 # never stored) shows (see state_output.POISON).
 POISON = False
+WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backward search reads
 
 
 def _prune(configs, named_args, **kwargs):
@@ -82,6 +83,35 @@ def commit(state, decay, chunk_decay, w, u, k_commit):
 
 
 @triton.jit
+def warm_up_begin(begin, first_slot, event_decays_ptr, WARM_UP: tl.constexpr):
+    """The latest event j <= begin of a head pair's chain (its events from slot first_slot) such that the state
+    after event j - 1 reaches the state before event `begin` decayed by at most exp(-WARM_UP): the sum over
+    events j .. begin - 1 of log(decay since the commit before) + log(the chunk's own decay) is <= -WARM_UP.
+    0 where no event does: the walk then starts from the initial state, exactly.
+    Each commit maps the state by e^(since) (e^(gamma_L) I - k_commit^T w), and with normalised keys and beta
+    in [0, 1] the bracket is the chunk's product of contractions (I - beta k k^T) and decays (band 3), so
+    what the warm-up leaves out is at most that factor times the state left out: e^-20 ~ 2e-9 of it."""
+    found = begin * 0 - 1
+    total = 0.0
+    hi = begin
+    while (hi > 0) & (found < 0):
+        lo = tl.maximum(hi - WARM_UP_BLOCK, 0)
+        index = lo + tl.arange(0, WARM_UP_BLOCK)
+        live = index < hi
+        pair = event_decays_ptr + (first_slot + index) * 2
+        logs = tl.log(tl.load(pair, mask=live, other=1.0)) + tl.log(tl.load(pair + 1, mask=live, other=1.0))
+        # An underflowed decay (log 0) stays finite in the sums below, and a NaN one (NaN gates, which the call
+        # reports) counts as underflowed, alike on a GPU and in the interpreter (whose maximum would keep the NaN).
+        logs = tl.where(logs >= -1000.0, logs, -1000.0)
+        block_sum = tl.sum(logs, axis=0)
+        since_index = total + block_sum - tl.cumsum(logs, axis=0) + logs       # events index .. begin - 1
+        found = tl.max(tl.where(live & (since_index <= -WARM_UP), index, -1), axis=0)
+        total += block_sum
+        hi = lo
+    return tl.maximum(found, 0)
+
+
+@triton.jit
 def segment_bounds(count, segment, SEGMENT):
     """(first event, end, number of segments) of this head pair's `segment`; a head pair with no events
     has one empty segment."""
@@ -119,7 +149,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
                progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
-               PAIRED: tl.constexpr):
+               PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
 
     PAIRED (whole chains only, lists rewritten by commit_pairs.pair_prepare): the events two at a time.
@@ -128,6 +158,10 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     chains), and once at the end, the number of snapshots stored so far (counted from the head pair's first
     event) goes to progress[row, segment, i_v] with release semantics, after a barrier so that every thread's
     stores come before it; output programs wait on it (chunk_output.wait_for_snapshot).
+
+    WARM_UP > 0 (with HAS_STARTS; starts_ptr unread): a segment's entering state is not read from segment_scan
+    but walked here, from zero, over the commits before the segment back to where the decay since then
+    reaches exp(-WARM_UP) (warm_up_begin; from the initial state where it never does, which is exact).
     """
     # A paired run must start on a pair's first event: whole chains, cut (if at all) every even number of commits.
     tl.static_assert(not PAIRED or (PUBLISH % 2 == 0 and not HAS_STARTS))
@@ -142,14 +176,21 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         state_mask = (ck < K)[:, None] & (cv < V)[None, :]
         state_offsets = ck[:, None] * V + cv[None, :]
 
-        if HAS_STARTS:      # this segment's entering state, from segment_scan.py (it checked the initial state)
-            n_slots = tl.cdiv(NC, SEGMENT)
+        first = tl.load(first_event_ptr + row).to(tl.int64)
+        if HAS_STARTS and WARM_UP == 0:     # this segment's entering state, from segment_scan.py (it checked the
+            n_slots = tl.cdiv(NC, SEGMENT)  # initial state)
             state = tl.load(starts_ptr + (row * n_slots + segment) * K * V + state_offsets, mask=state_mask,
                             other=0.0)
         else:
             state = load_initial_state(initial_state_ptr, flags_ptr, row, state_offsets, state_mask, K, V, BK, BV,
                                        HAS_INITIAL)
-        first = tl.load(first_event_ptr + row).to(tl.int64)
+            if WARM_UP > 0:                 # segments walk their entering state from a warm-up (see above)
+                origin = warm_up_begin(begin, b * E + first, event_decays_ptr, WARM_UP)
+                state = tl.where(origin == 0, state, 0.0)
+                for i in range(origin, begin):
+                    decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                                                             E, K, V, ck, cv, rows)
+                    state = commit(state, decay, chunk_decay, w, u, k)
         snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
         if segment == 0:
             store_snapshot(snapshot, 0, state, snapshot_ptr, K, V, state_offsets, state_mask)
@@ -242,31 +283,33 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED", "LENGTH_BUCKET"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC,
                       LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                       HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
-                      PAIRED: tl.constexpr):
+                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr,
-               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0, PAIRED)
+               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0, PAIRED, WARM_UP)
 
 
 launch_state_pass = Launcher(state_pass_kernel)
 
 
 def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
-               paired=False):
+               paired=False, warm_up=0.0):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
     come from segment_scan.segment_starts (more programs, shorter chains); 0 walks each chain whole, and
     so does a key head wider than SEGMENT_MAX_KEY_DIM. paired: the lists were rewritten by
     commit_pairs.pair_prepare (whole chains only: the caller pairs only when it walks them whole).
+    warm_up > 0 (with segment > 0): each segment walks its entering state from a warm-up of the commits
+    before it (walk_chain, warm_up_begin) instead of segment_scan's maps; any key head size.
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -277,12 +320,13 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     starts = None
-    if paired and 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
+    segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
+    if paired and segmented:
         raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
-    if 0 < segment < n_chunks and key_dim <= SEGMENT_MAX_KEY_DIM:
+    if segmented and warm_up <= 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
-    else:
+    elif not segmented:
         segment = max(n_chunks, 1)
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
@@ -291,5 +335,11 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
         flags, starts if starts is not None else snapshots, n_chunks, length_bucket(n_chunks), n_events, segment, heads,
         key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=starts is not None, PAIRED=paired)
+        HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0)
     return snapshots, (final_state if store_final else None)
+
+
+def segmented_chains(segment, n_chunks, key_dim, warm_up) -> bool:
+    """Whether the chains are cut into segments of `segment` commits: asked for and shorter than the chunk count,
+    and with segment_scan's maps (no warm-up) a key head no wider than SEGMENT_MAX_KEY_DIM."""
+    return 0 < segment < n_chunks and (warm_up > 0 or key_dim <= SEGMENT_MAX_KEY_DIM)
