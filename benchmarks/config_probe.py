@@ -87,6 +87,12 @@ VARIANTS = {
     "warm-up-256-separate": {"segment": 256, "warm_up": 20.0, "overlap": False},
     "chain-only-warm-up-256": {"chain_only": True, "timing_only": True, "segment": 256, "warm_up": 20.0},
     "chain-only-warm-up-128": {"chain_only": True, "timing_only": True, "segment": 128, "warm_up": 20.0},
+    # The output pass alone at 8 warps a program (two launches: the output role then has a kernel of its own):
+    # twice the warps an SM to hide its latency, at ~1.75x the instructions a chunk (compile_report).
+    "separate-output-8warps": {"overlap": False, "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2)}},
+    "warm-up-128-separate": {"segment": 128, "warm_up": 20.0, "overlap": False},
+    "warm-up-128-separate-output-8warps": {"segment": 128, "warm_up": 20.0, "overlap": False,
+                                           "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2)}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
