@@ -35,7 +35,11 @@ side (segment_maps.py, segment_scan.py, then state_pass.py or state_output.py pe
 sequential pass is as long as its longest head pair, and the shared budget can give one head pair nearly
 every chunk. 0 (the default: on the H200 the segmented pass with float32 maps, in two launches, was
 slower, see the kernel notes) walks each chain whole; SPARSEGDN_COMMIT_SEGMENT sets it, and
-segment_maps.DELTA_MAPS the maps' form.
+segment_maps.DELTA_MAPS the maps' form. WARM_UP > 0 replaces the maps by a warm-up: each segment walks its
+entering state from zero over the commits before it, back to where the decay since reaches exp(-WARM_UP)
+(state_pass.warm_up_begin). On the H200 (2026-12-03, segments of 128, WARM_UP 20) that cut the chain walk inside
+the one launch from 2.77 to 0.83 ms at 128K but left the launch as long (3.48 against 3.36 ms: its output work
+bounds it), so it stays off until the outputs get cheaper.
 
 The host's work of a call (its Python, allocations and launches) is done once per key: later calls of the key
 are launched from the plan the first complete call recorded (call_plans.py, on by default; SPARSEGDN_CALL_PLANS=0
