@@ -194,8 +194,12 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, overlap, monke
 def test_gpu_commit_chain_in_warm_up_segments_matches_torch(shape, overlap, monkeypatch):
     """The commit chain cut into segments of 8 commits, each walking its entering state from a warm-up back to
     where the decay since reaches e^-20 (forward.WARM_UP; no maps, any key head size), against the torch
-    backend with the same events."""
-    from sparsegdn.triton import forward
+    backend with the same events (segment_scan's maps made to fail: they must not run)."""
+    from sparsegdn.triton import forward, segment_scan
+
+    def no_maps(*args, **kwargs):
+        raise AssertionError("segment_scan's maps used where the warm-up should walk the entering states")
+    monkeypatch.setattr(segment_scan, "segment_starts", no_maps)
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
     monkeypatch.setattr(forward, "WARM_UP", 20.0)
     monkeypatch.setattr(forward, "OVERLAP", overlap)

@@ -88,8 +88,13 @@ COMMIT_SEGMENT = int(os.environ.get("SPARSEGDN_COMMIT_SEGMENT", "0"))
 # With COMMIT_SEGMENT > 0: each segment walks its entering state from a warm-up over the commits before it, back
 # to where the decay since reaches exp(-WARM_UP) (state_pass.warm_up_begin: FlashQLA's context parallelism, its
 # decay join, in the event chain), instead of segment_scan's exact maps; 0 uses the maps. Only with normalised
-# keys (use_qk_l2norm_in_kernel), whose commits contract: unnormalised ones use the maps. SPARSEGDN_WARM_UP sets it.
+# keys (use_qk_l2norm_in_kernel): unnormalised ones use the maps. The left-out history is bounded by exp(-WARM_UP)
+# for band 3, whose commits contract; for bands 0-2 only measured (state_pass.warm_up_begin says why). A head pair
+# whose whole chain decays less than that walks it from the start in every segment (exact, and no shorter).
+# SPARSEGDN_WARM_UP sets it (a finite number >= 0).
 WARM_UP = float(os.environ.get("SPARSEGDN_WARM_UP", "0"))
+if not 0 <= WARM_UP < float("inf"):
+    raise ValueError(f"SPARSEGDN_WARM_UP={os.environ.get('SPARSEGDN_WARM_UP')!r}: a finite log decay >= 0 (0: off)")
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:

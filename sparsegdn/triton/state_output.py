@@ -184,7 +184,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
     if segmented and paired:
         raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
-    if segmented and warm_up <= 0:
+    if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
     elif not segmented:
