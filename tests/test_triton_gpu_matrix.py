@@ -166,6 +166,19 @@ LONG_CHAIN_SHAPES = [(2, 3000, 2, 8, 128, 128, 1, True, torch.bfloat16),
                      (1, 1500, 2, 4, 256, 128, 2, True, torch.float16)]
 
 
+def _check_long_chain(shape):
+    """A long-chain shape against the torch backend with the same events: random events, one head pair committing
+    every chunk (the longest chain)."""
+    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
+    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
+                           initial_state=initial, device="cuda")
+    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.5).cuda()
+    events[0, 0] = True                   # one head pair commits every chunk: the longest chain
+    (o_ref, s_ref, _), (o, s, _) = _compare(inputs, events=events, band=band)
+    assert rel_err(o, o_ref) <= 2e-2, f"output rel err {rel_err(o, o_ref):.2e}"
+    assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
+
+
 @pytest.mark.parametrize("delta,overlap", [(False, True), (True, True), (True, False)],
                          ids=["float32-maps", "delta-maps", "delta-maps-two-launches"])
 @pytest.mark.parametrize("shape", LONG_CHAIN_SHAPES, ids=_case_id)
@@ -179,14 +192,7 @@ def test_gpu_commit_chain_in_segments_matches_torch(shape, delta, overlap, monke
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
     monkeypatch.setattr(forward, "OVERLAP", overlap)
     monkeypatch.setattr(segment_maps, "DELTA_MAPS", delta)
-    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
-    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
-                           initial_state=initial, device="cuda")
-    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.5).cuda()
-    events[0, 0] = True                   # one head pair commits every chunk: the longest chain
-    (o_ref, s_ref, _), (o, s, _) = _compare(inputs, events=events, band=band)
-    assert rel_err(o, o_ref) <= 2e-2, f"output rel err {rel_err(o, o_ref):.2e}"
-    assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
+    _check_long_chain(shape)
 
 
 @pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
@@ -203,14 +209,7 @@ def test_gpu_commit_chain_in_warm_up_segments_matches_torch(shape, overlap, monk
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
     monkeypatch.setattr(forward, "WARM_UP", 20.0)
     monkeypatch.setattr(forward, "OVERLAP", overlap)
-    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
-    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
-                           initial_state=initial, device="cuda")
-    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.5).cuda()
-    events[0, 0] = True                   # one head pair commits every chunk: the longest chain
-    (o_ref, s_ref, _), (o, s, _) = _compare(inputs, events=events, band=band)
-    assert rel_err(o, o_ref) <= 2e-2, f"output rel err {rel_err(o, o_ref):.2e}"
-    assert rel_err(s, s_ref) <= 2e-2, f"state rel err {rel_err(s, s_ref):.2e}"
+    _check_long_chain(shape)
 
 
 @pytest.mark.parametrize("overlap,ready,paired,relaxed,segment", [
