@@ -116,12 +116,15 @@ def compile_all(args) -> list[dict]:
 
     def compile_only(self, grid, *call_args, **constants):
         configs = self.kernel.configs if self.autotuned else [None]
+        if self.autotuned and self.kernel.early_config_prune:      # the configs the autotuner would try
+            configs = self.kernel.early_config_prune(configs, dict(zip(self.kernel.arg_names, call_args)),
+                                                     **constants)
         for config in configs:
             options = {**constants}
             if config is not None:
                 options.update(config.all_kwargs())
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
-            label = {k: v for k, v in options.items() if k in ("BV", "GROUP", "num_warps", "num_stages")}
+            label = {k: v for k, v in options.items() if k in ("BV", "STATE_BV", "GROUP", "num_warps", "num_stages", "maxnreg")}
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
             if getattr(args, "lines", None) == self.jit.fn.__name__:
                 print_lines(args.lines, label, instructions_by_line(compiled.asm["cubin"]), args.top)

@@ -91,7 +91,8 @@ def _traced(log, tensors, allocations):
 
 CASES = {"default": ({}, {}, False), "no-final-state": ({"output_final_state": False}, {}, False),
          "initial-state": ({}, {}, True), "all-events": ({"selector": "all"}, {}, False),
-         "stored-inverse": ({}, {"STORE_INVERSE": True}, False), "paired": ({}, {"PAIRED": True}, True)}
+         "stored-inverse": ({}, {"STORE_INVERSE": True}, False), "paired": ({}, {"PAIRED": True}, True),
+         "split-outputs": ({}, {"SPLIT_OUTPUTS": True}, False)}
 
 
 @pytest.mark.parametrize("case", list(CASES))

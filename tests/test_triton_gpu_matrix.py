@@ -212,6 +212,40 @@ def test_gpu_commit_chain_in_warm_up_segments_matches_torch(shape, overlap, monk
     _check_long_chain(shape)
 
 
+SPLIT_SHAPES = [shape for shape in SHAPES if not shape[7]] + [shape for shape in LONG_CHAIN_SHAPES if not shape[7]]
+
+
+@pytest.mark.parametrize("segment", [0, 8], ids=["whole-chains", "warm-up-segments"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=_case_id)
+def test_gpu_split_outputs_match_torch(shape, segment, monkeypatch):
+    """The outputs split over two launches (forward.SPLIT_OUTPUTS: the chains beside the zero-state chunks' own
+    outputs under the own role's register cap, then the chunks with a state) against the torch backend, with o and
+    the snapshots filled with NaN before every launch (a chunk neither launch writes, or a snapshot read before
+    its store, shows), for head pairs that never commit, commit late and commit every chunk; whole chains, or cut
+    into warm-up segments of 8 commits (forward.WARM_UP)."""
+    from sparsegdn.triton import forward, state_output, state_pass
+    monkeypatch.setattr(forward, "SPLIT_OUTPUTS", True)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", segment)
+    monkeypatch.setattr(forward, "WARM_UP", 20.0 if segment else 0.0)
+    monkeypatch.setattr(state_output, "POISON", True)
+    monkeypatch.setattr(state_pass, "POISON", True)
+    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
+    if sparsegdn.api.gpu_shape_problem(key_dim, value_dim, dtype):
+        pytest.skip("refused before any launch (test_gpu_matches_torch_given_events checks the refusal)")
+    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype, device="cuda")
+    n_chunks = sparsegdn.num_chunks(tokens)
+    events = random_events(batch, value_heads, n_chunks, seed=tokens, p=0.4).cuda()
+    events[0, 0] = True                                  # every chunk: the longest chain
+    events[-1, -1, : n_chunks // 2] = False              # a late first commit
+    if value_heads > 1:
+        events[0, 1] = False                             # never
+    (o_ref, s_ref, _), (o, s, _) = _compare(inputs, events=events, band=band)
+    assert torch.isfinite(o).all(), "a chunk neither launch wrote, or a snapshot read before its store"
+    tolerance = TOLERANCE.get(dtype, 2e-2)
+    assert rel_err(o, o_ref) <= tolerance, f"output rel err {rel_err(o, o_ref):.2e}"
+    assert rel_err(s, s_ref) <= tolerance, f"state rel err {rel_err(s, s_ref):.2e}"
+
+
 @pytest.mark.parametrize("overlap,ready,paired,relaxed,segment", [
     (False, False, False, False, 0), (True, False, False, False, 0), (True, True, False, False, 0),
     (True, False, True, False, 0), (False, False, True, False, 0), (True, False, False, True, 0),

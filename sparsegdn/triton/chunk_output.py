@@ -43,9 +43,11 @@ CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=4, num_stages=sta
 
 
 def _prune(configs, named_args, **kwargs):
-    """Value blocks no wider than the (padded) value head, at least one config kept."""
+    """Value blocks no wider than the (padded) value head, one chunk a program for STATE_ONLY, at least one
+    config kept."""
     widest = padded(named_args["V"])
-    kept = [config for config in configs if config.kwargs["BV"] <= widest]
+    kept = [config for config in configs if config.kwargs["BV"] <= widest
+            and (config.kwargs["GROUP"] == 1 or not {**named_args, **kwargs}.get("STATE_ONLY"))]
     return kept or [triton.Config({"GROUP": 1, "BV": widest}, num_warps=4, num_stages=2)]
 
 
@@ -176,8 +178,50 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
     raise_flag(flags_ptr, FLAG_OUTPUT, bad)
 
 
+@triton.jit
+def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags_ptr, scale, T, q_sb, q_st, q_sh,
+               k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
+               H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+               NORMALIZE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """The output of value block i_v of chunk c of head pair hv when the chunk's entering state is zero: its own
+    part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (the split outputs' first launch,
+    state_output.py with OWN_ONLY). The same values as output_chunks' zero-state branch, in an order that keeps
+    fewer tiles live: the solve from k and the gates first, then q and Q K^T, then v last, beta folded into M's
+    columns (M (beta V) = (M diag(beta)) V: v goes to the product as loaded)."""
+    hk = hv // (HV // H)
+    dot_dtype = k_ptr.dtype.element_ty
+    rows = tl.arange(0, CHUNK)
+    cv = i_v * BV + tl.arange(0, BV)
+    t0 = c * CHUNK
+    g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
+    beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
+    gamma = tl.cumsum(g, axis=0)
+    k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
+    k_scale = inverse_norm(k, NORMALIZE)
+    decay = causal_decay(gamma)
+    t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
+    q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
+    q_scale = inverse_norm(q, NORMALIZE)
+    p = tl.where(rows[:, None] >= rows[None, :], mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay,
+                 0.0)
+    m = round_to(mma(round_to(p, dot_dtype), t_inv) * beta[None, :], dot_dtype)
+    v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
+    o = mma(m, v.to(dot_dtype)) * scale
+    mask = (rows < rows_left(t0, T, CHUNK))[:, None] & (cv < V)[None, :]
+    stored = round_to(o, o_ptr.dtype.element_ty)      # checked as stored: float16 can overflow here
+    tl.store(o_ptr + b * o_sb + hv * o_sh + t0 * o_st + (rows[:, None] * o_st + cv[None, :]), stored, mask=mask)
+    raise_flag(flags_ptr, FLAG_OUTPUT, any_not_finite(stored))
+
+
+@triton.jit
+def starts_from_zero(snapshot_of_chunk_ptr, row, c, NC):
+    """Whether chunk c of head pair `row` starts from the head pair's snapshot 0 (zero without an initial state):
+    no commit of its head pair comes before it."""
+    return tl.load(snapshot_of_chunk_ptr + row * NC + c) == tl.load(snapshot_of_chunk_ptr + row * NC)
+
+
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "STATE_ONLY", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
@@ -186,7 +230,11 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                         NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
-                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr):
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr,
+                        STATE_ONLY: tl.constexpr):
+    # STATE_ONLY (the split outputs' second launch; ZERO_START, GROUP 1): only the chunks with a state, the others
+    # written by the first launch (own_output).
+    tl.static_assert(not STATE_ONLY or (ZERO_START and GROUP == 1))
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks
@@ -195,11 +243,19 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     hv = rest % HV
     group = (rest // HV) % n_groups
     b = rest // (HV * n_groups)
-    output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
-                  snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
-                  0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
-                  beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
-                  16, 0, False, NC, False, ZERO_START)
+    if STATE_ONLY:
+        if not starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, group, NC):
+            output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                          snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T,
+                          NC, 0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb,
+                          beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
+                          PRECISION, GROUP, 16, 0, False, NC, False, ZERO_START)
+    else:
+        output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                      snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T,
+                      NC, 0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb,
+                      beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION,
+                      GROUP, 16, 0, False, NC, False, ZERO_START)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)
@@ -212,14 +268,19 @@ def zero_start(has_initial: bool) -> bool:
 
 
 def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band,
-                 has_initial):
+                 has_initial, into=None):
     """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
     t_inv: the stored inverses of pass 1, or None to solve them here. has_initial: the chain started from an
-    initial state (else snapshot 0 of every head pair is zero)."""
+    initial state (else snapshot 0 of every head pair is zero). into: an o whose zero-state chunks an earlier
+    launch wrote (state_output with own_only; needs has_initial false): only the chunks with a state are written."""
+    if into is not None and not zero_start(has_initial):
+        raise ValueError("chunk_output(into=...) writes the chunks with a state only: it needs zero-state chunks to "
+                         "skip (no initial state, SKIP_ZERO_STATE on)")
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
-    o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
+    o = into if into is not None else torch.empty(batch, tokens, value_heads, value_dim, device=q.device,
+                                                  dtype=out_dtype)
     grid = lambda meta: (batch * cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
                          * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
@@ -228,5 +289,5 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
         *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
-        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial))
+        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial), STATE_ONLY=into is not None)
     return o
