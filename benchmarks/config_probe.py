@@ -109,6 +109,15 @@ VARIANTS = {
                                 "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
     "chain-only-split-warm-up-128": {"chain_only": True, "timing_only": True, "split": True, "segment": 128,
                                      "warm_up": 20.0},
+    # Timing only: the split's first launch without its chains (state_output.OUTPUTS_ONLY), i.e. the zero-state
+    # outputs alone at three programs an SM (maxnreg 168, no spills in that role) or two (no cap), then the second
+    # launch on garbage snapshots. Whether the lean role is bound by latency (three an SM pay) or by issue.
+    "outputs-only-split-reg168": {"outputs_only": True, "timing_only": True, "split": True,
+                                  "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2, 168)}},
+    "outputs-only-split-noreg": {"outputs_only": True, "timing_only": True, "split": True,
+                                 "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
+    "outputs-only-split-bv64-reg168": {"outputs_only": True, "timing_only": True, "split": True,
+                                       "configs": {"state_output": ({"STATE_BV": 16, "BV": 64}, 4, 2, 168)}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
@@ -160,7 +169,7 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"), "warm_up": ("forward", "WARM_UP"),
-                   "split": ("forward", "SPLIT_OUTPUTS"),
+                   "split": ("forward", "SPLIT_OUTPUTS"), "outputs_only": ("state_output", "OUTPUTS_ONLY"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
                    "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
                    "call_plans": ("call_plans", "CALL_PLANS")}

@@ -134,7 +134,8 @@ def design_switches() -> tuple:
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, PAIRED, state_output_module.READY_ORDER,
-            state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
+            state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.OUTPUTS_ONLY,
+            state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))

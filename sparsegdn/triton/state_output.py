@@ -68,6 +68,10 @@ RELAXED_POLL = os.environ.get("SPARSEGDN_RELAXED_POLL", "0") == "1"
 # Diagnostics only (benchmarks/config_probe.py's `chain-only`, timed, never checked): output programs return at
 # once, so the launch times its chains alone in the launch's own shape and register budget; its o is garbage.
 CHAIN_ONLY = False
+# Diagnostics only (config_probe's `outputs-only-split-*`, timed, never checked): with OWN_ONLY, chain programs return
+# at once, so the launch times the zero-state outputs alone in its shape and register budget; the snapshots the
+# second launch reads are garbage, and so is its o.
+OUTPUTS_ONLY = False
 # Diagnostics only (benchmarks/launch_timeline.py): every program records when it began and ended, on which
 # multiprocessor and in which role, by ticket, into `last_timeline` (int64 [programs, 4]: begin ns, end ns, SM,
 # 0 for a chain program or 1 for an output program; -1 past the grid). Off: the kernel compiles without it.
@@ -85,14 +89,16 @@ def _prune(configs, named_args, **kwargs):
     widest = padded(named_args["V"])
     own = bool({**named_args, **kwargs}.get("OWN_ONLY"))
     kept = [config for config in configs if config.kwargs["BV"] <= widest and config.kwargs["STATE_BV"] <= widest]
-    kept = [config for config in kept if (config in OWN_CONFIGS) == own] or kept      # a probe's forced config stays
+    kept = [config for config in kept                                 # by identity: configs compare by value, and
+            if any(config is mine for mine in OWN_CONFIGS) == own] or kept    # OWN_CONFIGS[2] equals CONFIGS[1]
+    #                                                                        (a probe's forced config stays)
     return kept or [triton.Config({**FALLBACK.kwargs, "BV": widest}, num_warps=FALLBACK.num_warps,
                                   num_stages=FALLBACK.num_stages)]
 
 
 @triton.autotune(configs=CONFIGS + OWN_CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS", "WARM_UP", "OWN_ONLY", "LENGTH_BUCKET"],
+                      "HAS_STARTS", "WARM_UP", "OWN_ONLY", "OUTPUTS_ONLY", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
@@ -107,12 +113,13 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
                         CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, WARM_UP: tl.constexpr,
-                        ZERO_START: tl.constexpr, OWN_ONLY: tl.constexpr,
+                        ZERO_START: tl.constexpr, OWN_ONLY: tl.constexpr, OUTPUTS_ONLY: tl.constexpr,
                         TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
     # OWN_ONLY (the split outputs' first launch, ZERO_START): output programs write only the chunks that start from
     # a zero state (chunk_output.own_output, no wait); the chunks with a state are left to chunk_output's second
     # launch, which reads the snapshots this launch stored.
     tl.static_assert(not OWN_ONLY or ZERO_START)
+    tl.static_assert(not OUTPUTS_ONLY or OWN_ONLY)     # other outputs would wait for chains that never run
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, segments, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
     if TIMELINE:
@@ -125,15 +132,11 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         n_slots = 1
     n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
-        row = ticket // state_blocks
-        segment = 0                         # a constant without segments: the whole-chain code stays as it was
-        if HAS_STARTS:
-            segment = row % n_slots
-            row = row // n_slots
-        walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                   final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV,
-                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
+        if not OUTPUTS_ONLY:
+            chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                          first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
+                          final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK,
+                          STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -168,6 +171,24 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
 
 
 launch_state_output = Launcher(state_output_kernel)
+
+
+@triton.jit
+def chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
+                  per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
+                  starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
+                  STATE_BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
+                  HAS_STARTS: tl.constexpr, PUBLISH_EVERY: tl.constexpr, PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
+    """The chain role of ticket `ticket`: value block, then head pair (and segment) of state_pass.walk_chain."""
+    row = ticket // state_blocks
+    segment = 0                         # a constant without segments: the whole-chain code stays as it was
+    if HAS_STARTS:
+        segment = row % n_slots
+        row = row // n_slots
+    walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
+               per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
+               starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS,
+               PUBLISH_EVERY, PAIRED, WARM_UP)
 
 
 @triton.jit
@@ -253,7 +274,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
-        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=segmented,
+        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, OUTPUTS_ONLY=OUTPUTS_ONLY and own_only, HAS_STARTS=segmented,
         WARM_UP=float(warm_up) if segmented else 0.0,
         ZERO_START=zero_start(initial_state is not None), OWN_ONLY=own_only, TIMELINE=TIMELINE)
     if own_only:
