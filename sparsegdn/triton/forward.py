@@ -186,8 +186,10 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
             segment=COMMIT_SEGMENT, warm_up=warm_up, own_only=True)
         del w, u, k_commit
         hook(STAGES[3])
-        chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                     out_dtype=out_dtype, band=band, has_initial=False, into=o)
+        if n_chunks > 1:      # one chunk starts from zero: nothing left (and Triton 3.6's coalescing pass fails on
+            #                   the second launch's kernel specialised to one chunk, compile_report --tokens 64)
+            chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
+                         normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band, has_initial=False, into=o)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     if OVERLAP:
