@@ -94,30 +94,11 @@ VARIANTS = {
     "warm-up-128-separate-output-8warps": {"segment": 128, "warm_up": 20.0, "overlap": False,
                                            "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2)}},
     # The outputs split over two launches by whether a chunk starts from a zero state (forward.SPLIT_OUTPUTS): the
-    # chains beside the zero-state chunks' own outputs (chunk_output.own_output: 168 registers without spills
-    # alone, three programs an SM under maxnreg), then the chunks with a state. The first launch's chains walk
-    # whole or in warm-up segments; its config autotuned or forced (maxnreg 168 spills the chains' loop: 69
-    # local-memory instructions, compile_report; without the cap, 240 registers, two programs an SM).
+    # one launch runs the chains and the chunks with a state, then chunk_output.own_outputs the zero-state chunks
+    # (three programs an SM under maxnreg 168); the chains whole or in warm-up segments.
     "split": {"split": True},
     "split-warm-up-128": {"split": True, "segment": 128, "warm_up": 20.0},
     "split-warm-up-256": {"split": True, "segment": 256, "warm_up": 20.0},
-    "split-warm-up-128-reg168": {"split": True, "segment": 128, "warm_up": 20.0,
-                                 "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2, 168)}},
-    "split-warm-up-128-bv64-reg168": {"split": True, "segment": 128, "warm_up": 20.0,
-                                      "configs": {"state_output": ({"STATE_BV": 16, "BV": 64}, 4, 2, 168)}},
-    "split-warm-up-128-noreg": {"split": True, "segment": 128, "warm_up": 20.0,
-                                "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
-    "chain-only-split-warm-up-128": {"chain_only": True, "timing_only": True, "split": True, "segment": 128,
-                                     "warm_up": 20.0},
-    # Timing only: the split's first launch without its chains (state_output.OUTPUTS_ONLY), i.e. the zero-state
-    # outputs alone at three programs an SM (maxnreg 168, no spills in that role) or two (no cap), then the second
-    # launch on garbage snapshots. Whether the lean role is bound by latency (three an SM pay) or by issue.
-    "outputs-only-split-reg168": {"outputs_only": True, "timing_only": True, "split": True,
-                                  "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2, 168)}},
-    "outputs-only-split-noreg": {"outputs_only": True, "timing_only": True, "split": True,
-                                 "configs": {"state_output": ({"STATE_BV": 16, "BV": 128}, 4, 2)}},
-    "outputs-only-split-bv64-reg168": {"outputs_only": True, "timing_only": True, "split": True,
-                                       "configs": {"state_output": ({"STATE_BV": 16, "BV": 64}, 4, 2, 168)}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
@@ -169,7 +150,7 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "store": ("forward", "STORE_INVERSE"), "ready": ("state_output", "READY_ORDER"),
                    "relaxed_poll": ("state_output", "RELAXED_POLL"), "chain_only": ("state_output", "CHAIN_ONLY"),
                    "graph": ("graphs", "CUDA_GRAPH"), "segment": ("forward", "COMMIT_SEGMENT"), "warm_up": ("forward", "WARM_UP"),
-                   "split": ("forward", "SPLIT_OUTPUTS"), "outputs_only": ("state_output", "OUTPUTS_ONLY"),
+                   "split": ("forward", "SPLIT_OUTPUTS"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
                    "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
                    "call_plans": ("call_plans", "CALL_PLANS")}

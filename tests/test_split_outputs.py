@@ -1,7 +1,6 @@
-"""The outputs split over two launches by whether a chunk starts from a zero state (forward.SPLIT_OUTPUTS): the
-commit chains beside the zero-state chunks' own outputs (state_output with own_only, chunk_output.own_output),
-then the chunks with a state (chunk_output with into=o). Interpreter shapes; tests/test_triton_gpu_matrix.py runs
-it on a GPU."""
+"""The outputs split over two launches by whether a chunk starts from a zero state (forward.SPLIT_OUTPUTS): the one
+launch with the commit chains and the chunks with a state (state_output with skip_own), then the zero-state chunks'
+own outputs (chunk_output.own_outputs). Interpreter shapes; tests/test_triton_gpu_matrix.py runs it on a GPU."""
 import pytest
 import torch
 from gdn_inputs import random_events, random_inputs, rel_err
@@ -55,7 +54,7 @@ def test_split_outputs_equal_the_one_launch(band, dtype, monkeypatch):
 
 
 def test_split_outputs_with_warm_up_segments(monkeypatch):
-    """The first launch's chains cut into warm-up segments (forward.COMMIT_SEGMENT, WARM_UP) with a bound no decay
+    """The one launch's chains cut into warm-up segments (forward.COMMIT_SEGMENT, WARM_UP) with a bound no decay
     reaches: the outputs and final states of the whole chains in one launch."""
     inputs = random_inputs(1, 640, 1, 2, 16, 16, dtype=torch.float32, initial_state=True)
     events = skewed_events(1, 2, sparsegdn.num_chunks(640), seed=5)
@@ -68,16 +67,13 @@ def test_split_outputs_with_warm_up_segments(monkeypatch):
 
 def test_an_initial_state_keeps_the_one_launch(monkeypatch):
     """With an initial state no chunk starts from zero: the call takes the one launch (the same values), and the
-    split's two functions refuse such a call instead of leaving chunks unwritten."""
-    from sparsegdn.triton import chunk_output, state_output
+    one launch refuses to leave chunks to own_outputs in such a call."""
+    from sparsegdn.triton import state_output
     inputs = random_inputs(1, 300, 1, 2, 16, 16, dtype=torch.float32, initial_state=True)
     events = skewed_events(1, 2, sparsegdn.num_chunks(300), seed=3)
     split = run(monkeypatch, True, inputs, events, 1, initial=True)
     whole = run(monkeypatch, False, inputs, events, 1, initial=True)
     assert torch.equal(split[0], whole[0]) and torch.equal(split[1], whole[1])
-    with pytest.raises(ValueError, match="zero-state chunks"):
+    with pytest.raises(ValueError, match="needs them"):
         state_output.state_output(*[None] * 10, inputs[5], None, store_final=True, scale=1.0, normalize=True,
-                                  out_dtype=torch.float32, band=1, own_only=True)
-    with pytest.raises(ValueError, match="zero-state chunks"):
-        chunk_output.chunk_output(*[None] * 9, scale=1.0, normalize=True, out_dtype=torch.float32, band=1,
-                                  has_initial=True, into=split[0])
+                                  out_dtype=torch.float32, band=1, skip_own=True)

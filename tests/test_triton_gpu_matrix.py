@@ -218,8 +218,8 @@ SPLIT_SHAPES = [shape for shape in SHAPES if not shape[7]] + [shape for shape in
 @pytest.mark.parametrize("segment", [0, 8], ids=["whole-chains", "warm-up-segments"])
 @pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=_case_id)
 def test_gpu_split_outputs_match_torch(shape, segment, monkeypatch):
-    """The outputs split over two launches (forward.SPLIT_OUTPUTS: the chains beside the zero-state chunks' own
-    outputs under the own role's register cap, then the chunks with a state) against the torch backend, with o and
+    """The outputs split over two launches (forward.SPLIT_OUTPUTS: the chains and the chunks with a state in the one
+    launch, then the zero-state chunks' own outputs under a register cap) against the torch backend, with o and
     the snapshots filled with NaN before every launch (a chunk neither launch writes, or a snapshot read before
     its store, shows), for head pairs that never commit, commit late and commit every chunk; whole chains, or cut
     into warm-up segments of 8 commits (forward.WARM_UP)."""

@@ -43,11 +43,9 @@ CONFIGS = [triton.Config({"GROUP": group, "BV": bv}, num_warps=4, num_stages=sta
 
 
 def _prune(configs, named_args, **kwargs):
-    """Value blocks no wider than the (padded) value head, one chunk a program for STATE_ONLY, at least one
-    config kept."""
+    """Value blocks no wider than the (padded) value head, at least one config kept."""
     widest = padded(named_args["V"])
-    kept = [config for config in configs if config.kwargs["BV"] <= widest
-            and (config.kwargs["GROUP"] == 1 or not {**named_args, **kwargs}.get("STATE_ONLY"))]
+    kept = [config for config in configs if config.kwargs["BV"] <= widest]
     return kept or [triton.Config({"GROUP": 1, "BV": widest}, num_warps=4, num_stages=2)]
 
 
@@ -184,10 +182,10 @@ def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags
                H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                NORMALIZE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr):
     """The output of value block i_v of chunk c of head pair hv when the chunk's entering state is zero: its own
-    part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (the split outputs' first launch,
-    state_output.py with OWN_ONLY). The same values as output_chunks' zero-state branch, in an order that keeps
-    fewer tiles live: the solve from k and the gates first, then q and Q K^T, then v last, beta folded into M's
-    columns (M (beta V) = (M diag(beta)) V: v goes to the product as loaded)."""
+    part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (the split outputs' own launch,
+    own_output_kernel). The arithmetic of output_chunks' zero-state branch, in an order that keeps fewer tiles live:
+    the solve from k and the gates first, then q and Q K^T, then v last, beta folded into M's columns
+    (M (beta V) = (M diag(beta)) V: v goes to the product as loaded)."""
     hk = hv // (HV // H)
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)
@@ -221,7 +219,7 @@ def starts_from_zero(snapshot_of_chunk_ptr, row, c, NC):
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "STATE_ONLY", "LENGTH_BUCKET"],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
@@ -230,11 +228,7 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                         NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
-                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr,
-                        STATE_ONLY: tl.constexpr):
-    # STATE_ONLY (the split outputs' second launch; ZERO_START, GROUP 1): only the chunks with a state, the others
-    # written by the first launch (own_output).
-    tl.static_assert(not STATE_ONLY or (ZERO_START and GROUP == 1))
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks
@@ -243,19 +237,11 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     hv = rest % HV
     group = (rest // HV) % n_groups
     b = rest // (HV * n_groups)
-    if STATE_ONLY:
-        if not starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, group, NC):
-            output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
-                          snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T,
-                          NC, 0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb,
-                          beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
-                          PRECISION, GROUP, 16, 0, False, NC, False, ZERO_START)
-    else:
-        output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
-                      snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T,
-                      NC, 0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb,
-                      beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION,
-                      GROUP, 16, 0, False, NC, False, ZERO_START)
+    output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+                  snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
+                  0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
+                  beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
+                  16, 0, False, NC, False, ZERO_START)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)
@@ -268,19 +254,14 @@ def zero_start(has_initial: bool) -> bool:
 
 
 def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band,
-                 has_initial, into=None):
+                 has_initial):
     """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
     t_inv: the stored inverses of pass 1, or None to solve them here. has_initial: the chain started from an
-    initial state (else snapshot 0 of every head pair is zero). into: an o whose zero-state chunks an earlier
-    launch wrote (state_output with own_only; needs has_initial false): only the chunks with a state are written."""
-    if into is not None and not zero_start(has_initial):
-        raise ValueError("chunk_output(into=...) writes the chunks with a state only: it needs zero-state chunks to "
-                         "skip (no initial state, SKIP_ZERO_STATE on)")
+    initial state (else snapshot 0 of every head pair is zero)."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
-    o = into if into is not None else torch.empty(batch, tokens, value_heads, value_dim, device=q.device,
-                                                  dtype=out_dtype)
+    o = torch.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype)
     grid = lambda meta: (batch * cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
                          * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
@@ -289,5 +270,59 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
         *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
-        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial), STATE_ONLY=into is not None)
+        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial))
     return o
+
+
+# The own outputs' kernel (split outputs): 197 registers at 4 warps, 159-168 without spills under maxnreg 168
+# (compile_report, sm_90): three programs an SM. On the H200 (2026-12-03, 128K tokens, benchmark inputs) the
+# zero-state chunks alone took 1.31 ms at three programs an SM against 1.76 at two (config_probe
+# outputs-only-split-*; ncu at 32K: issue active 49% against 37%). The config without the cap is tried too.
+OWN_CONFIGS = [triton.Config({"BV": 128}, num_warps=4, num_stages=1, maxnreg=maxnreg) for maxnreg in (168, None)]
+
+
+def _prune_own(configs, named_args, **kwargs):
+    """Value blocks no wider than the (padded) value head, at least one config kept."""
+    widest = padded(named_args["V"])
+    return ([config for config in configs if config.kwargs["BV"] <= widest]
+            or [triton.Config({"BV": widest}, num_warps=4, num_stages=1, maxnreg=168)])
+
+
+@triton.autotune(configs=OWN_CONFIGS if AUTOTUNE else OWN_CONFIGS[:1], key=["K", "V", "H", "HV", "BAND", "LENGTH_BUCKET"],
+                 prune_configs_by={"early_config_prune": _prune_own})
+@triton.jit
+def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, snapshot_of_chunk_ptr, o_ptr, flags_ptr, scale, T, NC, B,
+                      LENGTH_BUCKET, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
+                      beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
+                      BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, BAND: tl.constexpr,
+                      PRECISION: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    n_blocks = tl.cdiv(V, BV)
+    i_v = pid % n_blocks                # value blocks fastest, then head pairs, batch rows, chunks
+    rest = pid // n_blocks
+    hv = rest % HV
+    b = (rest // HV) % B
+    c = rest // (HV * B)
+    if starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
+        own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags_ptr, scale, T, q_sb, q_st, q_sh,
+                   k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh, o_sb, o_st,
+                   o_sh, H, HV, K, V, BK, BV, NORMALIZE, BAND, PRECISION)
+
+
+launch_own_output = Launcher(own_output_kernel)
+
+
+def own_outputs(q, k, v, g, beta, schedule, flags, o, *, scale, normalize, band):
+    """Writes into o [B,T,HV,V] the outputs of the chunks that start from a zero state (no initial state: before
+    their head pair's first commit), the chunk's own part alone (own_output); the other chunks of o are left as they
+    are (state_output with skip_own writes them). Raises flags[FLAG_OUTPUT] for a non-finite output."""
+    batch, tokens, key_heads, key_dim = q.shape
+    value_heads, value_dim = v.shape[2], v.shape[3]
+    n_chunks = schedule.events.shape[2]
+    grid = lambda meta: (batch * n_chunks * value_heads * cdiv(value_dim, meta["BV"]),)  # noqa: E731
+    launch_own_output(
+        grid, q, k, v, g, beta, schedule.snapshot_of_chunk, o, flags, scale, tokens, n_chunks, batch,
+        length_bucket(n_chunks),
+        *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads,
+        value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize, BAND=band,
+        PRECISION=solve_precision(k.dtype))

@@ -63,7 +63,7 @@ from . import call_plans, call_record
 import os
 
 from .chunk_loads import NUM_FLAGS, rows_view, tile_view
-from .chunk_output import chunk_output
+from .chunk_output import chunk_output, own_outputs
 from . import chunk_output as chunk_output_module
 from . import graphs
 from . import schedule as schedule_module
@@ -97,9 +97,10 @@ if not 0 <= WARM_UP < float("inf"):
     raise ValueError(f"SPARSEGDN_WARM_UP={os.environ.get('SPARSEGDN_WARM_UP')!r}: a finite log decay >= 0 (0: off)")
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # With OVERLAP and no initial state: the outputs split over two launches by whether the chunk starts from a zero
-# state. The first runs the commit chains beside the zero-state chunks' outputs (chunk_output.own_output: the
-# chunk's own part alone, no wait, fewer registers), the second the chunks with a state (chunk_output with into=o)
-# from the snapshots the first stored. Off: not yet measured on a GPU. SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
+# state. The one launch (state_output with skip_own) runs the commit chains and the outputs of the chunks with a
+# state; then chunk_output.own_outputs writes the zero-state chunks (their own part alone, no wait: a kernel of
+# its own at fewer registers, three programs an SM instead of two). Off: not yet measured as a whole.
+# SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
 SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
@@ -134,8 +135,7 @@ def design_switches() -> tuple:
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, PAIRED, state_output_module.READY_ORDER,
-            state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.OUTPUTS_ONLY,
-            state_output_module.POISON,
+            state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
@@ -180,16 +180,12 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
     if OVERLAP and split:
-        o, final_state, snapshots = state_output(
-            w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, store_final=output_final_state,
-            scale=scale, normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band, paired=paired,
-            segment=COMMIT_SEGMENT, warm_up=warm_up, own_only=True)
-        del w, u, k_commit
+        o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
+                                      store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
+                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
+                                      warm_up=warm_up, skip_own=True)
         hook(STAGES[3])
-        if n_chunks > 1:      # one chunk starts from zero: nothing left (and Triton 3.6's coalescing pass fails on
-            #                   the second launch's kernel specialised to one chunk, compile_report --tokens 64)
-            chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
-                         normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band, has_initial=False, into=o)
+        own_outputs(q, k, v, g, beta, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel, band=band)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     if OVERLAP:

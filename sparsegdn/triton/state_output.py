@@ -39,7 +39,7 @@ import triton.language.extra.cuda as cuda_extra
 
 from . import call_record
 from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
-from .chunk_output import output_chunks, own_output, starts_from_zero, zero_start
+from .chunk_output import output_chunks, starts_from_zero, zero_start
 from .launch import Launcher
 from .state_pass import segmented_chains, walk_chain
 
@@ -49,11 +49,6 @@ from .state_pass import segmented_chains, walk_chain
 # 1.23-1.64 / 4.65-4.81; all computed correctly (analysis/results/overlap/).
 CONFIGS = [triton.Config({"STATE_BV": state_bv, "BV": 128}, num_warps=4, num_stages=stages)
            for state_bv, stages in ((16, 3), (16, 2), (32, 3))]
-# OWN_ONLY (split outputs): the zero-state role alone compiles to 197 registers at 4 warps and to 168 without
-# spills under maxnreg (compile_report, sm_90), the chains at 2 stages to 72 KB of shared memory: three programs
-# an SM instead of two. The config without maxnreg is tried beside them (two programs an SM, no forced allocation).
-OWN_CONFIGS = [triton.Config({"STATE_BV": 16, "BV": bv}, num_warps=4, num_stages=2, maxnreg=maxnreg)
-               for bv, maxnreg in ((128, 168), (64, 168), (128, None))]
 FALLBACK = triton.Config({"STATE_BV": 16, "BV": 16}, num_warps=4, num_stages=2)   # BV set by _prune
 PUBLISH = 16        # commits between two progress counts of a chain program
 # Output programs in order of readiness (chunks sorted by how many commits their snapshot needs, one
@@ -68,10 +63,6 @@ RELAXED_POLL = os.environ.get("SPARSEGDN_RELAXED_POLL", "0") == "1"
 # Diagnostics only (benchmarks/config_probe.py's `chain-only`, timed, never checked): output programs return at
 # once, so the launch times its chains alone in the launch's own shape and register budget; its o is garbage.
 CHAIN_ONLY = False
-# Diagnostics only (config_probe's `outputs-only-split-*`, timed, never checked): with OWN_ONLY, chain programs return
-# at once, so the launch times the zero-state outputs alone in its shape and register budget; the snapshots the
-# second launch reads are garbage, and so is its o.
-OUTPUTS_ONLY = False
 # Diagnostics only (benchmarks/launch_timeline.py): every program records when it began and ended, on which
 # multiprocessor and in which role, by ticket, into `last_timeline` (int64 [programs, 4]: begin ns, end ns, SM,
 # 0 for a chain program or 1 for an output program; -1 past the grid). Off: the kernel compiles without it.
@@ -84,21 +75,17 @@ POISON = False
 
 
 def _prune(configs, named_args, **kwargs):
-    """Blocks no wider than the (padded) value head, of OWN_CONFIGS for OWN_ONLY (of CONFIGS else) where any is
-    left, at least one config kept."""
+    """Blocks no wider than the (padded) value head, at least one config kept."""
     widest = padded(named_args["V"])
-    own = bool({**named_args, **kwargs}.get("OWN_ONLY"))
-    kept = [config for config in configs if config.kwargs["BV"] <= widest and config.kwargs["STATE_BV"] <= widest]
-    kept = [config for config in kept                                 # by identity: configs compare by value, and
-            if any(config is mine for mine in OWN_CONFIGS) == own] or kept    # OWN_CONFIGS[2] equals CONFIGS[1]
-    #                                                                        (a probe's forced config stays)
+    kept = [config for config in configs
+            if config.kwargs["BV"] <= widest and config.kwargs["STATE_BV"] <= widest]
     return kept or [triton.Config({**FALLBACK.kwargs, "BV": widest}, num_warps=FALLBACK.num_warps,
                                   num_stages=FALLBACK.num_stages)]
 
 
-@triton.autotune(configs=CONFIGS + OWN_CONFIGS if AUTOTUNE else CONFIGS[:1],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS", "WARM_UP", "OWN_ONLY", "OUTPUTS_ONLY", "LENGTH_BUCKET"],
+                      "HAS_STARTS", "WARM_UP", "SKIP_OWN", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
@@ -113,13 +100,11 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
                         CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, WARM_UP: tl.constexpr,
-                        ZERO_START: tl.constexpr, OWN_ONLY: tl.constexpr, OUTPUTS_ONLY: tl.constexpr,
+                        ZERO_START: tl.constexpr, SKIP_OWN: tl.constexpr,
                         TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
-    # OWN_ONLY (the split outputs' first launch, ZERO_START): output programs write only the chunks that start from
-    # a zero state (chunk_output.own_output, no wait); the chunks with a state are left to chunk_output's second
-    # launch, which reads the snapshots this launch stored.
-    tl.static_assert(not OWN_ONLY or ZERO_START)
-    tl.static_assert(not OUTPUTS_ONLY or OWN_ONLY)     # other outputs would wait for chains that never run
+    # SKIP_OWN (split outputs, ZERO_START): the output programs of the chunks that start from a zero state return
+    # at once (chunk_output.own_outputs writes them in a launch of its own); the others wait for their snapshots.
+    tl.static_assert(not SKIP_OWN or ZERO_START)
     # ticket_ptr[0]: the ticket counter; ticket_ptr[1:]: progress [B * HV, segments, cdiv(V, STATE_BV)].
     progress_ptr = ticket_ptr + 1
     if TIMELINE:
@@ -132,11 +117,10 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         n_slots = 1
     n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
-        if not OUTPUTS_ONLY:
-            chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                          first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-                          final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK,
-                          STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
+        chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
+                      per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
+                      starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL,
+                      HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -151,12 +135,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
             hv = rest % HV
             b = (rest // HV) % B
             c = rest // (HV * B)
-        if OWN_ONLY:
-            if starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
-                own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags_ptr, scale, T, q_sb, q_st,
-                           q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
-                           o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, BAND, PRECISION)
-        else:
+        if not SKIP_OWN or not starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
             output_chunks(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
                           snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                           scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st,
@@ -209,19 +188,18 @@ def sm_id():
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
                  store_final, scale, normalize, out_dtype, band, paired=False, segment=0, warm_up=0.0,
-                 own_only=False):
+                 skip_own=False):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
     paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
     that many commits walked side by side from the states segment_scan.segment_starts computes first (as
     state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains); with
     warm_up > 0 each segment walks its entering state from a warm-up instead (state_pass.warm_up_begin).
-    own_only (no initial state, chunk_output.SKIP_ZERO_STATE on): the output programs write only the chunks that
-    start from a zero state, and the call returns (o, final state, snapshots) for chunk_output(into=o) to write
-    the others."""
-    if own_only and not zero_start(initial_state is not None):
-        raise ValueError("state_output(own_only=True) leaves the chunks with a state to a second launch: it needs "
-                         "zero-state chunks (no initial state, SKIP_ZERO_STATE on)")
+    skip_own (no initial state, chunk_output.SKIP_ZERO_STATE on): the chunks that start from a zero state are left
+    unwritten in o, for chunk_output.own_outputs to write."""
+    if skip_own and not zero_start(initial_state is not None):
+        raise ValueError("state_output(skip_own=True) leaves the zero-state chunks to chunk_output.own_outputs: it "
+                         "needs them (no initial state, SKIP_ZERO_STATE on)")
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
@@ -274,11 +252,9 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
-        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, OUTPUTS_ONLY=OUTPUTS_ONLY and own_only, HAS_STARTS=segmented,
+        RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=segmented,
         WARM_UP=float(warm_up) if segmented else 0.0,
-        ZERO_START=zero_start(initial_state is not None), OWN_ONLY=own_only, TIMELINE=TIMELINE)
-    if own_only:
-        return o, (final_state if store_final else None), snapshots
+        ZERO_START=zero_start(initial_state is not None), SKIP_OWN=skip_own, TIMELINE=TIMELINE)
     return o, (final_state if store_final else None)
 
 
