@@ -99,6 +99,11 @@ VARIANTS = {
     "split": {"split": True},
     "split-warm-up-128": {"split": True, "segment": 128, "warm_up": 20.0},
     "split-warm-up-256": {"split": True, "segment": 256, "warm_up": 20.0},
+    "split-warm-up-512": {"split": True, "segment": 512, "warm_up": 20.0},
+    # Without the zero-state programs, most of the one launch's output programs wait for a snapshot: in order of
+    # readiness (state_output.READY_ORDER), or polling with plain loads (RELAXED_POLL).
+    "split-warm-up-256-ready": {"split": True, "segment": 256, "warm_up": 20.0, "ready": True},
+    "split-warm-up-256-relaxed": {"split": True, "segment": 256, "warm_up": 20.0, "relaxed_poll": True},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).
