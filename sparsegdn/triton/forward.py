@@ -99,8 +99,10 @@ OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # With OVERLAP and no initial state: the outputs split over two launches by whether the chunk starts from a zero
 # state. The one launch (state_output with skip_own) runs the commit chains and the outputs of the chunks with a
 # state; then chunk_output.own_outputs writes the zero-state chunks (their own part alone, no wait: a kernel of
-# its own at fewer registers, three programs an SM instead of two). Off: not yet measured as a whole.
-# SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
+# its own at fewer registers, three programs an SM instead of two). Off: on the H200 (2026-12-03, benchmark inputs,
+# budget 0.29, band 1; analysis/results/overlap/batch17) with warm-up segments of 256 the backend entry took 4.30
+# against 4.51 ms at 128K and 2.20 against 2.28 at 64K, but 0.684 against 0.621 at 16K; without the warm-up it
+# lost at every length (5.07 ms at 128K). SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
 SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
