@@ -95,19 +95,15 @@ VARIANTS = {
                                            "configs": {"chunk_output": ({"GROUP": 1, "BV": 128}, 8, 2)}},
     # The outputs split over two launches by whether a chunk starts from a zero state (forward.SPLIT_OUTPUTS): the
     # one launch runs the chains and the chunks with a state, then chunk_output.own_outputs the zero-state chunks
-    # (three programs an SM under maxnreg 168), after it (split: 1) or beside it on a second stream (split: 2,
-    # launched, no call plan); the chains whole or in warm-up segments.
-    "split": {"split": 1},
-    "split-warm-up-128": {"split": 1, "segment": 128, "warm_up": 20.0},
-    "split-warm-up-256": {"split": 1, "segment": 256, "warm_up": 20.0},
-    "split-warm-up-512": {"split": 1, "segment": 512, "warm_up": 20.0},
+    # (three programs an SM under maxnreg 168); the chains whole or in warm-up segments.
+    "split": {"split": True},
+    "split-warm-up-128": {"split": True, "segment": 128, "warm_up": 20.0},
+    "split-warm-up-256": {"split": True, "segment": 256, "warm_up": 20.0},
+    "split-warm-up-512": {"split": True, "segment": 512, "warm_up": 20.0},
     # Without the zero-state programs, most of the one launch's output programs wait for a snapshot: in order of
     # readiness (state_output.READY_ORDER), or polling with plain loads (RELAXED_POLL).
-    "split-warm-up-256-ready": {"split": 1, "segment": 256, "warm_up": 20.0, "ready": True},
-    "split-warm-up-256-relaxed": {"split": 1, "segment": 256, "warm_up": 20.0, "relaxed_poll": True},
-    "split-beside": {"split": 2},
-    "split-beside-warm-up-128": {"split": 2, "segment": 128, "warm_up": 20.0},
-    "split-beside-warm-up-256": {"split": 2, "segment": 256, "warm_up": 20.0},
+    "split-warm-up-256-ready": {"split": True, "segment": 256, "warm_up": 20.0, "ready": True},
+    "split-warm-up-256-relaxed": {"split": True, "segment": 256, "warm_up": 20.0, "relaxed_poll": True},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).

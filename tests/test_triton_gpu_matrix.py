@@ -215,18 +215,16 @@ def test_gpu_commit_chain_in_warm_up_segments_matches_torch(shape, overlap, monk
 SPLIT_SHAPES = [shape for shape in SHAPES if not shape[7]] + [shape for shape in LONG_CHAIN_SHAPES if not shape[7]]
 
 
-@pytest.mark.parametrize("mode", ["after", "beside"])
 @pytest.mark.parametrize("segment", [0, 8], ids=["whole-chains", "warm-up-segments"])
 @pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=_case_id)
-def test_gpu_split_outputs_match_torch(shape, segment, mode, monkeypatch):
+def test_gpu_split_outputs_match_torch(shape, segment, monkeypatch):
     """The outputs split over two launches (forward.SPLIT_OUTPUTS: the chains and the chunks with a state in the one
     launch, then the zero-state chunks' own outputs under a register cap) against the torch backend, with o and
     the snapshots filled with NaN before every launch (a chunk neither launch writes, or a snapshot read before
     its store, shows), for head pairs that never commit, commit late and commit every chunk; whole chains, or cut
-    into warm-up segments of 8 commits (forward.WARM_UP); the own outputs after the one launch, or beside it on a
-    second stream (the call joins it before returning: the checks read o on the caller's stream)."""
+    into warm-up segments of 8 commits (forward.WARM_UP)."""
     from sparsegdn.triton import forward, state_output, state_pass
-    monkeypatch.setattr(forward, "SPLIT_OUTPUTS", forward.SPLIT_AFTER if mode == "after" else forward.SPLIT_BESIDE)
+    monkeypatch.setattr(forward, "SPLIT_OUTPUTS", True)
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", segment)
     monkeypatch.setattr(forward, "WARM_UP", 20.0 if segment else 0.0)
     monkeypatch.setattr(state_output, "POISON", True)

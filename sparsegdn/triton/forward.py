@@ -98,20 +98,12 @@ if not 0 <= WARM_UP < float("inf"):
 OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # With OVERLAP and no initial state: the outputs split over two launches by whether the chunk starts from a zero
 # state. The one launch (state_output with skip_own) runs the commit chains and the outputs of the chunks with a
-# state; chunk_output.own_outputs writes the zero-state chunks (their own part alone, no wait: a kernel of its own
-# at fewer registers, three programs an SM instead of two), after the one launch (SPLIT_AFTER) or beside it, on a
-# second stream of higher priority issued just after it (SPLIT_BESIDE: its programs take the slots the one launch's
-# programs free, while the chains walk; launched, never from a call plan or a graph).
-# Off: on the H200 (2026-12-03, benchmark inputs, budget 0.29, band 1; analysis/results/overlap/batch17) the split
-# after the one launch, with warm-up segments of 256, took 4.30 against 4.51 ms at 128K and 2.20 against 2.28 at
-# 64K, but 0.684 against 0.621 at 16K; without the warm-up it lost at every length (5.07 ms at 128K).
-# SPARSEGDN_SPLIT_OUTPUTS=1 (after) or 2 (beside) turns it on.
-SPLIT_AFTER, SPLIT_BESIDE = 1, 2
-_SPLIT_SETTING = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0")
-if _SPLIT_SETTING not in ("0", "1", "2"):
-    raise ValueError(f"SPARSEGDN_SPLIT_OUTPUTS={_SPLIT_SETTING!r}: 0 (off), 1 (after the one launch) or 2 (beside it)")
-SPLIT_OUTPUTS = int(_SPLIT_SETTING)
-_side_streams = {}
+# state; then chunk_output.own_outputs writes the zero-state chunks (their own part alone, no wait: a kernel of
+# its own at fewer registers, three programs an SM instead of two). Off: on the H200 (2026-12-03, benchmark inputs,
+# budget 0.29, band 1; analysis/results/overlap/batch17) with warm-up segments of 256 the backend entry took 4.30
+# against 4.51 ms at 128K and 2.20 against 2.28 at 64K, but 0.684 against 0.621 at 16K; without the warm-up it
+# lost at every length (5.07 ms at 128K). SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
+SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
 # backend entry at 32K 2.13 ms in one launch against 1.43 single; analysis/results/overlap/batch6).
@@ -131,12 +123,10 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
     if v.is_cuda:
         with torch.cuda.device(v.device):
             tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
-            if SPLIT_OUTPUTS != SPLIT_BESIDE and graphs.wanted(
-                    tensors, events=options["events"], selector=options["selector"],
-                    stage_hook=options.get("stage_hook"), deferred=not replayable):
+            if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
+                             stage_hook=options.get("stage_hook"), deferred=not replayable):
                 return graphs.replay(_forward, tensors, options, design=design_switches())
-            if SPLIT_OUTPUTS != SPLIT_BESIDE and call_plans.wanted(events=options["events"],
-                                                                    stage_hook=options.get("stage_hook")):
+            if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
                 return call_plans.call(_forward, tensors, options, design=design_switches())
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
@@ -151,15 +141,6 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
-
-
-def side_stream(device) -> "torch.cuda.Stream":
-    """The device's stream for the own outputs beside the one launch (SPLIT_BESIDE), made once: of a higher priority
-    than the default, so that its programs take the slots the one launch's programs free before the one launch's
-    own later programs do."""
-    if device not in _side_streams:
-        _side_streams[device] = torch.cuda.Stream(device=device, priority=-1)
-    return _side_streams[device]
 
 
 def store_inverse(band: int) -> bool:
@@ -201,27 +182,12 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
     if OVERLAP and split:
-        o = state_output_module.output_buffer(*v.shape[:3], v.shape[3], v.device, out_dtype)
-        beside = SPLIT_OUTPUTS == SPLIT_BESIDE and v.is_cuda
-        if beside:                  # the own outputs need the schedule and the inputs only: ready now
-            ready = torch.cuda.Event()
-            ready.record()
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
-                                      warm_up=warm_up, skip_own=True, into=o)
-        if beside:
-            side = side_stream(v.device)
-            side.wait_event(ready)
-            with torch.cuda.stream(side):
-                own_outputs(q, k, v, g, beta, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                            band=band)
-            torch.cuda.current_stream().wait_stream(side)      # every tensor it read outlives this join
-            hook(STAGES[3])
-        else:
-            hook(STAGES[3])
-            own_outputs(q, k, v, g, beta, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                        band=band)
+                                      warm_up=warm_up, skip_own=True)
+        hook(STAGES[3])
+        own_outputs(q, k, v, g, beta, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel, band=band)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     if OVERLAP:

@@ -188,7 +188,7 @@ def sm_id():
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
                  store_final, scale, normalize, out_dtype, band, paired=False, segment=0, warm_up=0.0,
-                 skip_own=False, into=None):
+                 skip_own=False):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
     paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
@@ -196,7 +196,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains); with
     warm_up > 0 each segment walks its entering state from a warm-up instead (state_pass.warm_up_begin).
     skip_own (no initial state, chunk_output.SKIP_ZERO_STATE on): the chunks that start from a zero state are left
-    unwritten in o, for chunk_output.own_outputs to write. into: the o to write (output_buffer), else a new one."""
+    unwritten in o, for chunk_output.own_outputs to write."""
     if skip_own and not zero_start(initial_state is not None):
         raise ValueError("state_output(skip_own=True) leaves the zero-state chunks to chunk_output.own_outputs: it "
                          "needs them (no initial state, SKIP_ZERO_STATE on)")
@@ -219,7 +219,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
                  else call_record.empty(*snapshot_shape, device=w.device, dtype=w.dtype))
     final_state = (call_record.empty(batch, value_heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
-    o = into if into is not None else output_buffer(batch, tokens, value_heads, value_dim, q.device, out_dtype)
+    o = (torch.full((batch, tokens, value_heads, value_dim), float("nan"), device=q.device, dtype=out_dtype) if POISON
+         else call_record.empty(batch, tokens, value_heads, value_dim, device=q.device, dtype=out_dtype))
     # The ticket counter and the progress counts of the narrowest chain blocks any config uses (the kernel's
     # configs as they are now: a probe may force others).
     narrowest = min(config.kwargs["STATE_BV"] for config in state_output_kernel.configs + [FALLBACK])
@@ -255,13 +256,6 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         WARM_UP=float(warm_up) if segmented else 0.0,
         ZERO_START=zero_start(initial_state is not None), SKIP_OWN=skip_own, TIMELINE=TIMELINE)
     return o, (final_state if store_final else None)
-
-
-def output_buffer(batch, tokens, value_heads, value_dim, device, dtype):
-    """A new o [B,T,HV,V] for the launches to fill (NaN under POISON: a chunk no launch writes shows)."""
-    if POISON:
-        return torch.full((batch, tokens, value_heads, value_dim), float("nan"), device=device, dtype=dtype)
-    return call_record.empty(batch, tokens, value_heads, value_dim, device=device, dtype=dtype)
 
 
 def publish_every(paired):
