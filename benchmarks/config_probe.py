@@ -104,6 +104,13 @@ VARIANTS = {
     # readiness (state_output.READY_ORDER), or polling with plain loads (RELAXED_POLL).
     "split-warm-up-256-ready": {"split": True, "segment": 256, "warm_up": 20.0, "ready": True},
     "split-warm-up-256-relaxed": {"split": True, "segment": 256, "warm_up": 20.0, "relaxed_poll": True},
+    # The decays of the output roles' products as row and column factors where a chunk's log decay spreads less
+    # than 80 around its middle (band_solve.DECAY_SCALES, read at compile time): no 64 x 64 exponential grid.
+    # compile_report: the own outputs' kernel 2,904 instructions a warp on that path against 3,240, 166 registers;
+    # the one launch 5,088 against 5,408, with more local-memory instructions (94-104 against 70).
+    "decay-scales": {"env": {"SPARSEGDN_DECAY_SCALES": "1"}},
+    "decay-scales-split-warm-up-256": {"env": {"SPARSEGDN_DECAY_SCALES": "1"}, "split": True, "segment": 256,
+                                       "warm_up": 20.0},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).

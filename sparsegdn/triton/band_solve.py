@@ -16,10 +16,20 @@ far blocks of Tinv are never formed.
 Bands 2 and 3, on whole 64 x 64 tiles: with D = blockdiag(D_a) and M = D A_off (A_off the blocks
 below the diagonal ones; M^4 = 0), Tinv = (I - M)(I + M^2) D, projected on the band.
 """
+import os
+
 import triton
 import triton.language as tl
 
 from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
+
+# The decays of a chunk's products as row and column factors instead of the 64 x 64 grid: exp(gamma_i - gamma_j) =
+# exp(gamma_i - m) exp(m - gamma_j), m = gamma[31], where every |gamma - m| < DECAY_SPREAD (each factor within e^80
+# of 1: float32 neither overflows nor loses it); the grid elsewhere (decayed_products). Saves the grid's 32
+# exponentials a thread and its masks. Read at compile time; SPARSEGDN_DECAY_SCALES=1 turns it on (off: not yet
+# measured on a GPU).
+DECAY_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_DECAY_SCALES", "0") == "1")
+DECAY_SPREAD = tl.constexpr(80.0)
 
 
 @triton.jit
@@ -124,3 +134,45 @@ def band_inverse_decayed(k, k_scale, beta, decay, BAND: tl.constexpr, PRECISION:
     if BAND <= 1:
         return _adjacent_inverse(a, BAND, PRECISION)
     return _whole_tile_inverse(a, BAND, PRECISION)
+
+
+@triton.jit
+def band_inverse_of(a, BAND: tl.constexpr, PRECISION: tl.constexpr):
+    """The band-projected Tinv from A (strict_lower(beta_i k_i . k_j exp(gamma_i - gamma_j)), float32 [64, 64])."""
+    if BAND <= 1:
+        return _adjacent_inverse(a, BAND, PRECISION)
+    return _whole_tile_inverse(a, BAND, PRECISION)
+
+
+@triton.jit
+def decayed_products(q, k, q_scale, k_scale, beta, gamma, SOLVE: tl.constexpr, BAND: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    """(P, Tinv): P = the decayed causal Q K^T (float32 [64, 64], q and k raw tiles scaled by their inverse norms),
+    and with SOLVE the band-projected Tinv (float32; P again without SOLVE). The decays come as row and column
+    factors of the two products where the chunk's cumulative log decay spreads less than DECAY_SPREAD around its
+    middle (one uniform branch a chunk), else from causal_decay's grid, as without DECAY_SCALES."""
+    rows = tl.arange(0, CHUNK)
+    mid = tl.sum(tl.where(rows == CHUNK // 2 - 1, gamma, 0.0), axis=0)
+    shifted = gamma - mid
+    fits = tl.max(tl.abs(shifted), axis=0) < DECAY_SPREAD
+    t_inv = 0.0
+    if SOLVE:               # the solve first, then Q K^T: one 64 x 64 product live at a time
+        kk = mma(k, tl.trans(k))
+        if fits:
+            a = tl.where(rows[:, None] > rows[None, :],
+                         kk * ((beta * k_scale * tl.exp(shifted))[:, None] * (k_scale * tl.exp(-shifted))[None, :]),
+                         0.0)
+        else:
+            a = tl.where(rows[:, None] > rows[None, :],
+                         kk * ((beta * k_scale)[:, None] * k_scale[None, :]) * causal_decay(gamma), 0.0)
+        t_inv = band_inverse_of(a, BAND, PRECISION)
+    qk = mma(q, tl.trans(k))
+    if fits:
+        p = tl.where(rows[:, None] >= rows[None, :],
+                     qk * ((q_scale * tl.exp(shifted))[:, None] * (k_scale * tl.exp(-shifted))[None, :]), 0.0)
+    else:
+        p = tl.where(rows[:, None] >= rows[None, :], qk * (q_scale[:, None] * k_scale[None, :]) * causal_decay(gamma),
+                     0.0)
+    if SOLVE:
+        return p, t_inv
+    return p, p

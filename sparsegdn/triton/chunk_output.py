@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .band_solve import band_inverse_decayed, causal_decay
+from .band_solve import DECAY_SCALES, band_inverse_decayed, causal_decay, decayed_products
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_OUTPUT, FOLD_SCALES, any_not_finite, cdiv, inverse_norm,
                           load_gates, load_rows, load_rows_stored, load_tile, mma, mma_into, padded, raise_flag,
                           length_bucket, round_to, rows_left, solve_precision)
@@ -141,10 +141,15 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         q_scale = inverse_norm(q, NORMALIZE)
         k_scale = inverse_norm(k, NORMALIZE)
         gamma = tl.cumsum(g, axis=0)
-        decay = causal_decay(gamma)                       # one grid for K K^T (in the solve) and Q K^T
-        if RECOMPUTE:
-            t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
-        p = tl.where(causal, mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
+        if DECAY_SCALES:                                  # the decays as row and column factors where they fit
+            p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, RECOMPUTE, BAND, PRECISION)
+            if RECOMPUTE:
+                t_inv = round_to(solved, dot_dtype)
+        else:
+            decay = causal_decay(gamma)                   # one grid for K K^T (in the solve) and Q K^T
+            if RECOMPUTE:
+                t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
+            p = tl.where(causal, mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
         if FOLD_SCALES:          # m X and m (beta V) as (m diag(x scales)) K and (m diag(beta)) V (chunk_loads)
             m = mma(round_to(p, dot_dtype), t_inv)
             m_values = round_to(m * beta[None, :], dot_dtype)
@@ -196,12 +201,18 @@ def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags
     gamma = tl.cumsum(g, axis=0)
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
     k_scale = inverse_norm(k, NORMALIZE)
-    decay = causal_decay(gamma)
-    t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
-    q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
-    q_scale = inverse_norm(q, NORMALIZE)
-    p = tl.where(rows[:, None] >= rows[None, :], mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay,
-                 0.0)
+    if DECAY_SCALES:                                      # the decays as row and column factors where they fit
+        q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
+        q_scale = inverse_norm(q, NORMALIZE)
+        p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, True, BAND, PRECISION)
+        t_inv = round_to(solved, dot_dtype)
+    else:
+        decay = causal_decay(gamma)
+        t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
+        q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
+        q_scale = inverse_norm(q, NORMALIZE)
+        p = tl.where(rows[:, None] >= rows[None, :],
+                     mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
     m = round_to(mma(round_to(p, dot_dtype), t_inv) * beta[None, :], dot_dtype)
     v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
     o = mma(m, v.to(dot_dtype)) * scale
