@@ -116,7 +116,8 @@ def compile_all(args) -> list[dict]:
 
     def compile_only(self, grid, *call_args, **constants):
         configs = self.kernel.configs if self.autotuned else [None]
-        if self.autotuned and self.kernel.early_config_prune:      # the configs the autotuner would try
+        if self.autotuned and self.kernel.early_config_prune and len(configs) > 1:    # what the autotuner would try
+            #                                                          (with one config it prunes nothing)
             configs = self.kernel.early_config_prune(configs, dict(zip(self.kernel.arg_names, call_args)),
                                                      **constants)
         for config in configs:

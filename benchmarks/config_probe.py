@@ -173,7 +173,7 @@ TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchm
 def kernels():
     from sparsegdn.triton import chunk_output, intra_chunk, state_output, state_pass
     return {"chunk_output": chunk_output, "intra_chunk": intra_chunk, "state_pass": state_pass,
-            "state_output": state_output}
+            "state_output": state_output, "own_output": chunk_output}
 
 
 def apply_variant(name):

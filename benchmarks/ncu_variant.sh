@@ -2,7 +2,8 @@
 # Stall reasons, issue rate and instructions of one kernel of the backend entry under a config_probe variant (ncu on a
 # GPU machine; the metrics of kernel_bench.notes.md's ncu tables):
 #     bash benchmarks/ncu_variant.sh VARIANT TOKENS KERNEL > out.txt
-# The second call's launch of KERNEL is profiled (the first compiles); the variant's forced configs mean no autotuning.
+# The second call's launch of KERNEL is profiled (the first compiles); variant_call.py turns autotuning off, so that
+# no autotuner launch of another config is counted (SPARSEGDN_AUTOTUNE=1 in the environment keeps it on).
 set -euo pipefail
 variant=$1 tokens=$2 kernel=$3
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}

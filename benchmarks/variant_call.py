@@ -1,17 +1,20 @@
 """The backend entry under one config_probe variant, a few calls: a process for a profiler to attach to.
 
-    ncu -k regex:state_output_kernel --launch-skip 1 --launch-count 1 --metrics ... \\
-        python benchmarks/variant_call.py outputs-only-split-reg168 --tokens 32768
+    ncu -k regex:state_output_kernel --launch-skip 1 --launch-count 1 --metrics ... \
+        python benchmarks/variant_call.py overlap-bv16 --tokens 32768
 
-Applies the variant (benchmarks/config_probe.py: its forced configs, so no autotuning launches) and calls the Triton
-backend's entry on the kernel benchmark's inputs (budget 0.29, band 1, `score`, final state returned) `--calls`
-times, synchronising after each. Prints nothing of its own but the variant and length: what it measures is the
-profiler's.
+Applies the variant (benchmarks/config_probe.py) with autotuning off (SPARSEGDN_AUTOTUNE=0 unless set: every
+kernel launches its first config, or the variant's forced one, and no autotuner benchmark launch comes between the
+calls) and calls the Triton backend's entry on the kernel benchmark's inputs (budget 0.29, band 1, `score`, final
+state returned) `--calls` times, synchronising after each. Prints nothing of its own but the variant and length:
+what it measures is the profiler's.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
+os.environ.setdefault("SPARSEGDN_AUTOTUNE", "0")       # read when sparsegdn is imported
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))

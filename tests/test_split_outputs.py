@@ -22,15 +22,26 @@ def skewed_events(batch, heads, n_chunks, seed):
 
 
 def run(monkeypatch, split, inputs, events, band, initial=False, **switches):
+    """The Triton backend's (o, final state, info) with SPLIT_OUTPUTS set to `split`, o filled with NaN before the
+    launches; info.own_calls counts the calls of chunk_output.own_outputs (the split's second launch)."""
     from sparsegdn.triton import forward, state_output
+    calls = []
+
+    def own_outputs(*args, **kwargs):
+        calls.append(1)
+        return chunk_own_outputs(*args, **kwargs)
+    chunk_own_outputs = forward.own_outputs
+    monkeypatch.setattr(forward, "own_outputs", own_outputs)
     monkeypatch.setattr(forward, "SPLIT_OUTPUTS", split)
     monkeypatch.setattr(state_output, "POISON", True)       # a chunk that no launch writes stays NaN
     for name, value in switches.items():
         monkeypatch.setattr(forward, name, value)
     q, k, v, g, beta, s0 = inputs
-    return sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band,
-                                             initial_state=s0 if initial else None, output_final_state=True,
-                                             backend="triton")
+    out = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=band,
+                                            initial_state=s0 if initial else None, output_final_state=True,
+                                            backend="triton")
+    monkeypatch.undo()
+    return out[0], out[1], len(calls)
 
 
 @pytest.mark.parametrize("band,dtype", [(1, torch.float32), (3, torch.float32), (0, torch.bfloat16)])
@@ -46,6 +57,7 @@ def test_split_outputs_equal_the_one_launch(band, dtype, monkeypatch):
     split = run(monkeypatch, True, inputs, events, band)
     whole = run(monkeypatch, False, inputs, events, band)
     tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    assert (split[2], whole[2]) == (1, 0)                  # the split did run its second launch
     assert torch.isfinite(split[0]).all(), "a chunk neither launch wrote"
     assert torch.equal(split[1], whole[1])
     assert rel_err(split[0], whole[0]) <= tolerance, rel_err(split[0], whole[0])
@@ -61,7 +73,7 @@ def test_split_outputs_with_warm_up_segments(monkeypatch):
     events[0, 0, 5:] = True
     split = run(monkeypatch, True, inputs, events, 1, COMMIT_SEGMENT=2, WARM_UP=1e6)
     whole = run(monkeypatch, False, inputs, events, 1, COMMIT_SEGMENT=0, WARM_UP=0.0)
-    assert torch.isfinite(split[0]).all()
+    assert split[2] == 1 and torch.isfinite(split[0]).all()
     assert rel_err(split[0], whole[0]) <= 1e-5 and rel_err(split[1], whole[1]) <= 1e-5
 
 
@@ -73,6 +85,7 @@ def test_an_initial_state_keeps_the_one_launch(monkeypatch):
     events = skewed_events(1, 2, sparsegdn.num_chunks(300), seed=3)
     split = run(monkeypatch, True, inputs, events, 1, initial=True)
     whole = run(monkeypatch, False, inputs, events, 1, initial=True)
+    assert split[2] == 0                                    # no zero-state chunk: the one launch alone
     assert torch.equal(split[0], whole[0]) and torch.equal(split[1], whole[1])
     with pytest.raises(ValueError, match="needs them"):
         state_output.state_output(*[None] * 10, inputs[5], None, store_final=True, scale=1.0, normalize=True,

@@ -24,12 +24,16 @@ import triton.language as tl
 from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
 
 # The decays of a chunk's products as row and column factors instead of the 64 x 64 grid: exp(gamma_i - gamma_j) =
-# exp(gamma_i - m) exp(m - gamma_j), m = gamma[31], where every |gamma - m| < DECAY_SPREAD (each factor within e^80
-# of 1: float32 neither overflows nor loses it); the grid elsewhere (decayed_products). Saves the grid's 32
-# exponentials a thread and its masks. Read at compile time; SPARSEGDN_DECAY_SCALES=1 turns it on (off: not yet
-# measured on a GPU).
+# exp(gamma_i - m) exp(m - gamma_j), m = gamma[31], where every |gamma - m| < DECAY_SPREAD and |m| < DECAY_LEVEL
+# (decayed_products; the grid elsewhere). Each factor then lies within e^80 of 1 (finite, normal), and on and below
+# the diagonal their product is the decay, at most 1 up to the scan's rounding, which at |gamma| < ~1,100 stays
+# ~1e-4 of a log unit (the grid caps the rounding-made positive exponents at 0: with g near -1e8 a token they reach
+# thousands, so such chunks keep the grid). Above the diagonal the product may overflow to inf: the select that
+# masks it drops it. Saves the grid's 32 exponentials a thread and its masks. Read at compile time;
+# SPARSEGDN_DECAY_SCALES=1 turns it on (off; kernel_bench.notes.md, batch 17).
 DECAY_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_DECAY_SCALES", "0") == "1")
 DECAY_SPREAD = tl.constexpr(80.0)
+DECAY_LEVEL = tl.constexpr(1024.0)
 
 
 @triton.jit
@@ -130,10 +134,7 @@ def band_inverse(k, k_scale, beta, gamma, BAND: tl.constexpr, PRECISION: tl.cons
 @triton.jit
 def band_inverse_decayed(k, k_scale, beta, decay, BAND: tl.constexpr, PRECISION: tl.constexpr):
     """band_inverse from the chunk's causal_decay grid (a caller that needs the grid anyway forms it once)."""
-    a = decayed_kkt(k, k_scale, beta, decay)
-    if BAND <= 1:
-        return _adjacent_inverse(a, BAND, PRECISION)
-    return _whole_tile_inverse(a, BAND, PRECISION)
+    return band_inverse_of(decayed_kkt(k, k_scale, beta, decay), BAND, PRECISION)
 
 
 @triton.jit
@@ -150,11 +151,12 @@ def decayed_products(q, k, q_scale, k_scale, beta, gamma, SOLVE: tl.constexpr, B
     """(P, Tinv): P = the decayed causal Q K^T (float32 [64, 64], q and k raw tiles scaled by their inverse norms),
     and with SOLVE the band-projected Tinv (float32; P again without SOLVE). The decays come as row and column
     factors of the two products where the chunk's cumulative log decay spreads less than DECAY_SPREAD around its
-    middle (one uniform branch a chunk), else from causal_decay's grid, as without DECAY_SCALES."""
+    middle and its middle lies within DECAY_LEVEL of 0 (one uniform branch a chunk), else from causal_decay's grid,
+    as without DECAY_SCALES."""
     rows = tl.arange(0, CHUNK)
     mid = tl.sum(tl.where(rows == CHUNK // 2 - 1, gamma, 0.0), axis=0)
     shifted = gamma - mid
-    fits = tl.max(tl.abs(shifted), axis=0) < DECAY_SPREAD
+    fits = (tl.max(tl.abs(shifted), axis=0) < DECAY_SPREAD) & (tl.abs(mid) < DECAY_LEVEL)    # NaN: the grid
     t_inv = 0.0
     if SOLVE:               # the solve first, then Q K^T: one 64 x 64 product live at a time
         kk = mma(k, tl.trans(k))

@@ -182,15 +182,16 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
 
 
 @triton.jit
-def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags_ptr, scale, T, q_sb, q_st, q_sh,
-               k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
-               H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-               NORMALIZE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr):
+def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, o_ptr, flags_ptr, scale, T, NC,
+               q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+               o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
+               NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr):
     """The output of value block i_v of chunk c of head pair hv when the chunk's entering state is zero: its own
-    part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (the split outputs' own launch,
-    own_output_kernel). The arithmetic of output_chunks' zero-state branch, in an order that keeps fewer tiles live:
-    the solve from k and the gates first, then q and Q K^T, then v last, beta folded into M's columns
-    (M (beta V) = (M diag(beta)) V: v goes to the product as loaded)."""
+    part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (RECOMPUTE) or read from pass 1 (the split
+    outputs' own launch, own_output_kernel). Output_chunks' zero-state branch in an order that keeps fewer tiles
+    live: the solve from k and the gates first, then q and Q K^T, then v last, and with beta folded into M's
+    columns as under FOLD_SCALES (M (beta V) = (M diag(beta)) V: v goes to the product as loaded; the default
+    output role rounds beta V instead)."""
     hk = hv // (HV // H)
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)
@@ -201,14 +202,18 @@ def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags
     gamma = tl.cumsum(g, axis=0)
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
     k_scale = inverse_norm(k, NORMALIZE)
+    if not RECOMPUTE:
+        t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
     if DECAY_SCALES:                                      # the decays as row and column factors where they fit
         q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
         q_scale = inverse_norm(q, NORMALIZE)
-        p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, True, BAND, PRECISION)
-        t_inv = round_to(solved, dot_dtype)
+        p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, RECOMPUTE, BAND, PRECISION)
+        if RECOMPUTE:
+            t_inv = round_to(solved, dot_dtype)
     else:
         decay = causal_decay(gamma)
-        t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
+        if RECOMPUTE:
+            t_inv = round_to(band_inverse_decayed(k, k_scale, beta, decay, BAND, PRECISION), dot_dtype)
         q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
         q_scale = inverse_norm(q, NORMALIZE)
         p = tl.where(rows[:, None] >= rows[None, :],
@@ -285,10 +290,11 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
     return o
 
 
-# The own outputs' kernel (split outputs): 197 registers at 4 warps, 159-168 without spills under maxnreg 168
+# The own outputs' kernel (split outputs): ~200 registers at 4 warps, 159-168 without spills under maxnreg 168
 # (compile_report, sm_90): three programs an SM. On the H200 (2026-12-03, 128K tokens, benchmark inputs) the
-# zero-state chunks alone took 1.31 ms at three programs an SM against 1.76 at two (config_probe
-# outputs-only-split-*; ncu at 32K: issue active 49% against 37%). The config without the cap is tried too.
+# zero-state chunks alone took 1.31 ms at three programs an SM against 1.76 at two (measured as the first split
+# design's launch with its chains returning at once, analysis/results/overlap/batch17 call 2; ncu at 32K: the
+# schedulers issuing in 49% of their cycles against 37%). The config without the cap is tried too.
 OWN_CONFIGS = [triton.Config({"BV": 128}, num_warps=4, num_stages=1, maxnreg=maxnreg) for maxnreg in (168, None)]
 
 
@@ -299,14 +305,16 @@ def _prune_own(configs, named_args, **kwargs):
             or [triton.Config({"BV": widest}, num_warps=4, num_stages=1, maxnreg=168)])
 
 
-@triton.autotune(configs=OWN_CONFIGS if AUTOTUNE else OWN_CONFIGS[:1], key=["K", "V", "H", "HV", "BAND", "LENGTH_BUCKET"],
+@triton.autotune(configs=OWN_CONFIGS if AUTOTUNE else OWN_CONFIGS[:1],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune_own})
 @triton.jit
-def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, snapshot_of_chunk_ptr, o_ptr, flags_ptr, scale, T, NC, B,
+def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, flags_ptr, scale,
+                      T, NC, B,
                       LENGTH_BUCKET, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
-                      BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, BAND: tl.constexpr,
-                      PRECISION: tl.constexpr):
+                      BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
+                      BAND: tl.constexpr, PRECISION: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks                # value blocks fastest, then head pairs, batch rows, chunks
@@ -315,25 +323,27 @@ def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, snapshot_of_chunk_pt
     b = (rest // HV) % B
     c = rest // (HV * B)
     if starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
-        own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, o_ptr, flags_ptr, scale, T, q_sb, q_st, q_sh,
-                   k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh, o_sb, o_st,
-                   o_sh, H, HV, K, V, BK, BV, NORMALIZE, BAND, PRECISION)
+        own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, o_ptr, flags_ptr, scale, T, NC,
+                   q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
+                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION)
 
 
 launch_own_output = Launcher(own_output_kernel)
 
 
-def own_outputs(q, k, v, g, beta, schedule, flags, o, *, scale, normalize, band):
+def own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, *, scale, normalize, band):
     """Writes into o [B,T,HV,V] the outputs of the chunks that start from a zero state (no initial state: before
     their head pair's first commit), the chunk's own part alone (own_output); the other chunks of o are left as they
-    are (state_output with skip_own writes them). Raises flags[FLAG_OUTPUT] for a non-finite output."""
+    are (state_output with skip_own writes them). t_inv: pass 1's stored inverses, or None to solve them here.
+    Raises flags[FLAG_OUTPUT] for a non-finite output."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     grid = lambda meta: (batch * n_chunks * value_heads * cdiv(value_dim, meta["BV"]),)  # noqa: E731
     launch_own_output(
-        grid, q, k, v, g, beta, schedule.snapshot_of_chunk, o, flags, scale, tokens, n_chunks, batch,
+        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, flags, scale, tokens,
+        n_chunks, batch,
         length_bucket(n_chunks),
         *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads,
-        value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize, BAND=band,
+        value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
         PRECISION=solve_precision(k.dtype))

@@ -187,7 +187,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
                                       warm_up=warm_up, skip_own=True)
         hook(STAGES[3])
-        own_outputs(q, k, v, g, beta, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel, band=band)
+        own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
+                    band=band)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     if OVERLAP:

@@ -117,10 +117,15 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         n_slots = 1
     n_chain = B * HV * n_slots * state_blocks
     if ticket < n_chain:
-        chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
-                      per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
-                      starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL,
-                      HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
+        row = ticket // state_blocks
+        segment = 0                         # a constant without segments: the whole-chain code stays as it was
+        if HAS_STARTS:
+            segment = row % n_slots
+            row = row // n_slots
+        walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
+                   first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
+                   final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV,
+                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -150,24 +155,6 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
 
 
 launch_state_output = Launcher(state_output_kernel)
-
-
-@triton.jit
-def chain_program(ticket, state_blocks, n_slots, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
-                  per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
-                  starts_ptr, progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
-                  STATE_BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
-                  HAS_STARTS: tl.constexpr, PUBLISH_EVERY: tl.constexpr, PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
-    """The chain role of ticket `ticket`: value block, then head pair (and segment) of state_pass.walk_chain."""
-    row = ticket // state_blocks
-    segment = 0                         # a constant without segments: the whole-chain code stays as it was
-    if HAS_STARTS:
-        segment = row % n_slots
-        row = row // n_slots
-    walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr,
-               per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr,
-               starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS,
-               PUBLISH_EVERY, PAIRED, WARM_UP)
 
 
 @triton.jit
