@@ -181,22 +181,15 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[2])
     warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
-    if OVERLAP and split:
-        o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
-                                      store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
-                                      warm_up=warm_up, skip_own=True)
-        hook(STAGES[3])
-        own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                    band=band)
-        hook(STAGES[4])
-        return o, final_state, schedule.events, scores, schedule.per_head, flags
     if OVERLAP:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
-                                      warm_up=warm_up)
+                                      warm_up=warm_up, skip_own=split)
         hook(STAGES[3])
+        if split:           # the zero-state chunks the one launch left
+            own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
+                        band=band)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
