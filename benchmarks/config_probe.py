@@ -111,6 +111,13 @@ VARIANTS = {
     "decay-scales": {"env": {"SPARSEGDN_DECAY_SCALES": "1"}},
     "decay-scales-split-warm-up-256": {"env": {"SPARSEGDN_DECAY_SCALES": "1"}, "split": True, "segment": 256,
                                        "warm_up": 20.0},
+    # Pass 1 stores each chunk's gamma and k's inverse norms; the output roles read them instead of computing them
+    # (forward.STORE_VECTORS, read at import). compile_report at 4K: the one launch 5,216 instructions a warp against
+    # 5,424 and no local-memory instructions against 66; the split's own outputs 2,992 against 3,320 (maxnreg 168).
+    "store-vectors": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}},
+    "store-vectors-split-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "split": True, "segment": 256,
+                                        "warm_up": 20.0},
+    "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).

@@ -64,7 +64,7 @@ def check(shape, device):
                                          seed=7, initial_state=True, device=device)
     n_chunks = sparsegdn.num_chunks(tokens)
     flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=device)
-    t_inv, chunk_log_decay, _, _ = intra_chunk(k, v, g, beta, flags, band=band, normalize=True,
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=band, normalize=True,
                                                num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
     events = random_events(batch, value_heads, n_chunks, seed=3, p=0.5).to(device)
     events[0, 0] = True

@@ -246,6 +246,36 @@ def test_gpu_split_outputs_match_torch(shape, segment, monkeypatch):
     assert rel_err(s, s_ref) <= tolerance, f"state rel err {rel_err(s, s_ref):.2e}"
 
 
+@pytest.mark.parametrize("design", ["one-launch", "split-outputs", "two-launches"])
+@pytest.mark.parametrize("shape", SHAPES[:16:3] + SHAPES[-8:-6], ids=_case_id)
+def test_gpu_stored_vectors_match_torch(shape, design, monkeypatch):
+    """Pass 1's chunk vectors read by the output roles (forward.STORE_VECTORS) against the torch backend, and against
+    the roles computing them: o within a quarter of the tolerance (pass 1 sums in its own layout, so a stored value
+    may differ in its last float32 bit), the final state bit for bit (the chains do not read them); in the one launch,
+    the split outputs (its own outputs' kernel) and the two launches; o filled with NaN before the launch."""
+    from sparsegdn.triton import forward, state_output
+    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
+    if sparsegdn.api.gpu_shape_problem(key_dim, value_dim, dtype):
+        pytest.skip("refused before any launch (test_gpu_matches_torch_given_events checks the refusal)")
+    monkeypatch.setattr(forward, "SPLIT_OUTPUTS", design == "split-outputs")
+    monkeypatch.setattr(forward, "OVERLAP", design != "two-launches")
+    monkeypatch.setattr(state_output, "POISON", True)
+    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
+                           initial_state=initial, device="cuda")
+    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.4).cuda()
+    events[..., :1] = False                               # zero-state chunks for the split's own outputs
+    computed = {}
+    for stored in (False, True):
+        monkeypatch.setattr(forward, "STORE_VECTORS", stored)
+        (o_ref, s_ref, _), computed[stored] = _compare(inputs, events=events, band=band)
+    o, s, _ = computed[True]
+    tolerance = TOLERANCE.get(dtype, 2e-2)
+    assert rel_err(o, o_ref) <= tolerance, f"output rel err {rel_err(o, o_ref):.2e}"
+    assert rel_err(s, s_ref) <= tolerance, f"state rel err {rel_err(s, s_ref):.2e}"
+    assert rel_err(o, computed[False][0]) <= tolerance / 4, f"against computed {rel_err(o, computed[False][0]):.2e}"
+    assert torch.equal(s, computed[False][1])
+
+
 @pytest.mark.parametrize("overlap,ready,paired,relaxed,segment", [
     (False, False, False, False, 0), (True, False, False, False, 0), (True, True, False, False, 0),
     (True, False, True, False, 0), (False, False, True, False, 0), (True, False, False, True, 0),

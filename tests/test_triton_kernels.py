@@ -374,7 +374,7 @@ def test_paired_chain_stores_no_snapshot_for_the_empty_partner(full_last_row, mo
     q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, dim, dim, dtype=torch.float32,
                                          seed=1, initial_state=True, device=DEVICE)
     flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
-    t_inv, chunk_log_decay, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
                                                num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
     events = torch.zeros(batch, value_heads, n_chunks, dtype=torch.bool)
     events[0, 0, :4] = True                 # row 0: 4 + 3 events, its last head pair odd, then padding

@@ -87,18 +87,19 @@ def fewest_stored(counters, live, needed, RELAXED_POLL: tl.constexpr):
 
 
 @triton.jit
-def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_ptr,
                   snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                   scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                   beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                   BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                   BAND: tl.constexpr, PRECISION: tl.constexpr, GROUP: tl.constexpr, STATE_BV: tl.constexpr,
                   STATE_BLOCKS: tl.constexpr, RELAXED_POLL: tl.constexpr, SEGMENT, SEGMENTED: tl.constexpr,
-                  ZERO_START: tl.constexpr):
+                  ZERO_START: tl.constexpr, VECTORS: tl.constexpr):
     """The outputs of value block i_v of head pair hv for the GROUP chunks of `group` (the output pass's
     program). STATE_BLOCKS > 0 (overlapped passes): each chunk first waits for its snapshot, one chunk per
     program (with more, the pipeliner could fetch the next chunk's snapshot before its wait). ZERO_START: every
-    head pair's snapshot 0 is zero (no initial state), so the chunks that start from it skip the state's part."""
+    head pair's snapshot 0 is zero (no initial state), so the chunks that start from it skip the state's part.
+    VECTORS: gamma and k's inverse norms read from pass 1 (load_vectors), not computed from g and k."""
     tl.static_assert(STATE_BLOCKS == 0 or GROUP == 1)
     hk = hv // (HV // H)
     row = b * HV + hv
@@ -119,7 +120,10 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
             v = load_rows_stored(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
         else:
             v = load_rows(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
-        g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
+        if VECTORS:
+            gamma, k_scale = load_vectors(vectors_ptr, row * NC + c)
+        else:
+            g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         if not RECOMPUTE:
             t_inv = tl.load(t_inv_ptr + (row * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
@@ -139,8 +143,9 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         decay_since = tl.exp(tl.load(log_decay_since_ptr + row * NC + c))
 
         q_scale = inverse_norm(q, NORMALIZE)
-        k_scale = inverse_norm(k, NORMALIZE)
-        gamma = tl.cumsum(g, axis=0)
+        if not VECTORS:
+            k_scale = inverse_norm(k, NORMALIZE)
+            gamma = tl.cumsum(g, axis=0)
         if DECAY_SCALES:                                  # the decays as row and column factors where they fit
             p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, RECOMPUTE, BAND, PRECISION)
             if RECOMPUTE:
@@ -182,26 +187,30 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
 
 
 @triton.jit
-def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, o_ptr, flags_ptr, scale, T, NC,
+def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, o_ptr, flags_ptr, scale,
+               T, NC,
                q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-               NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr):
+               NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr,
+               VECTORS: tl.constexpr):
     """The output of value block i_v of chunk c of head pair hv when the chunk's entering state is zero: its own
     part alone, o = scale M (beta V) with M = P Tinv, Tinv solved on chip (RECOMPUTE) or read from pass 1 (the split
     outputs' own launch, own_output_kernel). Output_chunks' zero-state branch in an order that keeps fewer tiles
     live: the solve from k and the gates first, then q and Q K^T, then v last, and with beta folded into M's
     columns as under FOLD_SCALES (M (beta V) = (M diag(beta)) V: v goes to the product as loaded; the default
-    output role rounds beta V instead)."""
+    output role rounds beta V instead). VECTORS: gamma and k's inverse norms read from pass 1 (load_vectors)."""
     hk = hv // (HV // H)
     dot_dtype = k_ptr.dtype.element_ty
     rows = tl.arange(0, CHUNK)
     cv = i_v * BV + tl.arange(0, BV)
     t0 = c * CHUNK
-    g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
     beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
-    gamma = tl.cumsum(g, axis=0)
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-    k_scale = inverse_norm(k, NORMALIZE)
+    if VECTORS:
+        gamma, k_scale = load_vectors(vectors_ptr, (b * HV + hv) * NC + c)
+    else:
+        gamma = tl.cumsum(load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK), axis=0)
+        k_scale = inverse_norm(k, NORMALIZE)
     if not RECOMPUTE:
         t_inv = tl.load(t_inv_ptr + ((b * HV + hv) * NC + c) * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
     if DECAY_SCALES:                                      # the decays as row and column factors where they fit
@@ -228,6 +237,15 @@ def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, o
 
 
 @triton.jit
+def load_vectors(vectors_ptr, chunk_row):
+    """gamma (the cumulative g) and k's inverse norms [64] of one chunk of one head pair (chunk_row = (b * HV + hv)
+    * NC + c), as pass 1 stored them (intra_chunk, STORE_VECTORS): the values this role would compute."""
+    tokens = tl.arange(0, CHUNK)
+    base = vectors_ptr + chunk_row * 2 * CHUNK
+    return tl.load(base + tokens), tl.load(base + CHUNK + tokens)
+
+
+@triton.jit
 def starts_from_zero(snapshot_of_chunk_ptr, row, c, NC):
     """Whether chunk c of head pair `row` starts from the head pair's snapshot 0 (zero without an initial state):
     no commit of its head pair comes before it."""
@@ -235,16 +253,18 @@ def starts_from_zero(snapshot_of_chunk_ptr, row, c, NC):
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "VECTORS", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr, snapshot_of_chunk_ptr,
+def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_ptr,
+                        snapshot_of_chunk_ptr,
                         log_decay_since_ptr, o_ptr, flags_ptr, scale, T, NC, LENGTH_BUCKET,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh,
                         H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                         NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr, BAND: tl.constexpr,
-                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr):
+                        PRECISION: tl.constexpr, GROUP: tl.constexpr, ZERO_START: tl.constexpr,
+                        VECTORS: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks
@@ -253,11 +273,11 @@ def chunk_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapsho
     hv = rest % HV
     group = (rest // HV) % n_groups
     b = rest // (HV * n_groups)
-    output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+    output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_ptr,
                   snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, flags_ptr, flags_ptr, scale, T, NC,
                   0, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, GROUP,
-                  16, 0, False, NC, False, ZERO_START)
+                  16, 0, False, NC, False, ZERO_START, VECTORS)
 
 
 launch_chunk_output = Launcher(chunk_output_kernel)
@@ -270,9 +290,10 @@ def zero_start(has_initial: bool) -> bool:
 
 
 def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, normalize, out_dtype, band,
-                 has_initial):
+                 has_initial, vectors=None):
     """Returns o [B,T,HV,V] in out_dtype (contiguous); raises flags[FLAG_OUTPUT] for a non-finite o.
-    t_inv: the stored inverses of pass 1, or None to solve them here. has_initial: the chain started from an
+    t_inv: the stored inverses of pass 1, or None to solve them here. vectors: pass 1's chunk vectors (gamma and k's
+    inverse norms, intra_chunk with store_vectors), or None to compute them here. has_initial: the chain started from an
     initial state (else snapshot 0 of every head pair is zero)."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
@@ -281,12 +302,12 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
     grid = lambda meta: (batch * cdiv(n_chunks, meta["GROUP"]) * value_heads  # noqa: E731
                          * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
-        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, snapshots, schedule.snapshot_of_chunk,
-        schedule.log_decay_since, o, flags, scale, tokens, n_chunks, length_bucket(n_chunks), *q.stride()[:3],
+        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, vectors if vectors is not None else o, snapshots,
+        schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale, tokens, n_chunks, length_bucket(n_chunks), *q.stride()[:3],
         *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
-        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial))
+        PRECISION=solve_precision(k.dtype), ZERO_START=zero_start(has_initial), VECTORS=vectors is not None)
     return o
 
 
@@ -306,15 +327,16 @@ def _prune_own(configs, named_args, **kwargs):
 
 
 @triton.autotune(configs=OWN_CONFIGS if AUTOTUNE else OWN_CONFIGS[:1],
-                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "LENGTH_BUCKET"],
+                 key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "VECTORS", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune_own})
 @triton.jit
-def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, flags_ptr, scale,
+def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_of_chunk_ptr, o_ptr,
+                      flags_ptr, scale,
                       T, NC, B,
                       LENGTH_BUCKET, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                       beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
-                      BAND: tl.constexpr, PRECISION: tl.constexpr):
+                      BAND: tl.constexpr, PRECISION: tl.constexpr, VECTORS: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     n_blocks = tl.cdiv(V, BV)
     i_v = pid % n_blocks                # value blocks fastest, then head pairs, batch rows, chunks
@@ -323,27 +345,30 @@ def own_output_kernel(q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_
     b = (rest // HV) % B
     c = rest // (HV * B)
     if starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
-        own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, o_ptr, flags_ptr, scale, T, NC,
-                   q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
-                   beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION)
+        own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, o_ptr, flags_ptr,
+                   scale, T, NC, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb,
+                   beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION,
+                   VECTORS)
 
 
 launch_own_output = Launcher(own_output_kernel)
 
 
-def own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, *, scale, normalize, band):
+def own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, *, scale, normalize, band, vectors=None):
     """Writes into o [B,T,HV,V] the outputs of the chunks that start from a zero state (no initial state: before
     their head pair's first commit), the chunk's own part alone (own_output); the other chunks of o are left as they
-    are (state_output with skip_own writes them). t_inv: pass 1's stored inverses, or None to solve them here.
+    are (state_output with skip_own writes them). t_inv: pass 1's stored inverses, or None to solve them here;
+    vectors: pass 1's chunk vectors, or None to compute them here.
     Raises flags[FLAG_OUTPUT] for a non-finite output."""
     batch, tokens, key_heads, key_dim = q.shape
     value_heads, value_dim = v.shape[2], v.shape[3]
     n_chunks = schedule.events.shape[2]
     grid = lambda meta: (batch * n_chunks * value_heads * cdiv(value_dim, meta["BV"]),)  # noqa: E731
     launch_own_output(
-        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, flags, scale, tokens,
+        grid, q, k, v, g, beta, t_inv if t_inv is not None else o, vectors if vectors is not None else o,
+        schedule.snapshot_of_chunk, o, flags, scale, tokens,
         n_chunks, batch,
         length_bucket(n_chunks),
         *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads,
         value_heads, key_dim, value_dim, BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,
-        PRECISION=solve_precision(k.dtype))
+        PRECISION=solve_precision(k.dtype), VECTORS=vectors is not None)

@@ -104,6 +104,13 @@ OVERLAP = os.environ.get("SPARSEGDN_OVERLAP", "1") == "1"
 # against 4.51 ms at 128K and 2.20 against 2.28 at 64K, but 0.684 against 0.621 at 16K; without the warm-up it
 # lost at every length (5.07 ms at 128K). SPARSEGDN_SPLIT_OUTPUTS=1 turns it on.
 SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
+# Pass 1 stores each chunk's gamma (the cumulative g) and k's inverse norms (float32, 512 B a chunk and head pair:
+# 34 MB at 128K tokens, HV 32), which it computes anyway, and the output roles read them instead of loading g and
+# forming the cumsum and k's norms themselves (chunk_output.load_vectors): the same values, fewer instructions in
+# the roles that bound the launch (compile_report, sm_90, band 1, K = V = 128: the split's own outputs 2,904
+# instructions a warp against 3,216 and 163 registers without a cap against 193; kernel_bench.notes.md). Off until
+# timed on a GPU; SPARSEGDN_STORE_VECTORS=1 turns it on.
+STORE_VECTORS = os.environ.get("SPARSEGDN_STORE_VECTORS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
 # backend entry at 32K 2.13 ms in one launch against 1.43 single; analysis/results/overlap/batch6).
@@ -136,7 +143,7 @@ def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
-    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, PAIRED, state_output_module.READY_ORDER,
+    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
@@ -162,9 +169,9 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook = stage_hook or (lambda name: None)
     flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
 
-    t_inv, chunk_log_decay, write, read = intra_chunk(k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel,
-                                                      num_value_heads=value_heads, num_chunks=n_chunks,
-                                                      store_inverse=store_inverse(band))
+    t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
+        k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,
+        num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS)
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:
@@ -185,11 +192,11 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
-                                      warm_up=warm_up, skip_own=split)
+                                      warm_up=warm_up, skip_own=split, vectors=vectors)
         hook(STAGES[3])
         if split:           # the zero-state chunks the one launch left
             own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                        band=band)
+                        band=band, vectors=vectors)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
@@ -199,6 +206,6 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[3])
     o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
                      normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
-                     has_initial=initial_state is not None)
+                     has_initial=initial_state is not None, vectors=vectors)
     hook(STAGES[4])
     return o, final_state, schedule.events, scores, schedule.per_head, flags

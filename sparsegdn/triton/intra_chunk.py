@@ -5,6 +5,8 @@ head read its tile from L2 side by side). For chunk c of head pair h, with gamma
 
     stats   = gamma_L,  write_c = sum beta exp(gamma_L - gamma) ||k|| ||v||,  read_c = sum exp(gamma)
     Tinv    band-projected inverse (band_solve.py), stored in the input dtype when STORE_INVERSE
+    gamma and k's inverse norms [64] each, stored in float32 when STORE_VECTORS, for the output roles to
+            read instead of computing them (chunk_output.load_vectors; forward.STORE_VECTORS says why)
 
 With STORE_INVERSE off the later passes recompute Tinv on chip where they need it (the selected
 chunks in event_prepare, every chunk in chunk_output), and this pass only reads k, v, g and beta
@@ -32,13 +34,15 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
     return g, beta, tl.cumsum(g, axis=0)
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE"])
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE",
+                                                                          "STORE_VECTORS"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
+                       vectors_ptr,
                        T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
-                       STORE_INVERSE: tl.constexpr):
+                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     hv = pid % HV
     c = (pid // HV) % NC
@@ -59,6 +63,10 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
+    if STORE_VECTORS:                   # [gamma, k's inverse norms] of the chunk, as the output roles compute them
+        tokens = tl.arange(0, CHUNK)
+        tl.store(vectors_ptr + stat * 2 * CHUNK + tokens, gamma)
+        tl.store(vectors_ptr + stat * 2 * CHUNK + CHUNK + tokens, k_scale)
 
     if STORE_INVERSE:
         t_inv = band_inverse(k, k_scale, beta, gamma, BAND, PRECISION)
@@ -70,11 +78,13 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
 launch_intra_chunk = Launcher(intra_chunk_kernel)
 
 
-def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse):
+def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
+                store_vectors=False):
     """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous.
 
     Returns t_inv [B,HV,NC,64,64] in k.dtype (None unless store_inverse) and the per-chunk statistics
-    gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta.
+    gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta; last, the chunk vectors
+    float32 [B,HV,NC,2,64] (gamma, then k's inverse norms) with store_vectors, else None.
     """
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
@@ -82,9 +92,14 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     t_inv = (call_record.empty(batch, num_value_heads, num_chunks, CHUNK_SIZE, CHUNK_SIZE, device=k.device,
                                dtype=k.dtype)
              if store_inverse else stats)
+    vectors = (call_record.empty(batch, num_value_heads, num_chunks, 2, CHUNK_SIZE, device=k.device,
+                                 dtype=torch.float32)
+               if store_vectors else stats)
     launch_intra_chunk(
-        (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, tokens,
+        (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,
+        tokens,
         num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads, num_value_heads,
         key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
-        PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse)
-    return (t_inv if store_inverse else None), stats[0], stats[1], stats[2]
+        PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors)
+    return ((t_inv if store_inverse else None), stats[0], stats[1], stats[2],
+            (vectors if store_vectors else None))

@@ -85,13 +85,14 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS", "WARM_UP", "SKIP_OWN", "LENGTH_BUCKET"],
+                      "HAS_STARTS", "WARM_UP", "SKIP_OWN", "VECTORS", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                         log_decay_since_ptr, final_log_decay_ptr, initial_state_ptr, starts_ptr,
                         snapshot_ptr, final_state_ptr, flags_ptr, ticket_ptr, order_ptr, timeline_ptr,
-                        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_of_chunk_ptr, o_ptr, scale, T, NC,
+                        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_of_chunk_ptr, o_ptr,
+                        scale, T, NC,
                         LENGTH_BUCKET, E,
                         q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh,
                         beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, B, SEGMENT,
@@ -100,7 +101,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         BAND: tl.constexpr, PRECISION: tl.constexpr, PUBLISH_EVERY: tl.constexpr,
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
                         CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, WARM_UP: tl.constexpr,
-                        ZERO_START: tl.constexpr, SKIP_OWN: tl.constexpr,
+                        ZERO_START: tl.constexpr, SKIP_OWN: tl.constexpr, VECTORS: tl.constexpr,
                         TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
     # SKIP_OWN (split outputs, ZERO_START): the output programs of the chunks that start from a zero state return
     # at once (chunk_output.own_outputs writes them in a launch of its own); the others wait for their snapshots.
@@ -141,11 +142,12 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
             b = (rest // HV) % B
             c = rest // (HV * B)
         if not SKIP_OWN or not starts_from_zero(snapshot_of_chunk_ptr, b * HV + hv, c, NC):
-            output_chunks(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, snapshot_ptr,
+            output_chunks(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, vectors_ptr, snapshot_ptr,
                           snapshot_of_chunk_ptr, log_decay_since_ptr, o_ptr, flags_ptr, progress_ptr, first_event_ptr,
                           scale, T, NC, E, q_sb, q_st, q_sh, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st,
                           g_sh, beta_sb, beta_st, beta_sh, o_sb, o_st, o_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE,
-                          BAND, PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT, HAS_STARTS, ZERO_START)
+                          BAND, PRECISION, 1, STATE_BV, VP // STATE_BV, RELAXED_POLL, SEGMENT, HAS_STARTS, ZERO_START,
+                          VECTORS)
     if TIMELINE:     # by ticket: when this program began and ended (ns), its multiprocessor, its role (1: output)
         field = tl.arange(0, 4)
         ended = clock_ns()
@@ -175,7 +177,7 @@ def sm_id():
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
                  store_final, scale, normalize, out_dtype, band, paired=False, segment=0, warm_up=0.0,
-                 skip_own=False):
+                 skip_own=False, vectors=None):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
     paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
@@ -183,7 +185,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     state_pass does; 0, or a key head wider than state_pass.SEGMENT_MAX_KEY_DIM, walks whole chains); with
     warm_up > 0 each segment walks its entering state from a warm-up instead (state_pass.warm_up_begin).
     skip_own (no initial state, chunk_output.SKIP_ZERO_STATE on): the chunks that start from a zero state are left
-    unwritten in o, for chunk_output.own_outputs to write."""
+    unwritten in o, for chunk_output.own_outputs to write. vectors: pass 1's chunk vectors for the output programs
+    to read (intra_chunk with store_vectors), or None to compute them there."""
     if skip_own and not zero_start(initial_state is not None):
         raise ValueError("state_output(skip_own=True) leaves the zero-state chunks to chunk_output.own_outputs: it "
                          "needs them (no initial state, SKIP_ZERO_STATE on)")
@@ -233,7 +236,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         schedule.log_decay_since, schedule.final_log_decay,
         initial_state if initial_state is not None else snapshots, starts if starts is not None else snapshots,
         snapshots, final_state, flags, counters, order, timeline,
-        q, k, v, g, beta, t_inv if t_inv is not None else o, schedule.snapshot_of_chunk, o, scale, tokens,
+        q, k, v, g, beta, t_inv if t_inv is not None else o, vectors if vectors is not None else o,
+        schedule.snapshot_of_chunk, o, scale, tokens,
         n_chunks, length_bucket(n_chunks), n_events, *q.stride()[:3], *k.stride()[:3], *v.stride(), *g.stride(),
         *beta.stride(), *o.stride()[:3], batch, segment, key_heads, value_heads, key_dim, value_dim, BK=padded(key_dim),
         HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final, NORMALIZE=normalize,
@@ -241,7 +245,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         PUBLISH_EVERY=publish_every(paired), VP=padded(value_dim), READY=READY_ORDER, PAIRED=paired,
         RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=segmented,
         WARM_UP=float(warm_up) if segmented else 0.0,
-        ZERO_START=zero_start(initial_state is not None), SKIP_OWN=skip_own, TIMELINE=TIMELINE)
+        ZERO_START=zero_start(initial_state is not None), SKIP_OWN=skip_own, VECTORS=vectors is not None,
+        TIMELINE=TIMELINE)
     return o, (final_state if store_final else None)
 
 
