@@ -262,8 +262,10 @@ def test_gpu_stored_vectors_match_torch(shape, design, monkeypatch):
     monkeypatch.setattr(state_output, "POISON", True)
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
                            initial_state=initial, device="cuda")
-    events = random_events(batch, value_heads, sparsegdn.num_chunks(tokens), seed=tokens, p=0.4).cuda()
-    events[..., :1] = False                               # zero-state chunks for the split's own outputs
+    n_chunks = sparsegdn.num_chunks(tokens)
+    events = random_events(batch, value_heads, n_chunks, seed=tokens, p=0.4).cuda()
+    events[..., : n_chunks // 2] = False                  # zero-state chunks for the split's own outputs
+    events[..., -1] = True                                # and a final state that is not zero
     computed = {}
     for stored in (False, True):
         monkeypatch.setattr(forward, "STORE_VECTORS", stored)

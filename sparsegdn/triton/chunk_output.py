@@ -146,7 +146,10 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
         if not VECTORS:
             k_scale = inverse_norm(k, NORMALIZE)
             gamma = tl.cumsum(g, axis=0)
-        if DECAY_SCALES:                                  # the decays as row and column factors where they fit
+        # The decays as row and column factors where they fit: in the one launch only (STATE_BLOCKS > 0). In the two
+        # launches' output kernel, whose chunk loop the pipeliner schedules, Triton 3.6 fails to compile them
+        # (TritonGPUPipeline, H200 2026-12-03, analysis/results/overlap/batch18).
+        if DECAY_SCALES and STATE_BLOCKS > 0:
             p, solved = decayed_products(q, k, q_scale, k_scale, beta, gamma, RECOMPUTE, BAND, PRECISION)
             if RECOMPUTE:
                 t_inv = round_to(solved, dot_dtype)
