@@ -117,6 +117,8 @@ VARIANTS = {
     "store-vectors": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}},
     "store-vectors-split-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "split": True, "segment": 256,
                                         "warm_up": 20.0},
+    "store-vectors-split-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "split": True, "segment": 128,
+                                        "warm_up": 20.0},
     "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
