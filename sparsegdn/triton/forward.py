@@ -107,9 +107,12 @@ SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
 # Pass 1 stores each chunk's gamma (the cumulative g) and k's inverse norms (float32, 512 B a chunk and head pair:
 # 34 MB at 128K tokens, HV 32), which it computes anyway, and the output roles read them instead of loading g and
 # forming the cumsum and k's norms themselves (chunk_output.load_vectors): the same values, fewer instructions in
-# the roles that bound the launch (compile_report, sm_90, band 1, K = V = 128: the split's own outputs 2,904
-# instructions a warp against 3,216 and 163 registers without a cap against 193; kernel_bench.notes.md). Off until
-# timed on a GPU; SPARSEGDN_STORE_VECTORS=1 turns it on.
+# the roles that bound the launch (compile_report, sm_90, band 1, K = V = 128: the split's own outputs 2,992
+# instructions a warp against 3,320; the one launch 5,216 against 5,424 and no spills against 66 local-memory
+# instructions). Off: on the H200 (2026-12-03, benchmark inputs, budget 0.29, band 1; analysis/results/overlap/batch18)
+# the one launch alone did not move (4.52 ms at 128K, 1.17 at 32K); with SPLIT_OUTPUTS and warm-up segments the entry
+# took 4.12-4.16 ms at 128K against the default's 4.52 and 1.09-1.10 at 32K (segments of 128) against 1.17-1.18, but
+# that arrangement loses at 8K and rests on the approximate warm-up. SPARSEGDN_STORE_VECTORS=1 turns it on.
 STORE_VECTORS = os.environ.get("SPARSEGDN_STORE_VECTORS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
