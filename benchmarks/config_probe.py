@@ -122,9 +122,9 @@ VARIANTS = {
     # With Tinv stored by pass 1 (forward.STORE_INVERSE) too: compile_report at 4K, the own outputs 1,888
     # instructions a warp against 2,992 (no solve), the one launch 4,032-4,112 against 5,096-5,208; pass 1 writes
     # 8 KB a chunk and head pair more (537 MB at 128K), read back by both output launches.
-    "stored-vectors-split-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
+    "store-vectors-tinv-split-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
                                          "segment": 256, "warm_up": 20.0},
-    "stored-vectors-split-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
+    "store-vectors-tinv-split-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
                                          "segment": 128, "warm_up": 20.0},
     "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)

@@ -1,14 +1,21 @@
-"""How far the warm-up segments move the outputs (GPU only): the Triton path with whole commit chains (exact, the
-default) against the same call with the chains cut into segments that walk their entering state from a warm-up
-(forward.COMMIT_SEGMENT, forward.WARM_UP; with the split outputs and the stored chunk vectors, the fastest
-arrangement measured, analysis/results/kernel_bench.notes.md), on the kernel benchmark's inputs, budget 0.29,
-`score`. For scale, both against the torch backend where the length allows (its own rounding is the yardstick).
+"""How far the warm-up segments move the outputs (GPU only), each effect apart, on the kernel benchmark's inputs,
+budget 0.29, `score`, the same events in every run of a case:
 
-    python benchmarks/warm_up_error.py [--tokens 32768 131072] [--bands 1 3] [--reference-max-tokens 32768]
+    exact      the default: whole commit chains, outputs in the one launch, vectors computed
+    split      whole chains, the split outputs with the stored chunk vectors (forward.SPLIT_OUTPUTS, STORE_VECTORS):
+               the own outputs round otherwise (beta folded into M), nothing else changes
+    warm-up    as split, with the chains cut into segments that walk their entering state from a warm-up
+               (forward.COMMIT_SEGMENT, WARM_UP): the fastest arrangement measured (kernel_bench.notes.md)
 
-Prints one JSON line a case: rel_err of o and of the final state against the exact path (and the torch
-backend's), and the largest absolute difference of o. The warm-up's bound (state_pass.warm_up_begin) holds for
-band 3; for bands 0-2 only measurement such as this one says how far it is.
+The warm-up's own error is warm-up against split; against the torch backend (where the length allows) all three.
+A case whose chains are not cut (segments not shorter than the chunk count: state_pass.segmented_chains) reports
+`segmented: false`, and its warm-up row equals its split row.
+
+    python benchmarks/warm_up_error.py [--tokens 32768 131072] [--bands 1 3] [--segments 128 256] \
+        [--reference-max-tokens 32768]
+
+Prints one JSON line a case. The warm-up's bound (state_pass.warm_up_begin) holds for band 3; for bands 0-2 only
+measurement such as this one says how far it is.
 """
 import argparse
 import json
@@ -24,6 +31,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                          # noqa: E402
 import sparsegdn                             # noqa: E402
 from sparsegdn.triton import forward         # noqa: E402
+from sparsegdn.triton.state_pass import segmented_chains   # noqa: E402
+
+SWITCHES = ("COMMIT_SEGMENT", "WARM_UP", "SPLIT_OUTPUTS", "STORE_VECTORS", "OVERLAP")
+EXACT = {"COMMIT_SEGMENT": 0, "WARM_UP": 0.0, "SPLIT_OUTPUTS": False, "STORE_VECTORS": False, "OVERLAP": True}
 
 
 def rel_err(a, b):
@@ -31,12 +42,19 @@ def rel_err(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
-def run(inputs, band, backend="triton", events=None):
-    """(o, final state, events) of the public call; `events` given: those events (the torch backend's reference
-    commits the same chunks as the Triton path it is compared with)."""
-    config = sparsegdn.SparseConfig(budget=0.29, band=band, selector="score", backend=backend)
-    o, state, info = kernel_bench.public_call(inputs, config, **({} if events is None else {"events": events}))
-    return o, state, info.events
+def run(inputs, band, events=None, backend="triton", **switches):
+    """(o, final state, events) of the public call under forward's switches EXACT updated by `switches` (restored
+    after); `events` given: those events (every run of a case commits the same chunks)."""
+    saved = {name: getattr(forward, name) for name in SWITCHES}
+    for name, value in {**EXACT, **switches}.items():
+        setattr(forward, name, value)
+    try:
+        config = sparsegdn.SparseConfig(budget=0.29, band=band, selector="score", backend=backend)
+        o, state, info = kernel_bench.public_call(inputs, config, **({} if events is None else {"events": events}))
+        return o, state, info.events
+    finally:
+        for name, value in saved.items():
+            setattr(forward, name, value)
 
 
 def main():
@@ -51,29 +69,28 @@ def main():
         raise SystemExit("warm_up_error.py measures the GPU path: it needs a CUDA device")
     for tokens in args.tokens:
         inputs = kernel_bench.make_inputs(tokens)
+        n_chunks = sparsegdn.num_chunks(tokens)
         for band in args.bands:
             exact = run(inputs, band)
-            reference = run(inputs, band, "torch", exact[2]) if tokens <= args.reference_max_tokens else None
+            events = exact[2]
+            split = run(inputs, band, events, SPLIT_OUTPUTS=True, STORE_VECTORS=True)
+            reference = run(inputs, band, events, "torch") if tokens <= args.reference_max_tokens else None
             for segment in args.segments:
-                saved = (forward.COMMIT_SEGMENT, forward.WARM_UP, forward.SPLIT_OUTPUTS, forward.STORE_VECTORS)
-                forward.COMMIT_SEGMENT, forward.WARM_UP = segment, args.warm_up
-                forward.SPLIT_OUTPUTS = forward.STORE_VECTORS = True
-                try:
-                    fast = run(inputs, band)
-                finally:
-                    forward.COMMIT_SEGMENT, forward.WARM_UP, forward.SPLIT_OUTPUTS, forward.STORE_VECTORS = saved
+                warm = run(inputs, band, events, SPLIT_OUTPUTS=True, STORE_VECTORS=True, COMMIT_SEGMENT=segment,
+                           WARM_UP=args.warm_up)
                 row = {"tokens": tokens, "band": band, "segment": segment, "warm_up": args.warm_up,
-                       "same_events": bool(torch.equal(fast[2], exact[2])),
-                       "o_rel_err_vs_exact": rel_err(fast[0], exact[0]),
-                       "o_max_abs_diff_vs_exact": (fast[0].float() - exact[0].float()).abs().max().item(),
-                       "state_rel_err_vs_exact": rel_err(fast[1], exact[1])}
+                       "segmented": segmented_chains(segment, n_chunks, inputs[1].shape[-1], args.warm_up),
+                       "split_o_rel_err_vs_exact": rel_err(split[0], exact[0]),
+                       "warm_up_o_rel_err_vs_split": rel_err(warm[0], split[0]),
+                       "warm_up_o_max_abs_diff_vs_split": (warm[0].float() - split[0].float()).abs().max().item(),
+                       "warm_up_state_rel_err_vs_split": rel_err(warm[1], split[1]),
+                       "warm_up_o_rel_err_vs_exact": rel_err(warm[0], exact[0])}
                 if reference is not None:
-                    row.update(exact_o_rel_err_vs_torch=rel_err(exact[0], reference[0]),
-                               warm_up_o_rel_err_vs_torch=rel_err(fast[0], reference[0]),
-                               exact_state_rel_err_vs_torch=rel_err(exact[1], reference[1]),
-                               warm_up_state_rel_err_vs_torch=rel_err(fast[1], reference[1]))
+                    row.update({f"{name}_{part}_rel_err_vs_torch": rel_err(result[index], reference[index])
+                                for name, result in (("exact", exact), ("split", split), ("warm_up", warm))
+                                for part, index in (("o", 0), ("state", 1))})
                 print(json.dumps(row), flush=True)
-            del exact, reference
+            del exact, split, reference
             torch.cuda.empty_cache()
 
 

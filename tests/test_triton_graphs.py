@@ -67,6 +67,11 @@ def test_a_graph_is_not_replayed_under_other_design_switches(monkeypatch):
     monkeypatch.setattr(forward, "OVERLAP", not forward.OVERLAP)
     monkeypatch.setattr(state_output, "PUBLISH", state_output.PUBLISH + 2)
     assert forward.design_switches() != before
+    monkeypatch.setattr(state_output, "PUBLISH", state_output.PUBLISH - 2)
+    for name in ("SPLIT_OUTPUTS", "STORE_VECTORS"):        # switches of the output roles
+        monkeypatch.setattr(forward, name, not getattr(forward, name))
+        assert forward.design_switches() != before, name
+        monkeypatch.setattr(forward, name, not getattr(forward, name))
 
 
 class FakeGraph:

@@ -30,8 +30,8 @@ from .chunk_loads import BLOCK, BLOCKS, CHUNK, fdot, mma
 # ~1e-4 of a log unit (the grid caps the rounding-made positive exponents at 0: with g near -1e8 a token they reach
 # thousands, so such chunks keep the grid). Above the diagonal the product may overflow to inf: the select that
 # masks it drops it. Saves the grid's 32 exponentials a thread and its masks. Read at compile time;
-# SPARSEGDN_DECAY_SCALES=1 turns it on (off: within 1% on the H200; kernel_bench.notes.md, batches 17 and 18; the two
-# launches' output kernel keeps the grid, chunk_output.output_chunks says why).
+# SPARSEGDN_DECAY_SCALES=1 turns it on (off: within 1% on the H200, kernel_bench.notes.md batch 17; through the GPU
+# matrix in batch 18, where the two launches' output kernel kept the grid, chunk_output.output_chunks says why).
 DECAY_SCALES = tl.constexpr(os.environ.get("SPARSEGDN_DECAY_SCALES", "0") == "1")
 DECAY_SPREAD = tl.constexpr(80.0)
 DECAY_LEVEL = tl.constexpr(1024.0)

@@ -306,7 +306,8 @@ def chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, *, scale, 
                          * cdiv(value_dim, meta["BV"]),)
     launch_chunk_output(
         grid, q, k, v, g, beta, t_inv if t_inv is not None else o, vectors if vectors is not None else o, snapshots,
-        schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale, tokens, n_chunks, length_bucket(n_chunks), *q.stride()[:3],
+        schedule.snapshot_of_chunk, schedule.log_decay_since, o, flags, scale, tokens, n_chunks, length_bucket(n_chunks),
+        *q.stride()[:3],
         *k.stride()[:3],
         *v.stride(), *g.stride(), *beta.stride(), *o.stride()[:3], key_heads, value_heads, key_dim, value_dim,
         BK=padded(key_dim), NORMALIZE=normalize, RECOMPUTE=t_inv is None, BAND=band,

@@ -111,8 +111,8 @@ SPLIT_OUTPUTS = os.environ.get("SPARSEGDN_SPLIT_OUTPUTS", "0") == "1"
 # instructions a warp against 3,320; the one launch 5,216 against 5,424 and no spills against 66 local-memory
 # instructions). Off: on the H200 (2026-12-03, benchmark inputs, budget 0.29, band 1; analysis/results/overlap/batch18)
 # the one launch alone did not move (4.52 ms at 128K, 1.17 at 32K); with SPLIT_OUTPUTS and warm-up segments the entry
-# took 4.12-4.16 ms at 128K against the default's 4.52 and 1.09-1.10 at 32K (segments of 128) against 1.17-1.18, but
-# that arrangement loses at 8K and rests on the approximate warm-up. SPARSEGDN_STORE_VECTORS=1 turns it on.
+# took 4.12-4.16 ms at 128K (segments of 256) against the default's 4.52 and 1.09-1.10 at 32K (segments of 128) against
+# 1.17-1.18, but that arrangement loses at 8K and rests on the approximate warm-up. SPARSEGDN_STORE_VECTORS=1 turns it on.
 STORE_VECTORS = os.environ.get("SPARSEGDN_STORE_VECTORS", "0") == "1"
 # Commits two at a time on the chain (commit_pairs.py): half the dependent steps, one more product per pair.
 # Off: correct on the H200 since its mending but slower (2026-12-01, sources c0d514b73af1, config_probe --timed:
@@ -146,7 +146,8 @@ def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
-    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, state_output_module.READY_ORDER,
+    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED,
+            state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
