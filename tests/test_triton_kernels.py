@@ -147,17 +147,22 @@ def test_huge_log_decays_in_range_give_the_reference_output(magnitude):
 @small_shapes
 @pytest.mark.parametrize("overlap", [True, False], ids=["one-launch", "two-launches"])
 @pytest.mark.parametrize("dtype,band", [(torch.float32, 1), (torch.bfloat16, 3)])
-def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, monkeypatch):
+@pytest.mark.parametrize("roles", [("chunk_output", "event_prepare"), ("event_prepare",)],
+                         ids=["outputs-and-lists", "lists-only"])
+def test_row_scales_folded_into_m_compute_the_same_output(overlap, dtype, band, roles, monkeypatch):
     """chunk_loads.FOLD_SCALES (off by default): the scales of X and of beta V applied to the columns of M (output
-    role) and of Tinv (event lists) compute what the default computes, and what the reference computes."""
+    role) and of Tinv (event lists) compute what the default computes, and what the reference computes; so does
+    the event lists' fold alone (event_prepare.FOLD_SCALES, SPARSEGDN_PREPARE_FOLD_SCALES)."""
+    import importlib
     import triton.language as tl
-    from sparsegdn.triton import chunk_output, event_prepare, forward
+    from sparsegdn.triton import forward
     monkeypatch.setattr(forward, "OVERLAP", overlap)
     inputs = random_inputs(2, 190, 2, 4, 32, 16, dtype=dtype, initial_state=True, device=DEVICE)
     events = random_events(2, 4, sparsegdn.num_chunks(190), seed=5, p=0.5).to(DEVICE)
     out = {}
     for fold in (False, True):
-        for module in (chunk_output, event_prepare):      # each kernel reads its module's name of the switch
+        for name in roles:      # each kernel reads its module's name of the switch
+            module = importlib.import_module(f"sparsegdn.triton.{name}")
             monkeypatch.setattr(module, "FOLD_SCALES", tl.constexpr(fold))
         out[fold] = _both(inputs, events=events, band=band)
     (o_ref, s_ref, _), (o_default, s_default, _) = out[False]

@@ -113,6 +113,8 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
     for i in range(GROUP):
         c = tl.minimum(group * GROUP + i, NC - 1)     # a group past NC redoes the last chunk: same values
         t0 = c * CHUNK
+        if VECTORS:     # issued first: the decays need gamma first
+            gamma, k_scale = load_vectors(vectors_ptr, row * NC + c)
         q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK)
         k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
         v_block = v_ptr + b * v_sb + hv * v_sh + i_v * BV * v_sd
@@ -120,9 +122,7 @@ def output_chunks(b, group, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv
             v = load_rows_stored(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
         else:
             v = load_rows(v_block, t0, T, v_st, v_sd, V - i_v * BV, CHUNK, BV)
-        if VECTORS:
-            gamma, k_scale = load_vectors(vectors_ptr, row * NC + c)
-        else:
+        if not VECTORS:
             g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         if not RECOMPUTE:
@@ -207,11 +207,11 @@ def own_output(b, c, hv, i_v, q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, v
     rows = tl.arange(0, CHUNK)
     cv = i_v * BV + tl.arange(0, BV)
     t0 = c * CHUNK
+    if VECTORS:         # issued first: the solve needs gamma first (ncu, 2026-12-03: their loads were waited for)
+        gamma, k_scale = load_vectors(vectors_ptr, (b * HV + hv) * NC + c)
     beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-    if VECTORS:
-        gamma, k_scale = load_vectors(vectors_ptr, (b * HV + hv) * NC + c)
-    else:
+    if not VECTORS:
         gamma = tl.cumsum(load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK), axis=0)
         k_scale = inverse_norm(k, NORMALIZE)
     if not RECOMPUTE:

@@ -8,18 +8,34 @@ written into lists of E entries, so this memory scales with the budget, not with
 sequential pass is left with two products per commit. Unselected chunks need w and u only for
 their own outputs; pass 5 forms those products in registers instead. Tinv is read from pass 1, or,
 when pass 1 does not store it (RECOMPUTE), solved here for the selected chunks only.
+
+The program writes k_commit first, then w, and loads v only for u, so that no float32 copy of k or v stays
+live through the solve (232 registers at K = V = 128 against 236 before, compile_report, sm_90; the same values).
+FOLD_SCALES (this module's: chunk_loads.FOLD_SCALES, or SPARSEGDN_PREPARE_FOLD_SCALES=1 for this pass alone)
+applies the row scales of beta e^gamma K and beta V to Tinv's columns and rounds Tinv once with them (one rounding
+less than the default's Tinv and scaled tile): 150 registers, three programs an SM instead of two.
+SPARSEGDN_PREPARE_MAXNREG caps the registers (128 with the fold: four programs an SM, 14 local-memory
+instructions). Both off until timed on a GPU.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
 
-from . import call_record
+from . import call_record, chunk_loads
 from .band_solve import band_inverse, last_of, log_decay_between
-from .chunk_loads import (CHUNK, FOLD_SCALES, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
+from .chunk_loads import (CHUNK, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
 from .launch import Launcher
 
 NUM_WARPS = 4
+FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "0") == "1")
+_MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "")
+if _MAXNREG and not (_MAXNREG.isdigit() and 24 <= int(_MAXNREG) <= 255):
+    raise ValueError(f"SPARSEGDN_PREPARE_MAXNREG={_MAXNREG!r}: a register count from 24 to 255, or unset")
+# Extra compile options of the launch: a register cap where set.
+OPTIONS = {"maxnreg": int(_MAXNREG)} if _MAXNREG else {}
 
 
 @triton.jit
@@ -37,17 +53,19 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         hk = hv // (HV // H)
         t0 = c * CHUNK
         dot_dtype = k_ptr.dtype.element_ty
+        ck = tl.arange(0, BK)
+        cv = tl.arange(0, BV)
+        rows = tl.arange(0, CHUNK)
+        slot = b * E + e
         k_raw = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
-        k_scale = inverse_norm(k_raw, NORMALIZE)
-        k = k_raw.to(tl.float32)
-        if FOLD_SCALES:
-            v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
-        else:
-            v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
         g = load_gates(g_ptr + b * g_sb + hv * g_sh, t0, T, g_st, CHUNK)
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
+        k_scale = inverse_norm(k_raw, NORMALIZE)
         gamma = tl.cumsum(g, axis=0)
-        rows = tl.arange(0, CHUNK)
+        # k_commit first: stored before the solve, so that no float32 copy of k stays live through it
+        k_commit = (k_scale * tl.exp(log_decay_between(last_of(gamma), gamma)))[:, None] * k_raw.to(tl.float32)
+        tl.store(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(k_commit, dot_dtype),
+                 mask=(ck < K)[None, :])
         if RECOMPUTE:
             t_inv = band_inverse(k_raw, k_scale, beta, gamma, BAND, PRECISION)
             if not FOLD_SCALES:
@@ -59,18 +77,14 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
             t_inv = t_inv.to(tl.float32)
             w = mma(round_to(t_inv * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype), k_raw)
         else:
-            w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k, dot_dtype))
-        k_commit = (k_scale * tl.exp(log_decay_between(last_of(gamma), gamma)))[:, None] * k
+            w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k_raw.to(tl.float32), dot_dtype))
+        tl.store(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(w, dot_dtype), mask=(ck < K)[None, :])
         if FOLD_SCALES:
+            v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
             u = mma(round_to(t_inv * beta[None, :], dot_dtype), v)
         else:
+            v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
             u = mma(t_inv, round_to((beta[:, None] * v), dot_dtype))
-        ck = tl.arange(0, BK)
-        cv = tl.arange(0, BV)
-        slot = b * E + e
-        tl.store(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(w, dot_dtype), mask=(ck < K)[None, :])
-        tl.store(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(k_commit, dot_dtype),
-                 mask=(ck < K)[None, :])
         tl.store(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], round_to(u, dot_dtype), mask=(cv < V)[None, :])
 
 
@@ -91,5 +105,5 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
         (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS)
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS, **OPTIONS)
     return w, u, k_commit
