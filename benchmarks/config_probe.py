@@ -127,14 +127,11 @@ VARIANTS = {
     "store-vectors-tinv-split-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
                                          "segment": 128, "warm_up": 20.0},
     "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
-    # The event lists' pass (event_prepare, 0.64 ms at 128K for 29% of the chunks) with the row scales folded into
-    # Tinv's columns there alone (event_prepare.FOLD_SCALES): compile_report at 4K, 150 registers against 232 (three
-    # programs an SM instead of two); under maxnreg 128, four an SM with 14 local-memory instructions.
-    "prepare-fold": {"env": {"SPARSEGDN_PREPARE_FOLD_SCALES": "1"}},
-    "prepare-fold-reg128": {"env": {"SPARSEGDN_PREPARE_FOLD_SCALES": "1", "SPARSEGDN_PREPARE_MAXNREG": "128"}},
-    "prepare-fold-store-vectors-split-warm-up-256": {
-        "env": {"SPARSEGDN_PREPARE_FOLD_SCALES": "1", "SPARSEGDN_STORE_VECTORS": "1"}, "split": True, "segment": 256,
-        "warm_up": 20.0},
+    # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
+    # registers capped at 128 (both the default since 2026-12-03, batch 19: event_prepare's docstring), and folded
+    # without the cap. compile_report at 4K: 232 registers unfolded, 150 folded, 128 capped (14 local-memory ops).
+    "prepare-unfolded": {"env": {"SPARSEGDN_PREPARE_FOLD_SCALES": "0", "SPARSEGDN_PREPARE_MAXNREG": "0"}},
+    "prepare-fold-no-cap": {"env": {"SPARSEGDN_PREPARE_MAXNREG": "0"}},
     # Short calls replayed from a CUDA graph (sparsegdn/triton/graphs.py, on by default up to graphs.MAX_TOKENS)
     # or always launched. The checks run given events, which are never graphed: the GPU matrix checks the graphed
     # path; here it is timed (the public call too, where the host's launches show).

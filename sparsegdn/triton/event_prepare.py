@@ -10,12 +10,15 @@ their own outputs; pass 5 forms those products in registers instead. Tinv is rea
 when pass 1 does not store it (RECOMPUTE), solved here for the selected chunks only.
 
 The program writes k_commit first, then w, and loads v only for u, so that no float32 copy of k or v stays
-live through the solve (232 registers at K = V = 128 against 236 before, compile_report, sm_90; the same values).
-FOLD_SCALES (this module's: chunk_loads.FOLD_SCALES, or SPARSEGDN_PREPARE_FOLD_SCALES=1 for this pass alone)
-applies the row scales of beta e^gamma K and beta V to Tinv's columns and rounds Tinv once with them (one rounding
-less than the default's Tinv and scaled tile): 150 registers, three programs an SM instead of two.
-SPARSEGDN_PREPARE_MAXNREG caps the registers (128 with the fold: four programs an SM, 14 local-memory
-instructions). Both off until timed on a GPU.
+live through the solve. FOLD_SCALES (on by default here: SPARSEGDN_PREPARE_FOLD_SCALES=0 turns it off for this pass,
+chunk_loads.FOLD_SCALES=1 turns it on for the output roles too) applies the row scales of beta e^gamma K and beta V
+to Tinv's columns and rounds Tinv once with them (one rounding fewer than the unfolded Tinv and scaled tile): 150
+registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs;
+SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an SM instead of two, with 14 local-memory instructions. On the
+H200 (2026-12-03, benchmark inputs, budget 0.29, band 1, `config_probe.py --timed`,
+analysis/results/overlap/batch19) the pass took 0.51 ms at 128K against 0.68 unfolded and uncapped, the backend entry
+4.39-4.42 against 4.54-4.55 ms (32K: 1.142-1.144 against 1.184-1.185; 8K: 0.332-0.333 against 0.340-0.343); folded
+without the cap 4.43.
 """
 import os
 
@@ -25,17 +28,24 @@ import triton.language as tl
 
 from . import call_record, chunk_loads
 from .band_solve import band_inverse, last_of, log_decay_between
-from .chunk_loads import (CHUNK, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
+from .chunk_loads import (CHUNK, INTERPRET, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
 from .launch import Launcher
 
 NUM_WARPS = 4
-FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "0") == "1")
-_MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "")
-if _MAXNREG and not (_MAXNREG.isdigit() and 24 <= int(_MAXNREG) <= 255):
-    raise ValueError(f"SPARSEGDN_PREPARE_MAXNREG={_MAXNREG!r}: a register count from 24 to 255, or unset")
-# Extra compile options of the launch: a register cap where set.
-OPTIONS = {"maxnreg": int(_MAXNREG)} if _MAXNREG else {}
+FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "1") == "1")
+_MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "128")
+if not (_MAXNREG.isdigit() and (int(_MAXNREG) == 0 or 24 <= int(_MAXNREG) <= 255)):
+    raise ValueError(f"SPARSEGDN_PREPARE_MAXNREG={_MAXNREG!r}: a register count from 24 to 255, or 0 for no cap")
+MAXNREG = int(_MAXNREG)
+
+
+def launch_options(dtype: torch.dtype) -> dict:
+    """The launch's register cap, where one applies: 16-bit inputs on a GPU (float32 inputs take three tf32 products
+    a product, more registers than the cap was measured with; the interpreter has no registers)."""
+    if MAXNREG and dtype != torch.float32 and not INTERPRET.value:
+        return {"maxnreg": MAXNREG}
+    return {}
 
 
 @triton.jit
@@ -105,5 +115,6 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
         (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), num_warps=NUM_WARPS, **OPTIONS)
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
+        num_warps=NUM_WARPS, **launch_options(k.dtype))
     return w, u, k_commit
