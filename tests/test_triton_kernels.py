@@ -213,9 +213,12 @@ def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
         out[store] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, initial_state=s0,
                                                        output_final_state=True, backend="triton")
     assert torch.equal(out[True][2].events, out[False][2].events)
-    # With chunk_loads.FOLD_SCALES the stored design rounds Tinv twice (stored, then scaled): 2e-3 apart in bfloat16.
-    from sparsegdn.triton import chunk_loads
-    tolerance = 3e-3 if chunk_loads.FOLD_SCALES else 1e-3
+    # With the row scales folded into Tinv's columns (the event lists' default, event_prepare.FOLD_SCALES; the output
+    # roles' under chunk_loads.FOLD_SCALES) the stored design rounds Tinv twice (stored, then scaled) and the on-chip
+    # one once, so their roundings part: at band 3 the final states 3.5e-3 apart in bfloat16, each 3.7-3.8e-3 from the
+    # torch backend's (unfolded: both 4.0e-3 from it, 1e-3 apart).
+    from sparsegdn.triton import chunk_loads, event_prepare
+    tolerance = 5e-3 if chunk_loads.FOLD_SCALES or event_prepare.FOLD_SCALES else 1e-3
     assert rel_err(out[False][0], out[True][0]) <= tolerance and rel_err(out[False][1], out[True][1]) <= tolerance
 
 
