@@ -13,7 +13,7 @@ The program writes k_commit first, then w, and loads v only for u, so that no fl
 live through the solve. FOLD_SCALES (on by default here: SPARSEGDN_PREPARE_FOLD_SCALES=0 turns it off for this pass,
 chunk_loads.FOLD_SCALES=1 turns it on for the output roles too) applies the row scales of beta e^gamma K and beta V
 to Tinv's columns and rounds Tinv once with them (one rounding fewer than the unfolded Tinv and scaled tile): 150
-registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs;
+registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs and heads of at most 128;
 SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an SM instead of two, with 14 local-memory instructions. On the
 H200 (2026-12-03, benchmark inputs, budget 0.29, band 1, `config_probe.py --timed`,
 analysis/results/overlap/batch19) the pass took 0.51 ms at 128K against 0.68 unfolded and uncapped, the backend entry
@@ -40,10 +40,12 @@ if not (_MAXNREG.isdigit() and (int(_MAXNREG) == 0 or 24 <= int(_MAXNREG) <= 255
 MAXNREG = int(_MAXNREG)
 
 
-def launch_options(dtype: torch.dtype) -> dict:
-    """The launch's register cap, where one applies: 16-bit inputs on a GPU (float32 inputs take three tf32 products
-    a product, more registers than the cap was measured with; the interpreter has no registers)."""
-    if MAXNREG and dtype != torch.float32 and not INTERPRET.value:
+def launch_options(dtype: torch.dtype, key_dim: int, value_dim: int) -> dict:
+    """The launch's register cap, where one applies: 16-bit inputs and heads of at most 128 on a GPU. Float32 inputs
+    take three tf32 products a product, more registers than the cap was measured with; at K or V = 256 ptxas refused
+    the cap of 128 (a product's accumulator needs 158: the H200's GPU matrix, 2026-12-03, batch 19 call 2); the
+    interpreter has no registers."""
+    if MAXNREG and dtype != torch.float32 and max(padded(key_dim), padded(value_dim)) <= 128 and not INTERPRET.value:
         return {"maxnreg": MAXNREG}
     return {}
 
@@ -116,5 +118,5 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
-        num_warps=NUM_WARPS, **launch_options(k.dtype))
+        num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
     return w, u, k_commit
