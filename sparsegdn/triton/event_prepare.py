@@ -13,9 +13,8 @@ The program writes k_commit first, then w, and loads v only for u, so that no fl
 live through the solve. FOLD_SCALES (on by default here: SPARSEGDN_PREPARE_FOLD_SCALES=0 turns it off for this pass,
 chunk_loads.FOLD_SCALES=1 turns it on for the output roles too) applies the row scales of beta e^gamma K and beta V
 to Tinv's columns and rounds Tinv once with them (one rounding fewer than the unfolded Tinv and scaled tile): 150
-registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs
-and heads of at most 128, launch_options; SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an SM instead of two,
-with 14 local-memory instructions. On the
+registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs and heads of at most 128;
+SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an SM instead of two, with 14 local-memory instructions. On the
 H200 (2026-12-03, benchmark inputs, budget 0.29, band 1, `config_probe.py --timed`,
 analysis/results/overlap/batch19) the pass took 0.51 ms at 128K against 0.68 unfolded and uncapped, the backend entry
 4.39-4.42 against 4.54-4.55 ms (32K: 1.142-1.144 against 1.184-1.185; 8K: 0.332-0.333 against 0.340-0.343); folded
