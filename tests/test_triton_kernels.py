@@ -201,11 +201,14 @@ def test_the_design_is_chosen_by_band_unless_forced(monkeypatch):
 
 @small_shapes
 @pytest.mark.parametrize("band", [0, 1, 2, 3])
-def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
+@pytest.mark.parametrize("fold", [True, False], ids=["lists-folded", "lists-unfolded"])
+def test_inverse_solved_on_chip_equals_the_stored_one(band, fold, monkeypatch):
     """The two designs of the GPU path (Tinv stored by the intra-chunk pass, or solved again where it is
-    used) compute the same function."""
-    from sparsegdn.triton import forward
-    inputs = random_inputs(2, 200, 2, 4, 32, 16, dtype=torch.bfloat16, initial_state=True, device=DEVICE)
+    used) compute the same function, with the event lists folded (the default) and not."""
+    import triton.language as tl
+    from sparsegdn.triton import chunk_loads, event_prepare, forward
+    monkeypatch.setattr(event_prepare, "FOLD_SCALES", tl.constexpr(fold or chunk_loads.FOLD_SCALES.value))
+    inputs = random_inputs(2, 200, 2, 4, 32, 16, dtype=torch.bfloat16, seed=3, initial_state=True, device=DEVICE)
     q, k, v, g, beta, s0 = inputs
     out = {}
     for store in (True, False):
@@ -213,13 +216,14 @@ def test_inverse_solved_on_chip_equals_the_stored_one(band, monkeypatch):
         out[store] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, band=band, initial_state=s0,
                                                        output_final_state=True, backend="triton")
     assert torch.equal(out[True][2].events, out[False][2].events)
-    # With the row scales folded into Tinv's columns (the event lists' default, event_prepare.FOLD_SCALES; the output
-    # roles' under chunk_loads.FOLD_SCALES) the stored design rounds Tinv twice (stored, then scaled) and the on-chip
-    # one once, so their roundings part: at band 3 the final states 3.5e-3 apart in bfloat16, each 3.7-3.8e-3 from the
-    # torch backend's (unfolded: both 4.0e-3 from it, 1e-3 apart).
-    from sparsegdn.triton import chunk_loads, event_prepare
-    tolerance = 5e-3 if chunk_loads.FOLD_SCALES or event_prepare.FOLD_SCALES else 1e-3
-    assert rel_err(out[False][0], out[True][0]) <= tolerance and rel_err(out[False][1], out[True][1]) <= tolerance
+    # Unfolded, the two designs compute bit for bit the same outputs. With the row scales folded into Tinv's columns
+    # (the event lists' default, event_prepare.FOLD_SCALES; the output roles' under chunk_loads.FOLD_SCALES) the stored
+    # design rounds Tinv twice (stored, then scaled) and the on-chip one once, so their roundings part: with these
+    # inputs (seed 3) the final states 1.2-2.0e-3 apart in bfloat16 over the four bands, the outputs 3.7-4.6e-4; other
+    # seeds reach 4.5e-3 (seed 11).
+    if not (chunk_loads.FOLD_SCALES or event_prepare.FOLD_SCALES):
+        assert torch.equal(out[False][0], out[True][0]) and torch.equal(out[False][1], out[True][1])
+    assert rel_err(out[False][0], out[True][0]) <= 1e-3 and rel_err(out[False][1], out[True][1]) <= 4e-3
 
 
 @small_shapes

@@ -12,9 +12,11 @@ when pass 1 does not store it (RECOMPUTE), solved here for the selected chunks o
 The program writes k_commit first, then w, and loads v only for u, so that no float32 copy of k or v stays
 live through the solve. FOLD_SCALES (on by default here: SPARSEGDN_PREPARE_FOLD_SCALES=0 turns it off for this pass,
 chunk_loads.FOLD_SCALES=1 turns it on for the output roles too) applies the row scales of beta e^gamma K and beta V
-to Tinv's columns and rounds Tinv once with them (one rounding fewer than the unfolded Tinv and scaled tile): 150
-registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default for 16-bit inputs and heads of at most 128;
-SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an SM instead of two, with 14 local-memory instructions. On the
+to Tinv's columns (where Tinv is solved here, bands 0 and 1 by default, it is rounded once with them, one rounding
+fewer than the unfolded Tinv and scaled tile; a Tinv stored by pass 1 is rounded when stored and again here): 150
+registers at K = V = 128 against 232 (compile_report, sm_90), and under MAXNREG (128 by default, with the fold only,
+for 16-bit inputs and heads of at most 128: launch_options; SPARSEGDN_PREPARE_MAXNREG=0 lifts it) four programs an
+SM instead of two, with 14 local-memory instructions. On the
 H200 (2026-12-03, benchmark inputs, budget 0.29, band 1, `config_probe.py --timed`,
 analysis/results/overlap/batch19) the pass took 0.51 ms at 128K against 0.68 unfolded and uncapped, the backend entry
 4.39-4.42 against 4.54-4.55 ms (32K: 1.142-1.144 against 1.184-1.185; 8K: 0.332-0.333 against 0.340-0.343); folded
@@ -41,11 +43,13 @@ MAXNREG = int(_MAXNREG)
 
 
 def launch_options(dtype: torch.dtype, key_dim: int, value_dim: int) -> dict:
-    """The launch's register cap, where one applies: 16-bit inputs and heads of at most 128 on a GPU. Float32 inputs
-    take three tf32 products a product, more registers than the cap was measured with; at K or V = 256 ptxas refused
-    the cap of 128 (a product's accumulator needs 158: the H200's GPU matrix, 2026-12-03, batch 19 call 2); the
-    interpreter has no registers."""
-    if MAXNREG and dtype != torch.float32 and max(padded(key_dim), padded(value_dim)) <= 128 and not INTERPRET.value:
+    """The launch's register cap, where one applies: the folded pass (unfolded under 128 it spills 269 local-memory
+    instructions, never timed), 16-bit inputs and heads of at most 128, on a GPU. Float32 inputs take three tf32
+    products a product, more registers than the cap was measured with; at K or V = 256 ptxas refused the cap of 128
+    (a product's accumulator needs 158: the H200's GPU matrix, 2026-12-03, batch 19 call 2); the interpreter has no
+    registers."""
+    if (MAXNREG and FOLD_SCALES.value and dtype != torch.float32 and max(padded(key_dim), padded(value_dim)) <= 128
+            and not INTERPRET.value):
         return {"maxnreg": MAXNREG}
     return {}
 
