@@ -29,17 +29,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_bench                          # noqa: E402
+from cpu_core_bench import relative_error as rel_err   # noqa: E402
 import sparsegdn                             # noqa: E402
 from sparsegdn.triton import forward         # noqa: E402
 from sparsegdn.triton.state_pass import segmented_chains   # noqa: E402
 
 SWITCHES = ("COMMIT_SEGMENT", "WARM_UP", "SPLIT_OUTPUTS", "STORE_VECTORS", "OVERLAP")
 EXACT = {"COMMIT_SEGMENT": 0, "WARM_UP": 0.0, "SPLIT_OUTPUTS": False, "STORE_VECTORS": False, "OVERLAP": True}
-
-
-def rel_err(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
 
 
 def run(inputs, band, events=None, backend="triton", **switches):
