@@ -1,6 +1,7 @@
 """The public entry points (docs/CONTRACT.md section 5): checks, selection and backend dispatch."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -107,16 +108,27 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     `checks`, a validation.DeferredChecks, takes the GPU path's value flags instead of reading them back
     here (no device sync in the call; for a model's layers): the caller calls `checks.check()` later.
     """
-    config = _config_of(config, budget=budget, selector=selector, band=band, backend=backend, seed=seed)
-    batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
-    validation.check_no_gradient(q, k, v, g, beta, initial_state)
-    validation.check_scale(scale)
-    validation.check_switches(output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
-    validation.check_callbacks(stage_hook, checks)
-    if events is not None:
-        validation.check_events(events, batch, value_heads, num_tokens, q.device)
-    scale = key_dim ** -0.5 if scale is None else float(scale)
-    config = _resolve_for_inputs(config, q, key_dim, v)
+    key = None
+    if events is None and stage_hook is None:
+        key = checked_key((q, k, v, g, beta, initial_state), checks, (config, scale, output_final_state,
+                          use_qk_l2norm_in_kernel, budget, selector, band, backend, seed))
+    known = _checked.get(key) if key is not None else None
+    if known is not None:
+        config, scale = known
+    else:
+        config = _config_of(config, budget=budget, selector=selector, band=band, backend=backend, seed=seed)
+        batch, num_tokens, _, value_heads, key_dim, _ = validation.check_inputs(q, k, v, g, beta, initial_state)
+        validation.check_no_gradient(q, k, v, g, beta, initial_state)
+        validation.check_scale(scale)
+        validation.check_switches(output_final_state=output_final_state,
+                                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+        validation.check_callbacks(stage_hook, checks)
+        if events is not None:
+            validation.check_events(events, batch, value_heads, num_tokens, q.device)
+        scale = key_dim ** -0.5 if scale is None else float(scale)
+        config = _resolve_for_inputs(config, q, key_dim, v)
+        if key is not None:
+            remember_checked(key, (config, scale))
     if config.backend == "triton":
         return _triton_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
                                output_final_state=output_final_state,
@@ -124,6 +136,51 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     return _torch_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
                           output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                           stage_hook=stage_hook)
+
+
+# The checks of a call depend only on what checked_key reads (the tensors' shapes, dtypes, devices and grad flags,
+# the options' types and values, the grad mode), so a call whose key passed them before passes them again: it
+# skips them and takes the options they resolved (the config for these inputs, the scale). On the GPU the
+# public call waits for its value flags, after which the host's work until the next call's first launch is not
+# hidden behind the GPU; these checks were most of it (~28 us of Python a call on a 2-core CPU, against ~6 for
+# the key). Only for CUDA inputs (CHECKED_DEVICE_TYPES): on the CPU nothing waits, and tests there change the
+# backends' availability under the same keys. Value checks (NaN, inf, g > 0) are never skipped: they read the
+# values (the Triton path's flags). SPARSEGDN_CHECKED_KEYS=0 checks every call in full (to measure the gain).
+CHECKED_KEYS = os.environ.get("SPARSEGDN_CHECKED_KEYS", "1") == "1"
+CHECKED_DEVICE_TYPES = ("cuda",)
+CHECKED_SIZE = 256                  # keys remembered; all forgotten at once when full (an app's many shapes)
+_checked: dict = {}
+_KEY_VALUES = (bool, int, float, str, type(None), SparseConfig)
+
+
+def checked_key(tensors, checks, options) -> tuple | None:
+    """What the public call's checks read of these inputs (see CHECKED_KEYS), or None where a cheap key cannot
+    say it all (the key switched off, inputs off CHECKED_DEVICE_TYPES, a tensor subclass or another layout, an
+    option of another type): such calls are checked in full. Options are keyed with their types (True == 1)."""
+    if not CHECKED_KEYS:
+        return None
+    q = tensors[0]
+    if type(q) is not torch.Tensor or q.device.type not in CHECKED_DEVICE_TYPES:
+        return None
+    metas = []
+    for x in tensors:
+        if x is None:
+            metas.append(None)
+        elif type(x) is torch.Tensor and x.layout is torch.strided:
+            metas.append((x.shape, x.dtype, x.device, x.requires_grad))
+        else:
+            return None
+    for value in options:
+        if type(value) not in _KEY_VALUES:
+            return None
+    return (tuple(metas), tuple((type(value), value) for value in options), type(checks), torch.is_grad_enabled())
+
+
+def remember_checked(key, resolved) -> None:
+    """Keeps `resolved` (config, scale) for a key whose call passed every check."""
+    if len(_checked) >= CHECKED_SIZE:
+        _checked.clear()
+    _checked[key] = resolved
 
 
 def _resolve_for_inputs(config, q, key_dim, v) -> SparseConfig:
