@@ -8,13 +8,13 @@ launch; hidden while the GPU still clears do_bench's cache), between kernels whe
 than the GPU could start it, and after the last kernel (the read-back's wait, the return, the next event). This runs
 the public call in do_bench's loop (cache clear, call) under torch.profiler, exports the trace, and splits each
 call's span into those parts from the kernels' GPU times and the launches' host times (kineto puts both on one
-clock). The profiler's own cost a launch (CUPTI's callbacks) lengthens the host's part: read it as an upper bound.
-Printed and written (call_gaps.json): medians over the calls per length, and per launch (by kernel name) how long
-after the call's start the host launched it and the GPU started it; with the public call's remembered checks
-(sparsegdn.api.CHECKED_KEYS, the default) and with every call checked in full. Then, with no profiler, do_bench
-medians of both and of the backend entry alone, interleaved in two rounds (the host share the kernel benchmark
-reports, in this process).
-Uses benchmarks/kernel_bench.py's inputs (budget 0.29, band 1, `score`).
+clock); the call of median span is kept event by event (host ops and runtime calls, GPU operations). The profiler's
+own cost a launch (CUPTI's callbacks) lengthens the host's part: read it as an upper bound. Printed and written
+(call_gaps.json): medians over the calls per length, and per launch (by kernel name) how long after the call's start
+the host launched it and the GPU started it; with the public call's remembered checks (sparsegdn.api.CHECKED_KEYS,
+the default) and with every call checked in full. Then, with no profiler, do_bench medians of both and of the
+backend entry alone, interleaved in two rounds (the host share the kernel benchmark reports, in this process). Uses
+benchmarks/kernel_bench.py's inputs (budget 0.29, band 1, `score`).
 """
 import argparse
 import collections
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 CALL_LABEL = "sparsegdn public call"
 GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+HOST_CATEGORIES = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
 MIN_GAP_US = 1.0        # idle stretches shorter than this between two GPU operations are not counted as gaps
 
 
@@ -89,6 +90,10 @@ def breakdown(trace_events: list) -> list:
             "tail": max(0.0, end - reach),
             "launches": [(op["name"], launched - start, op["ts"] - start)
                          for launched, op in sorted(mine, key=lambda pair: pair[0])],
+            "host_events": [(e.get("cat"), str(e.get("name"))[:48], round(e["ts"] - start, 2), round(e["dur"], 2))
+                            for e in complete if e.get("cat") in HOST_CATEGORIES and start <= e["ts"] <= end
+                            and e is not call],
+            "gpu_ops": [(op["name"][:48], round(op["ts"] - start, 2), round(op["dur"], 2)) for _, op in ops],
         })
     return rows
 
@@ -101,6 +106,9 @@ def summarize(rows: list) -> dict:
     summary["exposed"] = round(summary["before_first"] + summary["idle_inside"] + summary["tail"], 2)
     summary["calls"] = len(rows)
     common = min(len(row["launches"]) for row in rows)
+    middle = sorted(rows, key=lambda row: row["span"])[len(rows) // 2]      # the call of median span, event by event
+    summary["median_call"] = {"span": middle["span"], "host_events": sorted(middle["host_events"], key=lambda e: e[2]),
+                              "gpu_ops": middle["gpu_ops"]}
     summary["launches"] = [
         {"name": rows[0]["launches"][i][0][:60],
          "host_us": round(statistics.median(row["launches"][i][1] for row in rows), 2),

@@ -40,6 +40,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import sparsegdn  # noqa: E402
 from analysis import measurements  # noqa: E402
 from sparsegdn import api, event_forward, reference, validation  # noqa: E402
+from sparsegdn.reference import relative_error  # noqa: E402
 
 SHAPES = {  # name: (H, HV, K, V); None: the default model's, read from data/default-model/config.json
     "default model": None,
@@ -112,10 +113,6 @@ CONTENDERS = {
     "dense_api": lambda *x: sparsegdn.dense_gated_delta_rule(*x, output_final_state=True, backend="torch"),
     "sparse_api_1slab": one_slab_call,
 }
-
-
-def relative_error(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 def measure(inputs, repeats):

@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import sparsegdn                                     # noqa: E402
 from analysis.evaluation import GRID_SELECTORS       # noqa: E402
+from sparsegdn.reference import relative_error       # noqa: E402
 
 
 def gdn_inputs(family: str, seed: int, tokens: int, key_heads=4, value_heads=8, dim=64):
@@ -48,10 +49,6 @@ def gdn_inputs(family: str, seed: int, tokens: int, key_heads=4, value_heads=8, 
         # head pairs whose values differ in magnitude by up to 30x
         v = v * torch.exp(rand(1, 1, value_heads, 1) * math.log(30.0))
     return q, k, v, g, beta
-
-
-def relative_error(a, b):
-    return ((a - b).norm() / b.norm()).item()
 
 
 def main():

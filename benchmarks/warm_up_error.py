@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_bench                          # noqa: E402
-from cpu_core_bench import relative_error as rel_err   # noqa: E402
+from sparsegdn.reference import relative_error as rel_err   # noqa: E402 (no polars on a GPU machine)
 import sparsegdn                             # noqa: E402
 from sparsegdn.triton import forward         # noqa: E402
 from sparsegdn.triton.state_pass import segmented_chains   # noqa: E402

@@ -13,6 +13,11 @@ import torch
 from .config import BLOCK_SIZE, BLOCKS_PER_CHUNK, CHUNK_SIZE, num_chunks
 
 
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """||a - b|| / ||b|| over all elements, in float64 (the contract's error of `a` against the reference `b`)."""
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 

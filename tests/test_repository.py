@@ -1,6 +1,8 @@
-"""The repository stands alone: no tracked file points outside it, and every relative link resolves in a clone."""
+"""The repository stands alone: no tracked file points outside it, every relative link resolves in a clone, and the
+GPU scripts import on a machine without the app's stack."""
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,21 @@ def test_every_relative_markdown_link_resolves_inside_the_repository():
             if ROOT not in resolved.parents and resolved != ROOT or not resolved.exists():
                 broken.append(f"{path.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+# The scripts the GPU runbook runs on a machine that has torch and triton (and FLA, FlashQLA where carried) but not
+# the app's stack: importing one must not need polars, streamlit or plotly (batch 20 lost a run to that).
+GPU_SCRIPTS = ["kernel_bench", "call_gaps", "warm_up_error", "config_probe", "profile_call", "public_call_probe",
+               "launch_timeline", "pair_check", "variant_call", "multi_gpu_run", "compile_report", "host_path",
+               "flashqla_cp_study"]
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_gpu_scripts_import_without_the_app_stack(script):
+    code = ("import sys\n"
+            "for name in ('polars', 'streamlit', 'plotly'):\n"
+            "    sys.modules[name] = None\n"
+            f"sys.path[:0] = [{str(ROOT / 'benchmarks')!r}, {str(ROOT)!r}]\n"
+            f"import {script}\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
