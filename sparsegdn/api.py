@@ -132,7 +132,8 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
     if config.backend == "triton":
         return _triton_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
                                output_final_state=output_final_state,
-                               use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, checks=checks)
+                               use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, checks=checks,
+                               call_key=key)
     return _torch_forward(q, k, v, g, beta, config, events=events, scale=scale, initial_state=initial_state,
                           output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                           stage_hook=stage_hook)
@@ -140,12 +141,13 @@ def sparse_gated_delta_rule(q, k, v, g, beta, *, budget=SparseConfig.budget, sel
 
 # The checks of a call depend only on what checked_key reads (the tensors' shapes, dtypes, devices and grad flags,
 # the options' types and values, the grad mode), so a call whose key passed them before passes them again: it
-# skips them and takes the options they resolved (the config for these inputs, the scale). On the GPU the
-# public call waits for its value flags, after which the host's work until the next call's first launch is not
-# hidden behind the GPU; these checks were most of it (~28 us of Python a call on a 2-core CPU, against ~6 for
-# the key). Only for CUDA inputs (CHECKED_DEVICE_TYPES): on the CPU nothing waits, and tests there change the
-# backends' availability under the same keys. Value checks (NaN, inf, g > 0) are never skipped: they read the
-# values (the Triton path's flags). SPARSEGDN_CHECKED_KEYS=0 checks every call in full (to measure the gain).
+# skips them and takes the options they resolved (the config for these inputs, the scale). On the GPU the public
+# call waits for its value flags, after which the host's work until the next call's first launch is not hidden
+# behind the GPU; these checks were most of it (~28 us of Python a call on a 2-core CPU, against ~7 for the key,
+# which also finds the call's plan: call_plans.py). Only for CUDA inputs (CHECKED_DEVICE_TYPES): on the CPU
+# nothing waits, and tests there change the backends' availability under the same keys. Value checks (NaN, inf,
+# g > 0) are never skipped: they read the values (the Triton path's flags). SPARSEGDN_CHECKED_KEYS=0 checks every
+# call in full and keys its plan in the backend (to measure the gain).
 CHECKED_KEYS = os.environ.get("SPARSEGDN_CHECKED_KEYS", "1") == "1"
 CHECKED_DEVICE_TYPES = ("cuda",)
 CHECKED_SIZE = 256                  # keys remembered; all forgotten at once when full (an app's many shapes)
@@ -156,7 +158,10 @@ _KEY_VALUES = (bool, int, float, str, type(None), SparseConfig)
 def checked_key(tensors, checks, options) -> tuple | None:
     """What the public call's checks read of these inputs (see CHECKED_KEYS), or None where a cheap key cannot
     say it all (the key switched off, inputs off CHECKED_DEVICE_TYPES, a tensor subclass or another layout, an
-    option of another type): such calls are checked in full. Options are keyed with their types (True == 1)."""
+    option of another type): such calls are checked in full. Options are keyed with their types (True == 1).
+    With the tensors' strides and 16-byte alignment it also fixes every argument of the Triton path's launches but
+    the pointers, so the call's plan is found by it (call_plans.call, with the design switches) and the backend
+    does not make a key of its own."""
     if not CHECKED_KEYS:
         return None
     q = tensors[0]
@@ -167,7 +172,7 @@ def checked_key(tensors, checks, options) -> tuple | None:
         if x is None:
             metas.append(None)
         elif type(x) is torch.Tensor and x.layout is torch.strided:
-            metas.append((x.shape, x.dtype, x.device, x.requires_grad))
+            metas.append((x.shape, x.stride(), x.dtype, x.device, x.requires_grad, x.data_ptr() % 16 == 0))
         else:
             return None
     for value in options:
@@ -197,7 +202,7 @@ def _resolve_for_inputs(config, q, key_dim, v) -> SparseConfig:
 
 
 def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, output_final_state,
-                    use_qk_l2norm_in_kernel, stage_hook, checks):
+                    use_qk_l2norm_in_kernel, stage_hook, checks, call_key=None):
     from . import triton as triton_backend
 
     if events is None and config.selector in ("random", "oracle"):   # selected in torch, then given as events
@@ -206,7 +211,8 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
     o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
         q, k, v, g, beta, events=events, budget=config.budget, selector=config.selector, band=config.band,
         scale=scale, initial_state=initial_state, output_final_state=output_final_state,
-        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, replayable=checks is None)
+        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, stage_hook=stage_hook, replayable=checks is None,
+        call_key=call_key)
     if checks is not None:
         checks.add(flags)
     else:

@@ -102,3 +102,35 @@ def test_inputs_of_other_kinds_are_checked_in_full(keyed):
     assert api.checked_key(tuple(args.values()) + (None,), None, (None, 1.0)) is not None
     q, k, v, g, beta, _ = random_inputs(1, 70, 2, 4, dtype=torch.float32, seed=0)
     assert api.checked_key((q.to("meta"), k, v, g, beta, None), None, ()) is None    # not a checked device
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the keys' default device: needs a CUDA device")
+def test_gpu_remembered_checks_compute_the_same_and_still_refuse_bad_inputs(monkeypatch):
+    """On a GPU, by default: a call found under its key (checks skipped, its plan found by the same key) returns what
+    a call checked in full returns, bit for bit, and bad inputs after it are still named."""
+    monkeypatch.setattr(api, "_checked", {})
+
+    def inputs():
+        q, k, v, g, beta, _ = random_inputs(1, 300, 2, 4, 128, 128, dtype=torch.bfloat16, seed=5, device="cuda")
+        return dict(q=q, k=k, v=v, g=g, beta=beta)
+
+    def call(**args):
+        return cases.call_sparse(**{**inputs(), **args}, backend="triton", output_final_state=True)
+    monkeypatch.setattr(api, "CHECKED_KEYS", False)
+    o_full, s_full, _ = call()
+    assert api._checked == {}
+    monkeypatch.setattr(api, "CHECKED_KEYS", True)
+    for _ in range(4):              # remembered, then found (the plan recorded, then replayed)
+        o, s, _ = call()
+        assert torch.equal(o, o_full) and torch.equal(s, s_full)
+    assert len(api._checked) == 1
+    bad_v = inputs()["v"].clone()
+    bad_v[0, 150, 1, 3] = float("nan")
+    with pytest.raises(ValueError, match=r"^v\b"):
+        call(v=bad_v)
+    with pytest.raises(ValueError, match=r"^g\b"):
+        call(g=inputs()["g"].abs() + 0.1)
+    with pytest.raises(ValueError, match=r"^q: requires grad"):
+        call(q=inputs()["q"].clone().requires_grad_())
+    with pytest.raises(ValueError, match=r"^output_final_state\b"):
+        cases.call_sparse(**inputs(), backend="triton", output_final_state=1)

@@ -246,3 +246,18 @@ def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
     for seed in (1, 2, 3):
         _call(_inputs(seed))
     assert not call_plans._plans and len(call_plans._refused) == 1
+
+
+def test_a_callers_key_finds_the_plan_in_place_of_its_own(launches):
+    """The public call hands in its key (sparsegdn.api.checked_key): the plan is kept and found under it, with the
+    design switches; the backend makes no key of its own."""
+    design = forward.design_switches()
+    for seed in (1, 2):         # the first call "compiles", the second is recorded
+        call_plans.call(forward._forward, _inputs(seed), dict(OPTIONS), design, key="the caller's")
+    assert list(call_plans._plans) == [("caller", "the caller's", design)]
+    launches.clear()
+    call_plans.call(forward._forward, _inputs(2), dict(OPTIONS), design, key="the caller's")
+    assert launches and not any(isinstance(x, torch.Tensor) for _, _, arguments in launches for x in arguments), \
+        "launched with tensors, not from the plan"
+    call_plans.call(forward._forward, _inputs(2), dict(OPTIONS), design + ("changed",), key="the caller's")
+    assert len(call_plans._plans) == 2                  # other design switches: another plan

@@ -23,7 +23,8 @@ arguments, and for each pointer the buffer it points into and the offset there. 
 - returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
 
 The key is graphs.call_key: every tensor's shape, strides, dtype, device and 16-byte alignment, every option's
-value and the design switches (forward.design_switches), which fix every launch argument but the pointers.
+value and the design switches (forward.design_switches), which fix every launch argument but the pointers. The
+public call hands in its own key of the same (sparsegdn.api.checked_key, made for its checks), used instead.
 Module constants outside those switches (the kernels' configs, SELECT_RESIDENT, the tile offset limit) are
 taken as fixed in a process; a probe that changes them clears the plans (benchmarks/config_probe.py).
 A recording is refused, and its key launched as before from then on, when it holds a tensor of another origin
@@ -96,10 +97,12 @@ def wanted(*, events, stage_hook) -> bool:
             and not launch.launch_hooks_set())
 
 
-def call(forward, tensors: dict, options: dict, design=()):
+def call(forward, tensors: dict, options: dict, design=(), key=None):
     """forward(**tensors, **options), from the plan of this call's key when there is one (else launched, and
-    recorded to make one). Returns what forward returns."""
-    key = graphs.call_key(tensors, options, design)
+    recorded to make one). Returns what forward returns. `key`: the caller's key of the tensors' layouts and the
+    options (sparsegdn.api.checked_key: it fixes them as graphs.call_key does), or None to make graphs.call_key;
+    the design switches are added to either."""
+    key = graphs.call_key(tensors, options, design) if key is None else ("caller", key, design)
     with _lock:
         plan = _plans.get(key)
         if plan is not None:

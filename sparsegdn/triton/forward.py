@@ -125,11 +125,14 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 def sparse_gdn_forward(q, k, v, g, beta, **options):
     """See sparsegdn.triton. Returns (o, final_state, events, scores, budget_per_head, flags int32 [NUM_FLAGS]).
     `replayable=False` keeps the call off the CUDA graphs (graphs.py: a caller that defers its value checks).
+    `call_key`: a key of the call's tensors' layouts and options made by the caller (sparsegdn.api.checked_key),
+    which then finds the call's plan instead of graphs.call_key.
 
     Kernels launch on the device of the inputs, not the current device (a model split over several
     GPUs calls the core with each layer's tensors on that layer's GPU).
     """
     replayable = options.pop("replayable", True)      # False: the caller defers its checks (graphs.py)
+    call_key = options.pop("call_key", None)          # the public call's key (sparsegdn.api.checked_key), or None
     if v.is_cuda:
         with torch.cuda.device(v.device):
             tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
@@ -137,7 +140,7 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
                              stage_hook=options.get("stage_hook"), deferred=not replayable):
                 return graphs.replay(_forward, tensors, options, design=design_switches())
             if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
-                return call_plans.call(_forward, tensors, options, design=design_switches())
+                return call_plans.call(_forward, tensors, options, design=design_switches(), key=call_key)
             return _forward(**tensors, **options)
     return _forward(q, k, v, g, beta, **options)
 
