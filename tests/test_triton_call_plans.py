@@ -5,6 +5,7 @@ The compiled kernels are stand-ins that note what they were launched with (the r
 GPU matrix compares a planned call with a launched one bit for bit); the forward's host code runs as it
 does on a GPU, on CPU tensors.
 """
+import ctypes
 import dataclasses
 
 import pytest
@@ -48,16 +49,29 @@ class FakeDriver:
         get_current_stream = staticmethod(lambda device: 0)
 
 
+class LaunchLog(list):
+    """The launches noted (a list), and in `zeroed` the planned calls' clearings: (offset in the buffer, words)."""
+    zeroed: list
+
+
 @pytest.fixture
 def launches(monkeypatch):
     """Every Launcher's kernel stubbed; returns the list the launches are noted in."""
-    log = []
+    log = LaunchLog()
     monkeypatch.setattr(launch, "FAST_LAUNCH", True)
     monkeypatch.setattr(launch, "driver", FakeDriver)
     for launcher in launch.launchers():
         monkeypatch.setattr(launcher, "kernel", FakeKernel(FakeCompiled(getattr(launcher.jit, "__name__", ""), log)))
         monkeypatch.setattr(launcher, "autotuned", True)
         monkeypatch.setattr(launcher, "plans", {})
+
+    def zero_words(address, n_words, stream, buffer):      # the compiled clearing kernel's stand-in, on CPU memory
+        assert buffer.data_ptr() <= address and address + 4 * n_words <= buffer.data_ptr() + buffer.numel()
+        ctypes.memset(address, 0, 4 * n_words)
+        zeroed.append((address - buffer.data_ptr(), n_words))
+    zeroed = []
+    monkeypatch.setattr(call_plans, "zero_words", zero_words)
+    log.zeroed = zeroed
     call_plans.clear()
     yield log
     call_plans.clear()
@@ -113,8 +127,14 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
         launched = forward._forward(**x, **options)
     expected = _traced(launches, x, record.allocations)
     launches.clear()
+    empty = call_record.empty
+
+    def poisoned(*shape, dtype, device):              # torch.empty's memory may hold anything: not zeros here
+        return empty(*shape, dtype=dtype, device=device).fill_(0xFF if dtype == torch.uint8 else 1)
+    monkeypatch.setattr(call_record, "empty", poisoned)
     with call_record.recording() as replayed:         # the planned call's own allocations
         planned = _call(x, **changes)
+    monkeypatch.setattr(call_record, "empty", empty)
     assert len(launches) == len(expected) == len(plan.launches) >= 5       # `all` selects without a kernel
     inputs = {t.data_ptr(): name for name, t in x.items() if t is not None}
     base_of_part = {}
@@ -128,21 +148,22 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
                 assert base_of_part.setdefault(want[1], got - want[2]) == got - want[2], "one part, one base"
             else:
                 assert got == want
-    # every part where the plan put it: a returned one is that output, the others at their offset in the
-    # workspace or the zeroed buffer (the planned call's only other allocations); none overlaps another
-    buffers = {(call_plans.WORKSPACE, plan.workspace_bytes): None, (call_plans.ZEROED, plan.zeroed_bytes): None}
-    for tensor, fill in replayed.allocations:
-        if tensor.dtype == torch.uint8:
-            buffers[(call_plans.WORKSPACE if fill is None else call_plans.ZEROED, tensor.numel())] = tensor.data_ptr()
-    assert len(replayed.allocations) == 2 + sum(part.place == call_plans.OWN for part in plan.parts)
+    # every part where the plan put it: a returned one is that output, the others at their offset in the one
+    # shared buffer (the planned call's only other allocation), the zeroed ones after the workspace, cleared by one
+    # launch of zero_words before any kernel; none overlaps another
+    (shared,) = [tensor for tensor, _ in replayed.allocations if tensor.dtype == torch.uint8]
+    assert shared.numel() == plan.workspace_bytes + plan.zeroed_bytes
+    assert len(replayed.allocations) == 1 + sum(part.place == call_plans.OWN for part in plan.parts)
+    assert launches.zeroed[-1] == (plan.workspace_bytes, plan.zeroed_bytes // 4) and plan.zeroed_bytes > 0
     outputs = {index: planned[position] for position, (kind, index) in enumerate(plan.outputs) if kind == "part"}
     for index, base in base_of_part.items():
         part = plan.parts[index]
         if part.place == call_plans.OWN:
             assert base == outputs[index].data_ptr(), index
         else:
-            size = plan.workspace_bytes if part.place == call_plans.WORKSPACE else plan.zeroed_bytes
-            assert base == buffers[(part.place, size)] + part.offset and part.offset + part.nbytes <= size, index
+            start, size = ((0, plan.workspace_bytes) if part.place == call_plans.WORKSPACE
+                           else (plan.workspace_bytes, plan.zeroed_bytes))
+            assert base == shared.data_ptr() + start + part.offset and part.offset + part.nbytes <= size, index
     spans = sorted((base, base + plan.parts[index].nbytes) for index, base in base_of_part.items())
     assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
     # the same outputs, fresh: shapes, dtypes, zeroed flags
