@@ -134,15 +134,23 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
     replayable = options.pop("replayable", True)      # False: the caller defers its checks (graphs.py)
     call_key = options.pop("call_key", None)          # the public call's key (sparsegdn.api.checked_key), or None
     if v.is_cuda:
-        with torch.cuda.device(v.device):
-            tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
-            if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
-                             stage_hook=options.get("stage_hook"), deferred=not replayable):
-                return graphs.replay(_forward, tensors, options, design=design_switches())
-            if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
-                return call_plans.call(_forward, tensors, options, design=design_switches(), key=call_key)
-            return _forward(**tensors, **options)
+        tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
+        index = v.get_device()
+        if index == torch.cuda.current_device():    # switched only when needed (its Python is part of every call)
+            return _on_device(tensors, options, replayable, call_key)
+        with torch.cuda.device(index):
+            return _on_device(tensors, options, replayable, call_key)
     return _forward(q, k, v, g, beta, **options)
+
+
+def _on_device(tensors, options, replayable, call_key):
+    """sparse_gdn_forward on the inputs' device, the current one: replayed from a graph, from a plan, or launched."""
+    if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
+                     stage_hook=options.get("stage_hook"), deferred=not replayable):
+        return graphs.replay(_forward, tensors, options, design=design_switches())
+    if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
+        return call_plans.call(_forward, tensors, options, design=design_switches(), key=call_key)
+    return _forward(**tensors, **options)
 
 
 def design_switches() -> tuple:
