@@ -49,6 +49,30 @@ class FakeDriver:
         get_current_stream = staticmethod(lambda device: 0)
 
 
+class FakeZeroKernel:
+    """The compiled zero_words_kernel's stand-in: takes the launch as Triton's launcher does (every parameter of
+    the kernel, constexpr ones too) and clears the CPU memory at the address."""
+    function = packed_metadata = None
+
+    def __init__(self, zeroed):
+        self.zeroed = zeroed
+
+    def run(self, grid_x, grid_y, grid_z, stream, function, metadata, hook_a, hook_b, hook_c, *arguments):
+        assert len(arguments) == len(call_plans.zero_words_kernel.arg_names), arguments
+        address, n_words, block = arguments
+        assert block == call_plans.ZERO_BLOCK and grid_x * block >= n_words > (grid_x - 1) * block
+        ctypes.memset(address, 0, 4 * n_words)
+
+
+def noted_zero_words(zero_words, zeroed):
+    """call_plans.zero_words, noting (offset in the buffer, words) of each clearing."""
+    def noted(address, n_words, stream, buffer):
+        assert buffer.data_ptr() <= address and address + 4 * n_words <= buffer.data_ptr() + buffer.numel()
+        zeroed.append((address - buffer.data_ptr(), n_words))
+        return zero_words(address, n_words, stream, buffer)
+    return noted
+
+
 class LaunchLog(list):
     """The launches noted (a list), and in `zeroed` the planned calls' clearings: (offset in the buffer, words)."""
     zeroed: list
@@ -65,13 +89,9 @@ def launches(monkeypatch):
         monkeypatch.setattr(launcher, "autotuned", True)
         monkeypatch.setattr(launcher, "plans", {})
 
-    def zero_words(address, n_words, stream, buffer):      # the compiled clearing kernel's stand-in, on CPU memory
-        assert buffer.data_ptr() <= address and address + 4 * n_words <= buffer.data_ptr() + buffer.numel()
-        ctypes.memset(address, 0, 4 * n_words)
-        zeroed.append((address - buffer.data_ptr(), n_words))
-    zeroed = []
-    monkeypatch.setattr(call_plans, "zero_words", zero_words)
-    log.zeroed = zeroed
+    log.zeroed = []
+    monkeypatch.setattr(call_plans, "_zero_kernels", {None: FakeZeroKernel(log.zeroed)})    # CPU tensors' index
+    monkeypatch.setattr(call_plans, "zero_words", noted_zero_words(call_plans.zero_words, log.zeroed))
     call_plans.clear()
     yield log
     call_plans.clear()

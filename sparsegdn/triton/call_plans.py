@@ -268,8 +268,9 @@ def zero_words(address: int, n_words: int, stream, buffer: torch.Tensor) -> None
         _zero_kernels[device] = zero_words_kernel[(triton.cdiv(n_words, ZERO_BLOCK),)](words, n_words,
                                                                                          BLOCK=ZERO_BLOCK)
         return
+    # Triton 3.6's launcher takes every parameter, the constexpr ones too (as launch.Launcher passes them)
     compiled.run(triton.cdiv(n_words, ZERO_BLOCK), 1, 1, stream, compiled.function, compiled.packed_metadata,
-                 None, None, None, address, n_words)
+                 None, None, None, address, n_words, ZERO_BLOCK)
 
 
 def clear():
