@@ -172,7 +172,10 @@ def checked_key(tensors, checks, options) -> tuple | None:
         if x is None:
             metas.append(None)
         elif type(x) is torch.Tensor and x.layout is torch.strided:
-            metas.append((x.shape, x.stride(), x.dtype, x.device, x.requires_grad, x.data_ptr() % 16 == 0))
+            try:
+                metas.append((x.shape, x.stride(), x.dtype, x.device, x.requires_grad, x.data_ptr() % 16 == 0))
+            except RuntimeError:        # no storage to point at (a functorch wrapper): the checks say what is wrong
+                return None
         else:
             return None
     for value in options:

@@ -6,6 +6,7 @@ import torch
 from gdn_inputs import random_inputs
 
 from sparsegdn import SparseConfig, api, validation
+from sparsegdn.triton import call_plans, forward
 
 import test_reference_validation as cases
 
@@ -82,6 +83,24 @@ def test_gradients_and_grad_mode_are_in_the_key(keyed):
         cases.call_sparse(**cases.good(beta=cases.good()["beta"].clone().requires_grad_()))
 
 
+@pytest.mark.parametrize("name", ["k", "v", "g", "beta"])
+def test_another_device_under_the_same_shapes_is_named(keyed, name):
+    cases.call_sparse(**cases.good())
+    with pytest.raises(ValueError, match=rf"^{name}: on the meta device"):
+        cases.call_sparse(**cases.good(**{name: cases.good()[name].to("meta")}))
+
+
+@pytest.mark.parametrize("make", [lambda k: k.as_subclass(Wrapped), lambda k: k.to_sparse()],
+                         ids=["subclass", "sparse"])
+def test_a_key_tensor_of_another_kind_is_checked_in_full(keyed, make):
+    args = cases.good()
+    assert api.checked_key((args["q"], make(args["k"]), args["v"], args["g"], args["beta"], None), None, ()) is None
+
+
+class Wrapped(torch.Tensor):
+    pass
+
+
 def test_values_are_still_checked_under_a_remembered_key(keyed):
     cases.call_sparse(**cases.good())
     bad = cases.good()
@@ -92,8 +111,6 @@ def test_values_are_still_checked_under_a_remembered_key(keyed):
 
 
 def test_inputs_of_other_kinds_are_checked_in_full(keyed):
-    class Wrapped(torch.Tensor):
-        pass
     args = cases.good()
     key = api.checked_key((args["q"].as_subclass(Wrapped), args["k"], args["v"], args["g"], args["beta"], None), None,
                           (None, None, False, True))
@@ -120,10 +137,13 @@ def test_gpu_remembered_checks_compute_the_same_and_still_refuse_bad_inputs(monk
     o_full, s_full, _ = call()
     assert api._checked == {}
     monkeypatch.setattr(api, "CHECKED_KEYS", True)
+    replays = call_plans.replays
     for _ in range(4):              # remembered, then found (the plan recorded, then replayed)
         o, s, _ = call()
         assert torch.equal(o, o_full) and torch.equal(s, s_full)
     assert len(api._checked) == 1
+    (key,) = api._checked
+    assert ("caller", key, forward.design_switches()) in call_plans._plans and call_plans.replays > replays
     bad_v = inputs()["v"].clone()
     bad_v[0, 150, 1, 3] = float("nan")
     with pytest.raises(ValueError, match=r"^v\b"):

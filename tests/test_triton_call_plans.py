@@ -12,7 +12,7 @@ import pytest
 import torch
 from gdn_inputs import random_inputs
 
-from sparsegdn.triton import call_plans, call_record, forward, launch, segment_scan  # noqa: F401 (every kernel module)
+from sparsegdn.triton import call_plans, call_record, forward, graphs, launch, segment_scan  # noqa: F401 (every kernel module)
 
 OPTIONS = dict(events=None, budget=0.29, selector="score", band=1, scale=64 ** -0.5, output_final_state=True,
                use_qk_l2norm_in_kernel=True, stage_hook=None)
@@ -64,17 +64,18 @@ class FakeZeroKernel:
         ctypes.memset(address, 0, 4 * n_words)
 
 
-def noted_zero_words(zero_words, zeroed):
-    """call_plans.zero_words, noting (offset in the buffer, words) of each clearing."""
+def noted_zero_words(zero_words, log):
+    """call_plans.zero_words, noting in log.zeroed (offset in the buffer, words, launches noted before it)."""
     def noted(address, n_words, stream, buffer):
         assert buffer.data_ptr() <= address and address + 4 * n_words <= buffer.data_ptr() + buffer.numel()
-        zeroed.append((address - buffer.data_ptr(), n_words))
+        log.zeroed.append((address - buffer.data_ptr(), n_words, len(log)))
         return zero_words(address, n_words, stream, buffer)
     return noted
 
 
 class LaunchLog(list):
-    """The launches noted (a list), and in `zeroed` the planned calls' clearings: (offset in the buffer, words)."""
+    """The launches noted (a list), and in `zeroed` the planned calls' clearings: (offset in the buffer, words,
+    launches noted before it)."""
     zeroed: list
 
 
@@ -91,7 +92,7 @@ def launches(monkeypatch):
 
     log.zeroed = []
     monkeypatch.setattr(call_plans, "_zero_kernels", {None: FakeZeroKernel(log.zeroed)})    # CPU tensors' index
-    monkeypatch.setattr(call_plans, "zero_words", noted_zero_words(call_plans.zero_words, log.zeroed))
+    monkeypatch.setattr(call_plans, "zero_words", noted_zero_words(call_plans.zero_words, log))
     call_plans.clear()
     yield log
     call_plans.clear()
@@ -168,22 +169,29 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
                 assert base_of_part.setdefault(want[1], got - want[2]) == got - want[2], "one part, one base"
             else:
                 assert got == want
-    # every part where the plan put it: a returned one is that output, the others at their offset in the one
-    # shared buffer (the planned call's only other allocation), the zeroed ones after the workspace, cleared by one
-    # launch of zero_words before any kernel; none overlaps another
-    (shared,) = [tensor for tensor, _ in replayed.allocations if tensor.dtype == torch.uint8]
-    assert shared.numel() == plan.workspace_bytes + plan.zeroed_bytes
-    assert len(replayed.allocations) == 1 + sum(part.place == call_plans.OWN for part in plan.parts)
-    assert launches.zeroed[-1] == (plan.workspace_bytes, plan.zeroed_bytes // 4) and plan.zeroed_bytes > 0
+    # every part where the plan put it: a returned one is that output, the others at their offset in the zeroed
+    # buffer (allocated first, cleared whole by one launch of zero_words before any kernel) or the workspace (the
+    # planned call's only other allocations); none overlaps another
+    zeroed, workspace = [tensor for tensor, _ in replayed.allocations if tensor.dtype == torch.uint8]
+    assert (zeroed.numel(), workspace.numel()) == (plan.zeroed_bytes, plan.workspace_bytes) and plan.zeroed_bytes > 0
+    assert len(replayed.allocations) == 2 + sum(part.place == call_plans.OWN for part in plan.parts)
+    assert launches.zeroed == [(0, plan.zeroed_bytes // 4, 0)], "cleared once, whole, before the first launch"
+    buffers = {call_plans.WORKSPACE: workspace, call_plans.ZEROED: zeroed}
     outputs = {index: planned[position] for position, (kind, index) in enumerate(plan.outputs) if kind == "part"}
     for index, base in base_of_part.items():
         part = plan.parts[index]
         if part.place == call_plans.OWN:
             assert base == outputs[index].data_ptr(), index
         else:
-            start, size = ((0, plan.workspace_bytes) if part.place == call_plans.WORKSPACE
-                           else (plan.workspace_bytes, plan.zeroed_bytes))
-            assert base == shared.data_ptr() + start + part.offset and part.offset + part.nbytes <= size, index
+            buffer = buffers[part.place]
+            assert base == buffer.data_ptr() + part.offset and part.offset + part.nbytes <= buffer.numel(), index
+    # a returned tensor keeps no more memory than its own (the flags, a view of the small zeroed buffer, keep that):
+    # never the workspace, which a caller holding the flags (DeferredChecks) would otherwise keep for every call
+    for index, tensor in outputs.items():
+        part = plan.parts[index]
+        own = -(-part.nbytes // call_plans.ALIGN) * call_plans.ALIGN
+        assert tensor.untyped_storage().nbytes() <= max(own, plan.zeroed_bytes if part.place == call_plans.ZEROED
+                                                        else 0), (index, part.place)
     spans = sorted((base, base + plan.parts[index].nbytes) for index, base in base_of_part.items())
     assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
     # the same outputs, fresh: shapes, dtypes, zeroed flags
@@ -289,10 +297,14 @@ def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
     assert not call_plans._plans and len(call_plans._refused) == 1
 
 
-def test_a_callers_key_finds_the_plan_in_place_of_its_own(launches):
+def test_a_callers_key_finds_the_plan_in_place_of_its_own(launches, monkeypatch):
     """The public call hands in its key (sparsegdn.api.checked_key): the plan is kept and found under it, with the
     design switches; the backend makes no key of its own."""
     design = forward.design_switches()
+
+    def no_key(*_):
+        raise AssertionError("the backend made a key of its own")
+    monkeypatch.setattr(graphs, "call_key", no_key)
     for seed in (1, 2):         # the first call "compiles", the second is recorded
         call_plans.call(forward._forward, _inputs(seed), dict(OPTIONS), design, key="the caller's")
     assert list(call_plans._plans) == [("caller", "the caller's", design)]

@@ -15,9 +15,10 @@ inside a recorded allocation, and every tensor the forward returns is one of tho
 recording becomes the key's plan; it keeps no tensor, only the compiled kernels, their grids, their other
 arguments, and for each pointer the buffer it points into and the offset there. A later call of the key:
 - allocates: the returned tensors each on its own (o, the final state, events, scores, budget per head; the
-  `all` selector's events filled with True), the rest (statistics, lists, snapshots) in one workspace and the
-  zeroed ones (value flags, the one launch's counters) at its end, cleared by one launch (zero_words), each part
-  at a 256-byte boundary; each returned tensor is allocated just before the first launch that uses it;
+  `all` selector's events filled with True), the zeroed ones (value flags, the one launch's counters) in one
+  small buffer cleared by one compiled launch (zero_words), the rest (statistics, lists, snapshots) in one
+  workspace, each part at a 256-byte boundary; each returned tensor is allocated just before the first launch
+  that uses it;
 - launches the compiled kernels in the recorded order, each pointer the input's data_ptr or its buffer's
   address plus the recorded offset (ints: Triton's launcher then asks the driver nothing about them);
 - returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
@@ -53,6 +54,7 @@ from . import call_record, graphs, launch
 CALL_PLANS = os.environ.get("SPARSEGDN_CALL_PLANS", "1") == "1"
 CACHE_SIZE = 32
 ALIGN = 256
+assert ALIGN % 64 == 0, "zero_words needs the zeroed buffer's size a multiple of 16 words"
 
 OWN, WORKSPACE, ZEROED = "own", "workspace", "zeroed"
 
@@ -197,28 +199,26 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
 
 
 def run(plan: Plan, tensors: dict):
-    """One call from `plan`: fresh buffers, the recorded launches with this call's pointers. The workspace and
-    the zeroed parts share one allocation (the zeroed ones at its end, cleared by one launch of zero_words), and
-    the tensors a call returns are allocated just before the first launch that writes them, so the first launch
-    waits only for that one buffer."""
+    """One call from `plan`: fresh buffers, the recorded launches with this call's pointers. The zeroed parts have
+    a small allocation of their own, cleared by one launch of zero_words, apart from the workspace: the value flags
+    are returned, and a view into the workspace would keep all of it allocated for as long as a caller holds them
+    (DeferredChecks holds every layer's). The tensors a call returns are allocated just before the first launch that
+    writes them, so the first launch waits only for the two shared buffers."""
     global replays
     replays += 1
     device = tensors["v"].device
     stream = launch.driver.active.get_current_stream(launch.driver.active.get_current_device())
-    shared = None
+    workspace = zeroed = None
     bases = [tensors[name].data_ptr() for name in plan.input_names]
-    if plan.workspace_bytes or plan.zeroed_bytes:
-        shared = call_record.empty(plan.workspace_bytes + plan.zeroed_bytes, dtype=torch.uint8, device=device)
-        address = shared.data_ptr()
-        if plan.zeroed_bytes:
-            zero_words(address + plan.workspace_bytes, plan.zeroed_bytes // 4, stream, shared)
-        zeroed_base = address + plan.workspace_bytes
-        for part in plan.parts:      # an OWN part's address is filled in when it is allocated
-            bases.append(0 if part.place == OWN else
-                         (address if part.place == WORKSPACE else zeroed_base) + part.offset)
-    else:
-        bases.extend(0 for _ in plan.parts)
+    if plan.zeroed_bytes:
+        zeroed = call_record.empty(plan.zeroed_bytes, dtype=torch.uint8, device=device)
+        zero_words(zeroed.data_ptr(), plan.zeroed_bytes // 4, stream, zeroed)
+    if plan.workspace_bytes:
+        workspace = call_record.empty(plan.workspace_bytes, dtype=torch.uint8, device=device)
     own = {}
+    for part in plan.parts:      # an OWN part's address is filled in when it is allocated
+        bases.append(0 if part.place == OWN else
+                     (workspace if part.place == WORKSPACE else zeroed).data_ptr() + part.offset)
     first_part = len(plan.input_names)
     for step in plan.launches:
         for index in step.allocate:
@@ -238,8 +238,8 @@ def run(plan: Plan, tensors: dict):
         part = plan.parts[value]
         if part.place == OWN:
             return own[value]
-        start = part.offset + (plan.workspace_bytes if part.place == ZEROED else 0)
-        return shared[start:start + part.nbytes].view(part.dtype).view(part.shape)
+        buffer = workspace if part.place == WORKSPACE else zeroed
+        return buffer[part.offset:part.offset + part.nbytes].view(part.dtype).view(part.shape)
     return tuple(output(kind, value) for kind, value in plan.outputs)
 
 
@@ -258,8 +258,12 @@ def zero_words(address: int, n_words: int, stream, buffer: torch.Tensor) -> None
     """Clears n_words int32 words at `address` (inside `buffer`, a tensor on the device, to compile for it the
     first time) on `stream`: one launch of a compiled kernel, against torch.zeros' allocation, TensorIterator
     and fill (on an H200 machine's host, batch 20: the fill's host work ~45 us under the profiler, a compiled
-    launch ~10 us). The address and n_words are multiples of 64 words (ALIGN): one specialisation serves every
-    plan."""
+    launch ~10 us). One compiled kernel serves every plan because Triton specialises it on the address being a
+    multiple of 16 bytes and n_words a multiple of 16, which ALIGN (parts at 256-byte boundaries) and the allocator
+    give every time; checked here, since a call outside them would run a kernel compiled for other arguments."""
+    if address % 16 or n_words % 16:
+        raise ValueError(f"zero_words: the address ({address:#x}) and the word count ({n_words}) must be multiples "
+                         "of 16")
     device = buffer.device.index
     compiled = _zero_kernels.get(device)
     if compiled is None:
