@@ -55,7 +55,7 @@ def test_every_relative_markdown_link_resolves_inside_the_repository():
 # the app's stack: importing one must not need polars, streamlit or plotly (batch 20 lost a run to that).
 GPU_SCRIPTS = ["kernel_bench", "call_gaps", "warm_up_error", "config_probe", "profile_call", "public_call_probe",
                "launch_timeline", "pair_check", "variant_call", "multi_gpu_run", "compile_report", "host_path",
-               "flashqla_cp_study"]
+               "flashqla_cp_study", "gluon_probe"]
 
 
 @pytest.mark.parametrize("script", GPU_SCRIPTS)
