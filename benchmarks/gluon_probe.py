@@ -31,8 +31,12 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import kernel_bench                                             # noqa: E402
+from sparsegdn.config import CHUNK_SIZE as CHUNK               # noqa: E402
+from sparsegdn.reference import relative_error                # noqa: E402
 
-CHUNK, H, HV, DIM = 64, 16, 32, 128
+H, HV, DIM = kernel_bench.H, kernel_bench.HV, kernel_bench.K    # the kernel benchmark's heads (K = V)
+CHUNK_TOKENS = gl.constexpr(CHUNK)                              # the chunk inside the kernel
 
 
 @gluon.jit
@@ -40,7 +44,7 @@ def own_output_gluon_kernel(q_ptr, k_ptr, v_ptr, beta_ptr, t_inv_ptr, vectors_pt
                             H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
                             num_warps: gl.constexpr):
     """One program per (chunk, head pair), batch row 0: the chunk's own output (zero entering state)."""
-    CHUNK: gl.constexpr = 64
+    CHUNK: gl.constexpr = CHUNK_TOKENS
     pid = gl.program_id(0).to(gl.int64)
     hv = pid % HV
     c = pid // HV
@@ -126,7 +130,6 @@ def compile_only():
 
 
 def measure(tokens_list):
-    import kernel_bench
     from sparsegdn.triton import chunk_loads
     from sparsegdn.triton.chunk_output import own_outputs
     from sparsegdn.triton.intra_chunk import intra_chunk
@@ -155,7 +158,7 @@ def measure(tokens_list):
         run_triton()
         run_gluon()
         torch.cuda.synchronize()
-        difference = ((o_gluon.float() - o_triton.float()).norm() / o_triton.float().norm()).item()
+        difference = relative_error(o_gluon, o_triton)
         # a torch check of a few chunks and head pairs, from the same stored Tinv and vectors
         worst = 0.0
         for c, hv in ((0, 0), (n_chunks // 2, 7), (n_chunks - 1, HV - 1)):
@@ -168,7 +171,7 @@ def measure(tokens_list):
             m = (p @ t_inv[0, hv, c].float() * beta[0, sl, hv].float()[None, :]).bfloat16().float()
             expected = m @ v[0, sl, hv].float() * scale
             got = o_gluon[0, sl, hv].float()
-            worst = max(worst, ((got - expected).norm() / expected.norm()).item())
+            worst = max(worst, relative_error(got, expected))
         triton_ms = triton.testing.do_bench(run_triton)
         gluon_ms = triton.testing.do_bench(run_gluon)
         triton_ms_2 = triton.testing.do_bench(run_triton)
