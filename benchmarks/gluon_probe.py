@@ -25,14 +25,19 @@ from pathlib import Path
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                               warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import kernel_bench                                             # noqa: E402
 from sparsegdn.config import CHUNK_SIZE as CHUNK               # noqa: E402
+from sparsegdn.triton.chunk_loads import mma, mma_into, round_to  # noqa: E402  (the interpreter's bf16 products)
 from sparsegdn.reference import relative_error                # noqa: E402
 
 H, HV, DIM = kernel_bench.H, kernel_bench.HV, kernel_bench.K    # the kernel benchmark's heads (K = V)
@@ -106,10 +111,294 @@ def own_output_gluon_kernel(q_ptr, k_ptr, v_ptr, beta_ptr, t_inv_ptr, vectors_pt
     gl.store(o_ptr + (t0 + out_rows)[:, None] * (HV * V) + hv * V + out_cols[None, :], (o * scale).to(gl.bfloat16))
 
 
+@gluon.jit
+def own_output_tma_kernel(q_desc, k_desc, v_desc, t_desc, o_desc, beta_ptr, vectors_ptr, scale, NC, n_tiles,
+                          H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
+                          STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """The same output as own_output_gluon_kernel, persistent: each program walks tiles (chunk, head pair) pid,
+    pid + programs, ..., its q, k, v and Tinv brought by TMA into one of STAGES shared-memory stages, the loads of
+    the tile STAGES - 1 ahead issued before this tile's products (STAGES = 1: no prefetch, the overlap only between
+    programs). o leaves through TMA from the tile's q buffer (q is used up by then)."""
+    CHUNK: gl.constexpr = CHUNK_TOKENS
+    q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, V], v_desc.layout)
+    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, CHUNK], t_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for st in gl.static_range(STAGES):
+        mbarrier.init(bars.index(st), count=1)
+    TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK)
+    pid = gl.program_id(0)
+    programs = gl.num_programs(0)
+    my_tiles = (n_tiles - pid + programs - 1) // programs
+
+    for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
+        tile = pid + first * programs
+        hv = tile % HV
+        c = tile // HV
+        bar = bars.index(first)
+        mbarrier.expect(bar, TILE_BYTES, pred=first < my_tiles)
+        tma.async_copy_global_to_shared(q_desc, [c * CHUNK, (hv // (HV // H)) * K], bar, q_bufs.index(first),
+                                        pred=first < my_tiles)
+        tma.async_copy_global_to_shared(k_desc, [c * CHUNK, (hv // (HV // H)) * K], bar, k_bufs.index(first),
+                                        pred=first < my_tiles)
+        tma.async_copy_global_to_shared(v_desc, [c * CHUNK, hv * V], bar, v_bufs.index(first), pred=first < my_tiles)
+        tma.async_copy_global_to_shared(t_desc, [(hv * NC + c) * CHUNK, 0], bar, t_bufs.index(first),
+                                        pred=first < my_tiles)
+
+    acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, CHUNK, 16])
+    acc_o: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, V, 16])
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    i = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc64))
+    j = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, acc64))
+    causal = i[:, None] >= j[None, :]
+    for n in range(my_tiles):
+        tile = pid + n * programs
+        hv = tile % HV
+        c = tile // HV
+        chunk_row = hv * NC + c
+        # the tile STAGES - 1 ahead goes to the stage the previous tile used (its products and o's store done)
+        ahead = n + STAGES - 1
+        stage_ahead = ahead % STAGES
+        gl.thread_barrier()
+        tma.store_wait(0)
+        if ahead < my_tiles:
+            tile_a = pid + ahead * programs
+            hv_a = tile_a % HV
+            c_a = tile_a // HV
+            bar_a = bars.index(stage_ahead)
+            mbarrier.expect(bar_a, TILE_BYTES)
+            tma.async_copy_global_to_shared(q_desc, [c_a * CHUNK, (hv_a // (HV // H)) * K], bar_a,
+                                            q_bufs.index(stage_ahead))
+            tma.async_copy_global_to_shared(k_desc, [c_a * CHUNK, (hv_a // (HV // H)) * K], bar_a,
+                                            k_bufs.index(stage_ahead))
+            tma.async_copy_global_to_shared(v_desc, [c_a * CHUNK, hv_a * V], bar_a, v_bufs.index(stage_ahead))
+            tma.async_copy_global_to_shared(t_desc, [(hv_a * NC + c_a) * CHUNK, 0], bar_a, t_bufs.index(stage_ahead))
+        # this tile's vectors while its loads land
+        gamma_i = gl.load(vectors_ptr + chunk_row * 2 * CHUNK + i)
+        gamma_j = gl.load(vectors_ptr + chunk_row * 2 * CHUNK + j)
+        k_scale_j = gl.load(vectors_ptr + chunk_row * 2 * CHUNK + CHUNK + j)
+        beta_j = gl.load(beta_ptr + (c * CHUNK + j) * HV + hv).to(gl.float32)
+        stage = n % STAGES
+        mbarrier.wait(bars.index(stage), (n // STAGES) & 1)
+        q_smem = q_bufs.index(stage)
+        s = warpgroup_mma(q_smem, k_bufs.index(stage).permute((1, 0)),
+                          gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
+        qf = q_smem.load(rows_layout).to(gl.float32)
+        q_scale = gl.convert_layout(gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6), gl.SliceLayout(1, acc64))
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0))
+        p = gl.where(causal, s * (q_scale[:, None] * k_scale_j[None, :]) * decay, 0.0)
+        p_op = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
+        m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                          use_acc=False, is_async=True)
+        m = warpgroup_mma_wait(num_outstanding=0, deps=(m,))
+        m = m * beta_j[None, :]
+        m_op = gl.convert_layout(m.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+        o = warpgroup_mma(m_op, v_bufs.index(stage), gl.zeros([CHUNK, V], gl.float32, layout=acc_o),
+                          use_acc=False, is_async=True)
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
+        gl.thread_barrier()                                     # every warp's read of q done
+        q_smem.store((o * scale).to(gl.bfloat16))               # q is used up: o leaves from its buffer
+        fence_async_shared()
+        gl.thread_barrier()                                     # every warp's part of o in shared memory
+        tma.async_copy_shared_to_global(o_desc, [c * CHUNK, hv * V], q_smem)
+    tma.store_wait(0)
+    for st in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(st))
+
+
 def own_output_gluon(q, k, v, beta, t_inv, vectors, o, scale):
     n_chunks = q.shape[1] // CHUNK
     own_output_gluon_kernel[(n_chunks * HV,)](q, k, v, beta, t_inv, vectors, o, scale, n_chunks, H, HV, DIM, DIM,
                                              num_warps=4)
+
+
+def tma_descriptors(q, k, v, t_inv, o):
+    """2-D TMA descriptors of the benchmark's tensors (batch row 0): tokens x (heads x dim), and Tinv's rows."""
+    wide = gl.NVMMASharedLayout.get_default_for([CHUNK, DIM], gl.bfloat16)
+    square = gl.NVMMASharedLayout.get_default_for([CHUNK, CHUNK], gl.bfloat16)
+    tokens = q.shape[1]
+    return (TensorDescriptor.from_tensor(q.view(tokens, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(k.view(tokens, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(v.view(tokens, HV * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK), [CHUNK, CHUNK], square),
+            TensorDescriptor.from_tensor(o.view(tokens, HV * DIM), [CHUNK, DIM], wide))
+
+
+def own_output_tma(q, k, v, beta, t_inv, vectors, o, scale, *, stages, per_sm, sms, descriptors=None):
+    n_chunks = q.shape[1] // CHUNK
+    n_tiles = n_chunks * HV
+    descriptors = descriptors or tma_descriptors(q, k, v, t_inv, o)
+    return own_output_tma_kernel[(min(n_tiles, per_sm * sms),)](*descriptors, beta, vectors, scale, n_chunks, n_tiles,
+                                                                H, HV, DIM, DIM, stages, num_warps=4)
+
+
+@triton.jit
+def own_output_tile(q, k, v, t_inv, gamma, k_scale, beta, scale, CHUNK: tl.constexpr):
+    """A chunk's own output from its loaded tiles (Triton): the same products and roundings as the Gluon kernels."""
+    rows = tl.arange(0, CHUNK)
+    causal = rows[:, None] >= rows[None, :]
+    s = mma(q, tl.trans(k))
+    qf = q.to(tl.float32)
+    q_scale = tl.rsqrt(tl.sum(qf * qf, axis=1) + 1e-6)
+    decay = tl.exp(tl.minimum(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0), 0.0))
+    p = tl.where(causal, s * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
+    m = mma(round_to(p, tl.bfloat16), t_inv) * beta[None, :]
+    return round_to(mma(round_to(m, tl.bfloat16), v) * scale, tl.bfloat16)
+
+
+@triton.jit
+def own_output_persistent_kernel(q_ptr, k_ptr, v_ptr, beta_ptr, t_inv_ptr, vectors_ptr, o_ptr, scale, NC, n_tiles,
+                                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                                 CHUNK: tl.constexpr, STAGES: tl.constexpr):
+    """The Triton twin, persistent: tiles pid, pid + programs, ... in a loop that Triton's pipeliner may prefetch
+    (tl.range's num_stages), loads through pointers (cp.async when pipelined)."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    rows = tl.arange(0, CHUNK)
+    cols = tl.arange(0, K)
+    for tile in tl.range(pid, n_tiles, programs, num_stages=STAGES):
+        hv = tile % HV
+        c = tile // HV
+        t0 = c * CHUNK
+        chunk_row = (hv * NC + c).to(tl.int64)
+        head = (hv // (HV // H)) * K
+        q = tl.load(q_ptr + (t0 + rows)[:, None] * (H * K) + head + cols[None, :])
+        k = tl.load(k_ptr + (t0 + rows)[:, None] * (H * K) + head + cols[None, :])
+        v = tl.load(v_ptr + (t0 + rows)[:, None] * (HV * V) + hv * V + cols[None, :])
+        t_inv = tl.load(t_inv_ptr + chunk_row * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :])
+        gamma = tl.load(vectors_ptr + chunk_row * 2 * CHUNK + rows)
+        k_scale = tl.load(vectors_ptr + chunk_row * 2 * CHUNK + CHUNK + rows)
+        beta = tl.load(beta_ptr + (t0 + rows) * HV + hv).to(tl.float32)
+        o = own_output_tile(q, k, v, t_inv, gamma, k_scale, beta, scale, CHUNK)
+        tl.store(o_ptr + (t0 + rows)[:, None] * (HV * V) + hv * V + cols[None, :], o)
+
+
+@triton.jit
+def own_output_descriptor_kernel(q_desc, k_desc, v_desc, t_desc, o_desc, beta_ptr, vectors_ptr, scale, NC, n_tiles,
+                                 H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                                 CHUNK: tl.constexpr, STAGES: tl.constexpr):
+    """The Triton twin, persistent, its tiles through TMA descriptors (Triton's own TMA lowering and pipelining)."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    rows = tl.arange(0, CHUNK)
+    for tile in tl.range(pid, n_tiles, programs, num_stages=STAGES):
+        hv = tile % HV
+        c = tile // HV
+        chunk_row = (hv * NC + c).to(tl.int64)
+        head = (hv // (HV // H)) * K
+        q = q_desc.load([c * CHUNK, head])
+        k = k_desc.load([c * CHUNK, head])
+        v = v_desc.load([c * CHUNK, hv * V])
+        t_inv = t_desc.load([(hv * NC + c) * CHUNK, 0])
+        gamma = tl.load(vectors_ptr + chunk_row * 2 * CHUNK + rows)
+        k_scale = tl.load(vectors_ptr + chunk_row * 2 * CHUNK + CHUNK + rows)
+        beta = tl.load(beta_ptr + (c * CHUNK + rows) * HV + hv).to(tl.float32)
+        o_desc.store([c * CHUNK, hv * V], own_output_tile(q, k, v, t_inv, gamma, k_scale, beta, scale, CHUNK))
+
+
+def own_output_twin(q, k, v, beta, t_inv, vectors, o, scale, *, stages, per_sm, sms, descriptors=False):
+    """The Triton twins: persistent over per_sm x sms programs (pointers, or TMA descriptors)."""
+    n_chunks = q.shape[1] // CHUNK
+    n_tiles = n_chunks * HV
+    grid = (min(n_tiles, per_sm * sms),)
+    if not descriptors:
+        return own_output_persistent_kernel[grid](q, k, v, beta, t_inv, vectors, o, scale, n_chunks, n_tiles, H, HV,
+                                                  DIM, DIM, CHUNK, stages, num_warps=4)
+    tokens = q.shape[1]
+    wide, square = [CHUNK, DIM], [CHUNK, CHUNK]
+    tiles = (TritonDescriptor.from_tensor(q.view(tokens, H * DIM), wide),
+             TritonDescriptor.from_tensor(k.view(tokens, H * DIM), wide),
+             TritonDescriptor.from_tensor(v.view(tokens, HV * DIM), wide),
+             TritonDescriptor.from_tensor(t_inv.view(-1, CHUNK), square),
+             TritonDescriptor.from_tensor(o.view(tokens, HV * DIM), wide))
+    return own_output_descriptor_kernel[grid](*tiles, beta, vectors, scale, n_chunks, n_tiles, H, HV, DIM, DIM,
+                                              CHUNK, stages, num_warps=4)
+
+
+TWIN_VARIANTS = (("pointers", 2, 2), ("pointers", 3, 2), ("pointers", 2, 3), ("descriptors", 2, 2),
+                 ("descriptors", 3, 1))                         # (loads, stages, programs an SM)
+
+
+@triton.jit
+def output_list_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, tiles_ptr, n_tiles, beta_ptr, vectors_ptr,
+                       snapshot_of_chunk_ptr, log_decay_since_ptr, scale, NC,
+                       H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, CHUNK: tl.constexpr,
+                       STAGES: tl.constexpr, HAS_STATE: tl.constexpr):
+    """Every output of the chunks in a list (batch row 0, tile = hv * NC + c), persistent, tiles through TMA
+    descriptors: the product's output pass (chunk_output.output_chunks with stored Tinv, vectors and snapshots,
+    FOLD_SCALES off: the same products and roundings) for the zero-state chunks (HAS_STATE false: o = scale M (beta
+    V)) or for the chunks with a state (o = scale [e^d (Q e^gamma - M X) S + M (beta V)], S the chunk's snapshot)."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    rows = tl.arange(0, CHUNK)
+    causal = rows[:, None] >= rows[None, :]
+    for n in tl.range(pid, n_tiles, programs, num_stages=STAGES):
+        tile = tl.load(tiles_ptr + n)
+        hv = tile // NC
+        c = tile % NC
+        head = (hv // (HV // H)) * K
+        q = q_desc.load([c * CHUNK, head])
+        k = k_desc.load([c * CHUNK, head])
+        v = v_desc.load([c * CHUNK, hv * V])
+        t_inv = t_desc.load([tile * CHUNK, 0])
+        gamma = tl.load(vectors_ptr + tile.to(tl.int64) * 2 * CHUNK + rows)
+        k_scale = tl.load(vectors_ptr + tile.to(tl.int64) * 2 * CHUNK + CHUNK + rows)
+        beta = tl.load(beta_ptr + (c * CHUNK + rows) * HV + hv).to(tl.float32)
+        qf = q.to(tl.float32)
+        q_scale = tl.rsqrt(tl.sum(qf * qf, axis=1) + 1e-6)
+        decay = tl.where(causal, tl.exp(tl.minimum(tl.where(causal, gamma[:, None] - gamma[None, :], 0.0), 0.0)), 0.0)
+        p = tl.where(causal, mma(q, tl.trans(k)) * (q_scale[:, None] * k_scale[None, :]) * decay, 0.0)
+        m = round_to(mma(round_to(p, tl.bfloat16), t_inv), tl.bfloat16)
+        values = round_to(beta[:, None] * v.to(tl.float32), tl.bfloat16)
+        if HAS_STATE:
+            snapshot = s_desc.load([tl.load(snapshot_of_chunk_ptr + tile) * K, 0])
+            decay_since = tl.exp(tl.load(log_decay_since_ptr + tile))
+            x = round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k.to(tl.float32), tl.bfloat16)
+            left = ((q_scale * tl.exp(gamma))[:, None] * qf - mma(m, x)) * decay_since
+            o = mma_into(mma(round_to(left, tl.bfloat16), snapshot), m, values)
+        else:
+            o = mma(m, values)
+        o_desc.store([c * CHUNK, hv * V], round_to(o * scale, tl.bfloat16))
+
+
+def output_list_descriptors(q, k, v, t_inv, snapshots, o):
+    """TMA descriptors of q, k, v, Tinv, the snapshots (rows of K) and o, batch row 0."""
+    tokens = q.shape[1]
+    wide, square = [CHUNK, DIM], [CHUNK, CHUNK]
+    return (TritonDescriptor.from_tensor(q.view(tokens, H * DIM), wide),
+            TritonDescriptor.from_tensor(k.view(tokens, H * DIM), wide),
+            TritonDescriptor.from_tensor(v.view(tokens, HV * DIM), wide),
+            TritonDescriptor.from_tensor(t_inv.view(-1, CHUNK), square),
+            TritonDescriptor.from_tensor(snapshots.view(-1, DIM), [DIM, DIM]),
+            TritonDescriptor.from_tensor(o.view(tokens, HV * DIM), wide))
+
+
+def output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, stages, per_sm, sms, warps=4):
+    """The output pass as two persistent launches over the chunk lists (zero-state chunks, chunks with a state:
+    int32 tiles hv * NC + c, chunk-major so that the two value heads of a key head run side by side)."""
+    for has_state, tiles in enumerate(lists):
+        n_tiles = tiles.numel()
+        if n_tiles:
+            output_list_kernel[(min(n_tiles, per_sm * sms),)](
+                *descriptors, tiles, n_tiles, beta, vectors, schedule.snapshot_of_chunk, schedule.log_decay_since,
+                scale, n_chunks, H, HV, DIM, DIM, CHUNK, stages, bool(has_state), num_warps=warps)
+
+
+def chunk_lists(schedule):
+    """(zero-state tiles, tiles with a state) of batch row 0 from the schedule, chunk-major."""
+    first = schedule.snapshot_of_chunk[0, :, :1]
+    has_state = (schedule.snapshot_of_chunk[0] != first)              # [HV, NC]
+    heads, n_chunks = has_state.shape
+    tile = (torch.arange(heads, device=has_state.device)[:, None] * n_chunks
+            + torch.arange(n_chunks, device=has_state.device)[None, :])
+    by_chunk, state_by_chunk = tile.T.reshape(-1), has_state.T.reshape(-1)
+    return (by_chunk[~state_by_chunk].int().contiguous(), by_chunk[state_by_chunk].int().contiguous())
+
+TMA_VARIANTS = ((1, 4), (2, 2), (3, 1), (2, 1))                # (stages, programs an SM): shared memory allows these
 
 
 def compile_only():
@@ -124,9 +413,81 @@ def compile_only():
     vectors = torch.empty(1, HV, 2, 2, CHUNK)
     compiled = own_output_gluon_kernel.warmup(q, q, v, beta, t_inv, vectors, v, 0.1, 2, H, HV, DIM, DIM,
                                               num_warps=4, grid=(1,))
-    report = compile_report.kernel_report("own_output_gluon_kernel", {"num_warps": 4}, compiled)
-    print(json.dumps(report))
-    return report
+    reports = [compile_report.kernel_report("own_output_gluon_kernel", {"num_warps": 4}, compiled)]
+    o = torch.empty(1, 128, HV, DIM, dtype=torch.bfloat16)
+    for stages, _ in TMA_VARIANTS[:3]:
+        compiled = own_output_tma_kernel.warmup(*tma_descriptors(q, q, v, t_inv, o), beta, vectors, 0.1, 2, 2 * HV,
+                                                H, HV, DIM, DIM, stages, num_warps=4, grid=(1,))
+        reports.append(compile_report.kernel_report(f"own_output_tma_kernel stages {stages}",
+                                                    {"num_warps": 4, "STAGES": stages}, compiled))
+    n_chunks, n_tiles = 2, 2 * HV
+    for loads, stages, _ in TWIN_VARIANTS[:2] + TWIN_VARIANTS[3:4]:
+        if loads == "pointers":
+            compiled = own_output_persistent_kernel.warmup(q, q, v, beta, t_inv, vectors, o, 0.1, n_chunks, n_tiles,
+                                                           H, HV, DIM, DIM, CHUNK, stages, num_warps=4, grid=(1,))
+        else:
+            wide, square = [CHUNK, DIM], [CHUNK, CHUNK]
+            tiles = (TritonDescriptor.from_tensor(q.view(128, H * DIM), wide),
+                     TritonDescriptor.from_tensor(q.view(128, H * DIM), wide),
+                     TritonDescriptor.from_tensor(v.view(128, HV * DIM), wide),
+                     TritonDescriptor.from_tensor(t_inv.view(-1, CHUNK), square),
+                     TritonDescriptor.from_tensor(o.view(128, HV * DIM), wide))
+            compiled = own_output_descriptor_kernel.warmup(*tiles, beta, vectors, 0.1, n_chunks, n_tiles, H, HV, DIM,
+                                                           DIM, CHUNK, stages, num_warps=4, grid=(1,))
+        reports.append(compile_report.kernel_report(f"twin {loads} stages {stages}", {"num_warps": 4,
+                                                    "num_stages": stages}, compiled))
+    snapshots = torch.empty(1, 4, DIM, DIM, dtype=torch.bfloat16)
+    schedule_int = torch.empty(1, HV, 2, dtype=torch.int32)
+    for (own, state) in LIST_VARIANTS[:1]:
+        for has_state, (stages, _, _) in enumerate((own, state)):
+            compiled = output_list_kernel.warmup(*output_list_descriptors(q, q, v, t_inv, snapshots, o), schedule_int,
+                                                 4, beta, vectors, schedule_int, vectors, 0.1, 2, H, HV, DIM, DIM,
+                                                 CHUNK, stages, bool(has_state), num_warps=4, grid=(1,))
+            reports.append(compile_report.kernel_report(f"output list stages {stages} state {bool(has_state)}",
+                                                        {"num_warps": 4, "num_stages": stages}, compiled))
+    for report in reports:
+        print(json.dumps(report))
+    return reports
+
+
+def expected_chunk(q, k, v, beta, t_inv, vectors, scale, c, hv):
+    """One chunk's own output in torch (float32, P and M rounded to bf16 as the kernels round them)."""
+    sl = slice(c * CHUNK, (c + 1) * CHUNK)
+    gamma, k_scale = vectors[0, hv, c, 0], vectors[0, hv, c, 1]
+    qc, kc = q[0, sl, hv // (HV // H)].float(), k[0, sl, hv // (HV // H)].float()
+    q_scale = torch.rsqrt((qc * qc).sum(-1) + 1e-6)
+    decay = torch.exp(torch.clamp(gamma[:, None] - gamma[None, :], max=0.0)).tril()
+    p = (qc @ kc.T * q_scale[:, None] * k_scale[None, :] * decay).bfloat16().float()
+    m = (p @ t_inv[0, hv, c].float() * beta[0, sl, hv].float()[None, :]).bfloat16().float()
+    return m @ v[0, sl, hv].float() * scale
+
+
+def interpret_check(tokens=256, seed=0):
+    """The Triton twins against torch on the CPU (run with TRITON_INTERPRET=1): random tiles, stored Tinv and
+    vectors of the right form (gamma a decreasing cumulative sum, k's inverse norms)."""
+    generator = torch.Generator().manual_seed(seed)
+    n_chunks = tokens // CHUNK
+    q = torch.randn(1, tokens, H, DIM, generator=generator).bfloat16()
+    k = torch.randn(1, tokens, H, DIM, generator=generator).bfloat16()
+    v = torch.randn(1, tokens, HV, DIM, generator=generator).bfloat16()
+    beta = torch.rand(1, tokens, HV, generator=generator).bfloat16()
+    t_inv = (torch.eye(CHUNK) + 0.1 * torch.randn(1, HV, n_chunks, CHUNK, CHUNK, generator=generator).tril(-1))
+    t_inv = t_inv.bfloat16().contiguous()
+    gamma = -torch.rand(1, HV, n_chunks, CHUNK, generator=generator).cumsum(-1) * 0.1
+    k_scale = torch.rand(1, HV, n_chunks, CHUNK, generator=generator) + 0.05
+    vectors = torch.stack((gamma, k_scale), dim=3).contiguous()
+    scale = DIM ** -0.5
+    rows = []
+    for loads, stages, per_sm in TWIN_VARIANTS:
+        o = torch.zeros_like(v)
+        own_output_twin(q, k, v, beta, t_inv, vectors, o, scale, stages=stages, per_sm=per_sm, sms=3,
+                        descriptors=loads == "descriptors")
+        worst = max(relative_error(o[0, c * CHUNK:(c + 1) * CHUNK, hv].float(),
+                                   expected_chunk(q, k, v, beta, t_inv, vectors, scale, c, hv))
+                    for c in range(n_chunks) for hv in range(HV))
+        rows.append({"loads": loads, "stages": stages, "per_sm": per_sm, "worst_rel_vs_torch": worst})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def measure(tokens_list):
@@ -163,22 +524,146 @@ def measure(tokens_list):
         worst = 0.0
         for c, hv in ((0, 0), (n_chunks // 2, 7), (n_chunks - 1, HV - 1)):
             sl = slice(c * CHUNK, (c + 1) * CHUNK)
-            gamma, k_scale = vectors[0, hv, c, 0], vectors[0, hv, c, 1]
-            qc, kc = q[0, sl, hv // (HV // H)].float(), k[0, sl, hv // (HV // H)].float()
-            q_scale = torch.rsqrt((qc * qc).sum(-1) + 1e-6)
-            decay = torch.exp(torch.clamp(gamma[:, None] - gamma[None, :], max=0.0)).tril()
-            p = (qc @ kc.T * q_scale[:, None] * k_scale[None, :] * decay).bfloat16().float()
-            m = (p @ t_inv[0, hv, c].float() * beta[0, sl, hv].float()[None, :]).bfloat16().float()
-            expected = m @ v[0, sl, hv].float() * scale
-            got = o_gluon[0, sl, hv].float()
-            worst = max(worst, relative_error(got, expected))
-        triton_ms = triton.testing.do_bench(run_triton)
-        gluon_ms = triton.testing.do_bench(run_gluon)
-        triton_ms_2 = triton.testing.do_bench(run_triton)
-        gluon_ms_2 = triton.testing.do_bench(run_gluon)
-        row = {"T": tokens, "programs": n_chunks * HV, "triton_own_ms": [triton_ms, triton_ms_2],
-               "gluon_own_ms": [gluon_ms, gluon_ms_2], "gluon_vs_triton_rel": difference,
-               "gluon_vs_torch_rel_worst": worst}
+            expected = expected_chunk(q, k, v, beta, t_inv, vectors, scale, c, hv)
+            worst = max(worst, relative_error(o_gluon[0, sl, hv].float(), expected))
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        tma_runs = {}
+        for stages, per_sm in TMA_VARIANTS:
+            o_tma = torch.empty_like(v)
+            descriptors = tma_descriptors(q, k, v, t_inv, o_tma)
+            run = (lambda s=stages, p=per_sm, d=descriptors, out=o_tma:
+                   own_output_tma(q, k, v, beta, t_inv, vectors, out, scale, stages=s, per_sm=p, sms=sms,
+                                  descriptors=d))
+            run()
+            torch.cuda.synchronize()
+            tma_runs[f"tma_stages{stages}_per_sm{per_sm}"] = (run, relative_error(o_tma, o_triton))
+        for loads, stages, per_sm in TWIN_VARIANTS:
+            o_twin = torch.empty_like(v)
+            run = (lambda s=stages, p=per_sm, d=loads == "descriptors", out=o_twin:
+                   own_output_twin(q, k, v, beta, t_inv, vectors, out, scale, stages=s, per_sm=p, sms=sms,
+                                   descriptors=d))
+            run()
+            torch.cuda.synchronize()
+            tma_runs[f"twin_{loads}_stages{stages}_per_sm{per_sm}"] = (run, relative_error(o_twin, o_triton))
+        timings = {"triton_own_ms": [], "gluon_own_ms": [], **{name + "_ms": [] for name in tma_runs}}
+        for _ in range(2):                                  # two rounds, interleaved
+            timings["triton_own_ms"].append(triton.testing.do_bench(run_triton))
+            timings["gluon_own_ms"].append(triton.testing.do_bench(run_gluon))
+            for name, (run, _) in tma_runs.items():
+                timings[name + "_ms"].append(triton.testing.do_bench(run))
+        row = {"T": tokens, "programs": n_chunks * HV, "sms": sms, **timings, "gluon_vs_triton_rel": difference,
+               "gluon_vs_torch_rel_worst": worst,
+               **{name + "_vs_triton_rel": error for name, (_, error) in tma_runs.items()}}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+# (stages, programs an SM, warps) for the zero-state list, then for the list with a state. The state's kernel
+# holds more tiles: 255 registers at 4 warps with 26-33 local-memory instructions (compile_report, sm_90).
+LIST_VARIANTS = (((2, 2, 4), (2, 1, 4)), ((2, 2, 4), (1, 2, 4)), ((2, 2, 4), (1, 1, 8)), ((2, 2, 4), (2, 1, 8)),
+                 ((3, 1, 4), (2, 1, 4)))
+
+
+def schedule_of(q, k, v, g, beta, flags, n_chunks, budget=0.29):
+    """Pass 1 (stored Tinv and vectors) and the product's selection at `budget`, band 1, `score`."""
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule, select_events
+    from sparsegdn.triton.score_scan import score_scan
+
+    t_inv, log_decay, write, read, vectors = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                                         num_value_heads=HV, num_chunks=n_chunks,
+                                                         store_inverse=True, store_vectors=True)
+    events, count = select_events(score_scan(log_decay, write, read), budget=budget, selector="score")
+    return t_inv, vectors, build_schedule(events, log_decay, max_events=count)
+
+
+def interpret_output_pass_check(tokens=256, seed=0):
+    """The list twin against the product's output pass, both under the interpreter (TRITON_INTERPRET=1), on the
+    benchmark's kind of inputs at a short length: the same products and roundings, so nearly equal outputs."""
+    from sparsegdn.triton import chunk_loads
+    from sparsegdn.triton.chunk_output import chunk_output
+
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, tokens, H, DIM, generator=generator).bfloat16()
+    k = torch.randn(1, tokens, H, DIM, generator=generator).bfloat16()
+    v = torch.randn(1, tokens, HV, DIM, generator=generator).bfloat16()
+    speed = torch.linspace(-2.0, 6.0, HV)
+    g = torch.nn.functional.logsigmoid(torch.randn(1, tokens, HV, generator=generator) + speed)
+    beta = torch.rand(1, tokens, HV, generator=generator).mul(0.9).add(0.05).bfloat16()
+    n_chunks = tokens // CHUNK
+    flags = torch.zeros(chunk_loads.NUM_FLAGS, dtype=torch.int32)
+    t_inv, vectors, schedule = schedule_of(q, k, v, g, beta, flags, n_chunks, budget=0.5)
+    snapshots = (0.05 * torch.randn(1, schedule.max_events + HV, DIM, DIM, generator=generator)).bfloat16()
+    scale = DIM ** -0.5
+    expected = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale, normalize=True,
+                            out_dtype=torch.bfloat16, band=1, has_initial=False, vectors=vectors)
+    lists = chunk_lists(schedule)
+    o = torch.full_like(v, float("nan"))
+    output_lists(output_list_descriptors(q, k, v, t_inv, snapshots, o), lists, beta, vectors, schedule, scale,
+                 n_chunks, stages=2, per_sm=2, sms=3)
+    row = {"tokens": tokens, "zero_state_chunks": lists[0].numel(), "chunks_with_state": lists[1].numel(),
+           "rel_vs_product": relative_error(o, expected)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def measure_output_pass(tokens_list):
+    """The product's output pass (chunk_output: every chunk, stored Tinv, vectors and snapshots, autotuned) against
+    the persistent descriptor twin over the two chunk lists, on the benchmark's inputs and selection (budget 0.29);
+    the snapshots are random (the chain pass is not run: only the outputs' work is timed)."""
+    from sparsegdn.triton import chunk_loads
+    from sparsegdn.triton.chunk_output import chunk_output
+
+    rows = []
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for tokens in tokens_list:
+        q, k, v, g, beta = kernel_bench.make_inputs(tokens)
+        n_chunks = tokens // CHUNK
+        flags = torch.zeros(chunk_loads.NUM_FLAGS, dtype=torch.int32, device="cuda")
+        t_inv, vectors, schedule = schedule_of(q, k, v, g, beta, flags, n_chunks)
+        generator = torch.Generator(device="cuda").manual_seed(1)
+        snapshots = (0.05 * torch.randn(1, schedule.max_events + HV, DIM, DIM, device="cuda",
+                                        generator=generator)).bfloat16()
+        scale = DIM ** -0.5
+        lists = chunk_lists(schedule)
+
+        def run_product():
+            return chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale, normalize=True,
+                                out_dtype=torch.bfloat16, band=1, has_initial=False, vectors=vectors)
+
+        o_product = run_product()
+        o_twin = torch.empty_like(v)
+        descriptors = output_list_descriptors(q, k, v, t_inv, snapshots, o_twin)
+        runs = {}
+        for own, state in LIST_VARIANTS:
+            def run(own=own, state=state):
+                output_lists(descriptors, lists[:1], beta, vectors, schedule, scale, n_chunks, stages=own[0],
+                             per_sm=own[1], sms=sms, warps=own[2])
+                output_lists(descriptors, (lists[0][:0], lists[1]), beta, vectors, schedule, scale, n_chunks,
+                             stages=state[0], per_sm=state[1], sms=sms, warps=state[2])
+            o_twin.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            runs["twin_own{}x{}w{}_state{}x{}w{}".format(*own, *state)] = (run, relative_error(o_twin, o_product))
+        parts = {}                                     # each list alone, to see which one the pass waits for
+        for has_state, variant in [(0, LIST_VARIANTS[0][0])] + [(1, state) for _, state in LIST_VARIANTS]:
+            def part(has_state=has_state, variant=variant):
+                chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
+                output_lists(descriptors, chosen, beta, vectors, schedule, scale, n_chunks, stages=variant[0],
+                             per_sm=variant[1], sms=sms, warps=variant[2])
+            parts[("state" if has_state else "own") + "_list_{}x{}w{}".format(*variant)] = part
+        timings = {"product_output_pass_ms": [], **{name + "_ms": [] for name in runs},
+                   **{name + "_ms": [] for name in parts}}
+        for _ in range(2):
+            timings["product_output_pass_ms"].append(triton.testing.do_bench(run_product))
+            for name, (run, _) in runs.items():
+                timings[name + "_ms"].append(triton.testing.do_bench(run))
+            for name, part in parts.items():
+                timings[name + "_ms"].append(triton.testing.do_bench(part))
+        row = {"T": tokens, "zero_state_chunks": lists[0].numel(), "chunks_with_state": lists[1].numel(),
+               "events": schedule.max_events, **timings, "flags": flags.tolist(),
+               **{name + "_vs_product_rel": error for name, (_, error) in runs.items()}}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -188,9 +673,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
     parser.add_argument("--compile", action="store_true", help="compile the Gluon kernel for sm_90 only (no GPU)")
+    parser.add_argument("--output-pass", action="store_true",
+                        help="the whole output pass: the product's against the persistent twin over chunk lists")
+    parser.add_argument("--interpret-check", action="store_true",
+                        help="the Triton twins against torch on the CPU (with TRITON_INTERPRET=1)")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args()
-    result = compile_only() if args.compile else measure(args.tokens)
+    if args.interpret_check:
+        result = [*interpret_check(), interpret_output_pass_check()]
+    elif args.output_pass:
+        result = measure_output_pass(args.tokens)
+    else:
+        result = compile_only() if args.compile else measure(args.tokens)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
 
