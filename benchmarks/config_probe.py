@@ -127,6 +127,17 @@ VARIANTS = {
     "store-vectors-tinv-split-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "store": True, "split": True,
                                          "segment": 128, "warm_up": 20.0},
     "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
+    # The two launches with Tinv and the vectors stored, their output pass as chunk_output or over chunk lists in
+    # Gluon (list_output.py, Hopper only; benchmarks/gluon_probe.py --output-pass: 1.29 against 2.01 ms at 128K),
+    # with whole chains or warm-up segments.
+    "two-launches-stored": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True},
+    "list-outputs": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True, "list_outputs": True},
+    "two-launches-stored-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
+                                        "segment": 256, "warm_up": 20.0},
+    "list-outputs-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
+                                 "list_outputs": True, "segment": 256, "warm_up": 20.0},
+    "list-outputs-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
+                                 "list_outputs": True, "segment": 128, "warm_up": 20.0},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
     # registers capped at 128 (both the default since 2026-12-03, batch 19: event_prepare's docstring), and folded
     # without the cap. compile_report at 4K: 232 registers unfolded, 150 folded, 128 capped (14 local-memory ops).
@@ -186,7 +197,7 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "split": ("forward", "SPLIT_OUTPUTS"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
                    "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
-                   "call_plans": ("call_plans", "CALL_PLANS")}
+                   "call_plans": ("call_plans", "CALL_PLANS"), "list_outputs": ("list_output", "LIST_OUTPUTS")}
 DESIGN_DEFAULTS = {}
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
@@ -200,10 +211,10 @@ def kernels():
 def apply_variant(name):
     """Force the variant's configs and design in this process; forget every tuned config and launch plan."""
     import triton
-    from sparsegdn.triton import call_plans, forward, graphs, schedule, segment_maps, state_output
+    from sparsegdn.triton import call_plans, forward, graphs, list_output, schedule, segment_maps, state_output
     variant = VARIANTS[name]
     modules = {"forward": forward, "state_output": state_output, "graphs": graphs, "segment_maps": segment_maps,
-               "schedule": schedule, "call_plans": call_plans}
+               "schedule": schedule, "call_plans": call_plans, "list_output": list_output}
     graphs.clear()
     call_plans.clear()      # a plan replays the compiled kernels it recorded: none may outlive a forced config
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():

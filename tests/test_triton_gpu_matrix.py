@@ -425,3 +425,55 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
         assert len(replays) == 4
     finally:
         call_plans.clear()
+
+
+# K = V = 128, the list outputs' one head size: B = 1 with a ragged last chunk and with one short chunk, B = 2 with
+# whole chunks, float16, with and without an initial state, the benchmark's heads.
+LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 4, 128, 128, 1, True, torch.bfloat16),
+               (1, 512, 4, 16, 128, 128, 3, False, torch.float16), (2, 256, 1, 2, 128, 128, 0, False, torch.bfloat16),
+               (1, 50, 2, 4, 128, 128, 1, True, torch.bfloat16), (1, 4096, 16, 32, 128, 128, 1, False, torch.bfloat16)]
+
+
+@pytest.mark.parametrize("shape", LIST_SHAPES, ids=_case_id)
+def test_gpu_list_outputs_match_chunk_output(shape, monkeypatch):
+    """The output pass over chunk lists (list_output.py, Gluon) against its twin chunk_output in the two launches
+    with stored Tinv and vectors: o within a quarter of the tolerance, the final state bit for bit (the lists do not
+    touch it), both within the tolerance of the torch backend; the list launches ran (a spy), and wrote every
+    chunk (o's allocation filled with NaN)."""
+    from sparsegdn.triton import call_record, forward, list_output
+    if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the list outputs need Gluon on an sm_90 device")
+    monkeypatch.setattr(forward, "OVERLAP", False)
+    monkeypatch.setattr(forward, "STORE_INVERSE", True)
+    monkeypatch.setattr(forward, "STORE_VECTORS", True)
+    ran = []
+    real_outputs, real_empty = list_output.list_outputs, call_record.empty
+
+    def spy(*args, **kwargs):
+        ran.append(1)
+        return real_outputs(*args, **kwargs)
+
+    def poisoned(*shape, dtype, device):
+        tensor = real_empty(*shape, dtype=dtype, device=device)
+        return tensor.fill_(float("nan")) if dtype.is_floating_point else tensor
+    monkeypatch.setattr(list_output, "list_outputs", spy)
+    monkeypatch.setattr(call_record, "empty", poisoned)
+    batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
+    inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,
+                           initial_state=initial, device="cuda")
+    n_chunks = sparsegdn.num_chunks(tokens)
+    events = random_events(batch, value_heads, n_chunks, seed=tokens, p=0.4).cuda()
+    events[..., : n_chunks // 2] = False                  # zero-state chunks (without an initial state)
+    events[..., -1] = True
+    computed = {}
+    for switch in (False, True):
+        monkeypatch.setattr(list_output, "LIST_OUTPUTS", switch)
+        (o_ref, s_ref, _), computed[switch] = _compare(inputs, events=events, band=band)
+    assert ran == [1]
+    o, s, _ = computed[True]
+    tolerance = TOLERANCE.get(dtype, 2e-2)
+    assert torch.isfinite(o).all(), "a chunk the lists did not write"
+    assert rel_err(o, o_ref) <= tolerance, f"output rel err {rel_err(o, o_ref):.2e}"
+    assert rel_err(s, s_ref) <= tolerance, f"state rel err {rel_err(s, s_ref):.2e}"
+    assert rel_err(o, computed[False][0]) <= tolerance / 4, f"against chunk_output {rel_err(o, computed[False][0]):.2e}"
+    assert torch.equal(s, computed[False][1])

@@ -66,6 +66,7 @@ from .chunk_loads import NUM_FLAGS, rows_view, tile_view
 from .chunk_output import chunk_output, own_outputs
 from . import chunk_output as chunk_output_module
 from . import graphs
+from . import list_output as list_output_module
 from . import schedule as schedule_module
 from . import state_output as state_output_module
 from . import state_pass as state_pass_module
@@ -162,6 +163,7 @@ def design_switches() -> tuple:
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
+            list_output_module.LIST_OUTPUTS,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -219,8 +221,13 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                         warm_up=warm_up)
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
-    o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
-                     normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
-                     has_initial=initial_state is not None, vectors=vectors)
+    if list_output_module.LIST_OUTPUTS and list_output_module.eligible(q, k, v, t_inv, vectors, snapshots) is None:
+        o = list_output_module.list_outputs(
+            q, k, v, beta, t_inv, vectors, snapshots, schedule, flags, scale=scale, normalize=use_qk_l2norm_in_kernel,
+            out_dtype=out_dtype, zero_start=chunk_output_module.zero_start(initial_state is not None))
+    else:
+        o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
+                         normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,
+                         has_initial=initial_state is not None, vectors=vectors)
     hook(STAGES[4])
     return o, final_state, schedule.events, scores, schedule.per_head, flags

@@ -1,0 +1,285 @@
+"""Pass 5 of the two-launch design in Gluon on Hopper: every output from two persistent launches over chunk lists.
+
+Why: the output pass (chunk_output.py) runs one 64-token chunk a program, and a program waits for its tiles
+before each product: latency-bound at two programs an SM. Here a program walks many chunks, and the tiles of the
+next ones arrive by TMA into shared memory while this one's products run (Triton's Gluon dialect: layouts, shared
+memory, wgmma, mbarriers and TMA written by the kernel). On the H200 (2026-12-04, benchmarks/gluon_probe.py
+--output-pass, benchmark inputs, budget 0.29's selection, stored Tinv, vectors and snapshots) the whole output pass
+took 1.29 ms at 128K tokens against chunk_output's 2.01 (0.337 against 0.515 at 32K), with outputs equal to it
+within 1.4e-5 (analysis/results/overlap/batch22).
+
+Work: `chunk_lists` orders every (batch row, head pair, chunk) chunk-major (the value heads of one key head side
+by side, so q and k come from L2 the second time), the chunks that start from a zero state first (no initial state,
+no commit of their head pair before them: their output is the chunk's own part, o = scale M (beta V)), then the
+chunks with a state (o = scale [e^d (Q e^gamma - M X) S + M (beta V)], S their snapshot); the count of the first
+kind stays on the device (no sync). One launch walks each list, persistent over programs_per_sm x SMs programs.
+The products and their roundings are output_chunks' with stored Tinv and vectors and FOLD_SCALES off, so
+chunk_output is this path's twin: the interpreter and CPU machines run that (Gluon needs a GPU), and the GPU
+matrix checks the two against each other and against the torch backend.
+
+Used by forward.py for the two launches (OVERLAP off) when LIST_OUTPUTS is on and `eligible` finds nothing
+against it: an sm_90 device, 16-bit inputs, K = V = 128, Tinv and the vectors stored by pass 1 (forward's
+STORE_INVERSE and STORE_VECTORS), q, k, v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a
+multiple of 64 (a chunk never crosses into the next batch row), FOLD_SCALES off. Anything else takes
+chunk_output. A call through this path gets no launch plan (call_plans): its launches are not Launcher's.
+"""
+import os
+
+import torch
+
+from . import call_record
+from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
+
+# Off by default: the two-launch design it belongs to is slower than the one launch until the chain pass is
+# shorter (forward.py, kernel_bench.notes.md batch 22). SPARSEGDN_LIST_OUTPUTS=1 turns it on.
+LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
+# (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
+# list two stages at two programs an SM (115 KB of shared memory each), the list with a state one stage at two.
+OWN_LAUNCH = (2, 2)
+STATE_LAUNCH = (1, 2)
+HEAD_DIM = 128
+
+try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                                   warpgroup_mma_wait)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    GLUON_PROBLEM = None
+except ImportError as error:                # pragma: no cover - depends on the installed Triton
+    GLUON_PROBLEM = f"Gluon unavailable ({error})"
+
+
+def eligible(q, k, v, t_inv, vectors, snapshots) -> str | None:
+    """None when this path can write the outputs of these tensors, else why not (chunk_output writes them)."""
+    if GLUON_PROBLEM:
+        return GLUON_PROBLEM
+    if INTERPRET:
+        return "the interpreter runs no Gluon kernel"
+    if not (v.is_cuda and torch.cuda.get_device_capability(v.device) == (9, 0)):
+        return "not an sm_90 (Hopper) device"
+    if t_inv is None or vectors is None:
+        return "Tinv and the chunk vectors are not stored by pass 1"
+    if FOLD_SCALES:
+        return "FOLD_SCALES rounds M differently"
+    if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype == snapshots.dtype):
+        return "inputs other than bfloat16 or float16 (all alike)"
+    if q.shape[-1] != HEAD_DIM or v.shape[-1] != HEAD_DIM:
+        return f"head sizes other than {HEAD_DIM}"
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        return "q, k or v not contiguous"
+    if q.shape[0] > 1 and q.shape[1] % CHUNK_SIZE:
+        return "batch rows with a ragged last chunk"
+    return None
+
+
+def chunk_lists(schedule, zero_start):
+    """int32 [B * HV * NC] tiles ((b * HV + hv) * NC + c), chunk-major within each batch row, the zero-state chunks
+    first and then the chunks with a state (each kind in that order), and int32 [1]: how many of the first kind.
+    zero_start: no initial state (chunk_output.zero_start), so a chunk that starts from its head pair's snapshot 0
+    has no state; else every chunk has one."""
+    snapshot_of_chunk = schedule.snapshot_of_chunk
+    batch, heads, n_chunks = snapshot_of_chunk.shape
+    device = snapshot_of_chunk.device
+    if zero_start:
+        has_state = snapshot_of_chunk != snapshot_of_chunk[..., :1]
+    else:
+        has_state = torch.ones_like(snapshot_of_chunk, dtype=torch.bool)
+    tile = torch.arange(batch * heads * n_chunks, device=device, dtype=torch.int32).view(batch, heads, n_chunks)
+    tile, has_state = tile.transpose(1, 2).reshape(-1), has_state.transpose(1, 2).reshape(-1)
+    state_rank = torch.cumsum(has_state, 0, dtype=torch.int32)
+    own_rank = torch.cumsum(~has_state, 0, dtype=torch.int32)
+    own_count = own_rank[-1:]
+    position = torch.where(has_state, own_count + state_rank - 1, own_rank - 1).long()
+    tiles = call_record.empty(tile.numel(), dtype=torch.int32, device=device)
+    tiles.scatter_(0, position, tile)
+    return tiles, own_count
+
+
+def list_outputs(q, k, v, beta, t_inv, vectors, snapshots, schedule, flags, *, scale, normalize, out_dtype,
+                 zero_start):
+    """o [B,T,HV,V] in out_dtype as chunk_output writes it, from the two list launches (`eligible` must hold).
+    Raises flags[FLAG_OUTPUT] for a non-finite output."""
+    from .chunk_loads import FLAG_OUTPUT
+    call_record.note_untracked_launch()         # these launches are not Launcher's: no plan may replay this call
+    batch, tokens, key_heads, key_dim = q.shape
+    value_heads = v.shape[2]
+    n_chunks = schedule.snapshot_of_chunk.shape[2]
+    o = call_record.empty(batch, tokens, value_heads, HEAD_DIM, device=q.device, dtype=out_dtype)
+    tiles, own_count = chunk_lists(schedule, zero_start)
+    element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
+    wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
+    square = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, CHUNK_SIZE], element)
+    state = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], element)
+    rows = batch * tokens
+    descriptors = (TensorDescriptor.from_tensor(q.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+                   TensorDescriptor.from_tensor(k.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+                   TensorDescriptor.from_tensor(v.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+                   TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK_SIZE), [CHUNK_SIZE, CHUNK_SIZE], square),
+                   TensorDescriptor.from_tensor(snapshots.view(-1, HEAD_DIM), [HEAD_DIM, HEAD_DIM], state),
+                   TensorDescriptor.from_tensor(o.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide))
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    total = tiles.numel()
+    for has_state, (stages, per_sm) in ((False, OWN_LAUNCH), (True, STATE_LAUNCH)):
+        list_output_kernel[(min(total, per_sm * sms),)](
+            *descriptors, tiles, own_count, total, beta, *beta.stride(), vectors, schedule.snapshot_of_chunk,
+            schedule.log_decay_since, flags, float(scale), tokens, n_chunks, key_heads, value_heads, HEAD_DIM,
+            HEAD_DIM, normalize, stages, has_state, FLAG_OUTPUT.value, num_warps=4)
+    return o
+
+
+if GLUON_PROBLEM is None:
+    @gluon.jit
+    def list_output_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, tiles_ptr, own_count_ptr, total, beta_ptr,
+                           beta_sb, beta_st, beta_sh, vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr,
+                           flags_ptr, scale, T, NC, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr,
+                           V: gl.constexpr, NORMALIZE: gl.constexpr, STAGES: gl.constexpr, HAS_STATE: gl.constexpr,
+                           FLAG: gl.constexpr, num_warps: gl.constexpr):
+        """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
+        Persistent: program pid takes the list's positions pid, pid + programs, ...; the tiles of the position
+        STAGES - 1 ahead are loaded (TMA, one mbarrier a stage) before this one's products. round(beta V) is written
+        over v and X = round(beta e^gamma k_scale K) over k in shared memory once they are read; o leaves by TMA
+        from q's buffer."""
+        CHUNK: gl.constexpr = 64
+        dtype: gl.constexpr = q_desc.dtype
+        q_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], q_desc.layout)
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], k_desc.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, V], v_desc.layout)
+        t_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, CHUNK], t_desc.layout)
+        if HAS_STATE:
+            s_bufs = gl.allocate_shared_memory(dtype, [STAGES, K, V], s_desc.layout)
+            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK) + 2 * K * V
+        else:
+            s_bufs = t_bufs                                         # unused
+            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK)
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for st in gl.static_range(STAGES):
+            mbarrier.init(bars.index(st), count=1)
+        own_count = gl.load(own_count_ptr)
+        if HAS_STATE:
+            begin = own_count
+            end = total
+        else:
+            begin = own_count * 0
+            end = own_count
+        pid = gl.program_id(0)
+        programs = gl.num_programs(0)
+        my_tiles = (end - begin - pid + programs - 1) // programs
+
+        for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
+            _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
+                         tiles_ptr, snapshot_of_chunk_ptr, begin + pid + first * programs, first, first < my_tiles,
+                         T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+
+        acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                        instr_shape=[16, CHUNK, 16])
+        acc_o: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                        instr_shape=[16, V, 16])
+        rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+        i = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc64))
+        j = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, acc64))
+        r = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, rows_layout))
+        causal = i[:, None] >= j[None, :]
+        for n in range(my_tiles):
+            tile = gl.load(tiles_ptr + begin + pid + n * programs)
+            row = tile // NC
+            b = row // HV
+            hv = row % HV
+            c = tile % NC
+            ahead = n + STAGES - 1
+            gl.thread_barrier()                                     # the stage about to be loaded is read by all
+            tma.store_wait(0)                                       # and the o that left from it has left
+            _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
+                         tiles_ptr, snapshot_of_chunk_ptr, begin + pid + ahead * programs, ahead % STAGES,
+                         ahead < my_tiles, T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+            base = tile.to(gl.int64) * 2 * CHUNK                    # this chunk's vectors: gamma, k's inverse norms
+            gamma_i = gl.load(vectors_ptr + base + i)
+            gamma_j = gl.load(vectors_ptr + base + j)
+            k_scale_j = gl.load(vectors_ptr + base + CHUNK + j)
+            token_r = c * CHUNK + r
+            beta_r = gl.load(beta_ptr + b * beta_sb + token_r * beta_st + hv * beta_sh, mask=token_r < T,
+                             other=0.0).to(gl.float32)
+            stage = n % STAGES
+            mbarrier.wait(bars.index(stage), (n // STAGES) & 1)
+            q_smem = q_bufs.index(stage)
+            k_smem = k_bufs.index(stage)
+            v_smem = v_bufs.index(stage)
+            s = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                              use_acc=False, is_async=True)
+            qf = q_smem.load(rows_layout).to(gl.float32)
+            if NORMALIZE:
+                q_scale = gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6)  # chunk_loads.inverse_norm's
+            else:
+                q_scale = gl.sum(qf * 0.0, axis=1) + 1.0
+            values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0))
+            q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
+            p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
+            p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
+            m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                              use_acc=False, is_async=True)
+            gl.thread_barrier()                                     # every warp's read of v done
+            v_smem.store(values)                                    # round(beta V) over v
+            if HAS_STATE:
+                gamma_r = gl.load(vectors_ptr + base + r)
+                k_scale_r = gl.load(vectors_ptr + base + CHUNK + r)
+                x = (beta_r * gl.exp(gamma_r) * k_scale_r)[:, None] * k_smem.load(rows_layout).to(gl.float32)
+                gl.thread_barrier()                                 # every warp's read of k done
+                k_smem.store(x.to(dtype))                           # X over k
+            fence_async_shared()
+            gl.thread_barrier()
+            m = warpgroup_mma_wait(num_outstanding=0, deps=(m,))
+            m_op = gl.convert_layout(m.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+            if HAS_STATE:
+                mx = warpgroup_mma(m_op, k_smem, gl.zeros([CHUNK, K], gl.float32, layout=acc_o), use_acc=False,
+                                   is_async=True)
+                mx = warpgroup_mma_wait(num_outstanding=0, deps=(mx,))
+                decay_since = gl.exp(gl.load(log_decay_since_ptr + tile))
+                gamma_o = gl.load(vectors_ptr + base + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc_o)))
+                q_rows = gl.convert_layout(q_scale, gl.SliceLayout(1, acc_o)) * gl.exp(gamma_o)
+                left = (q_rows[:, None] * q_smem.load(acc_o).to(gl.float32) - mx) * decay_since
+                left_op = gl.convert_layout(left.to(dtype),
+                                            gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+                o = warpgroup_mma(left_op, s_bufs.index(stage), gl.zeros([CHUNK, V], gl.float32, layout=acc_o),
+                                  use_acc=False, is_async=True)
+                o = warpgroup_mma(m_op, v_smem, o, is_async=True)
+            else:
+                o = warpgroup_mma(m_op, v_smem, gl.zeros([CHUNK, V], gl.float32, layout=acc_o), use_acc=False,
+                                  is_async=True)
+            o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
+            stored = (o * scale).to(o_desc.dtype)
+            # rows past T hold zeros (TMA filled q, k and v with zeros there) and are not stored (TMA clips them)
+            bad = gl.sum(gl.sum(stored.to(gl.float32) * 0.0, axis=1), axis=0)   # NaN exactly when one is not finite
+            gl.store(flags_ptr + FLAG, 1, mask=bad != bad)
+            gl.thread_barrier()                                     # every warp's read of q done
+            q_smem.store(stored)                                    # q is used up: o leaves from its buffer
+            fence_async_shared()
+            gl.thread_barrier()
+            tma.async_copy_shared_to_global(o_desc, [b * T + c * CHUNK, hv * V], q_smem)
+        tma.store_wait(0)
+        for st in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(st))
+
+    @gluon.jit
+    def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
+                     snapshot_of_chunk_ptr, position, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
+                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr):
+        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false)."""
+        CHUNK: gl.constexpr = 64
+        tile = gl.load(tiles_ptr + position, mask=live, other=0)
+        row = tile // NC
+        b = row // HV
+        hv = row % HV
+        c = tile % NC
+        token = b * T + c * CHUNK
+        head = (hv // (HV // H)) * K
+        bar = bars.index(stage)
+        mbarrier.expect(bar, TILE_BYTES, pred=live)
+        tma.async_copy_global_to_shared(q_desc, [token, head], bar, q_bufs.index(stage), pred=live)
+        tma.async_copy_global_to_shared(k_desc, [token, head], bar, k_bufs.index(stage), pred=live)
+        tma.async_copy_global_to_shared(v_desc, [token, hv * V], bar, v_bufs.index(stage), pred=live)
+        tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
+        if HAS_STATE:
+            snapshot = gl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0)
+            tma.async_copy_global_to_shared(s_desc, [snapshot * K, 0], bar, s_bufs.index(stage), pred=live)

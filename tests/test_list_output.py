@@ -1,0 +1,69 @@
+"""The output pass over chunk lists (sparsegdn/triton/list_output.py, Gluon, Hopper only): the lists it walks, the
+shapes it refuses, and on a CPU machine the fallback to chunk_output, its interpreter-tested twin. Its GPU kernel is
+checked against chunk_output and the torch backend in tests/test_triton_gpu_matrix.py."""
+import pytest
+import torch
+from gdn_inputs import random_events, random_inputs
+
+import sparsegdn
+from sparsegdn.triton import list_output
+from sparsegdn.triton.schedule import Schedule
+
+
+def schedule_with(snapshot_of_chunk):
+    """A Schedule holding only the snapshot indices chunk_lists reads (the other fields unused)."""
+    return Schedule(*([None] * 4), snapshot_of_chunk, *([None] * 4))
+
+
+def test_chunk_lists_put_zero_state_chunks_first_chunk_major():
+    # B = 2, HV = 3, NC = 4; snapshot indices flat over rows as the schedule writes them: a head pair's chunks that
+    # start from its first snapshot have no state (without an initial state)
+    snapshot_of_chunk = torch.tensor([[[0, 0, 1, 2], [3, 3, 3, 3], [4, 5, 5, 6]],
+                                      [[7, 8, 8, 8], [9, 9, 10, 10], [11, 11, 11, 12]]], dtype=torch.int32)
+    tiles, own_count = list_output.chunk_lists(schedule_with(snapshot_of_chunk), zero_start=True)
+    nc, hv = 4, 3
+
+    def tile(b, h, c):
+        return (b * hv + h) * nc + c
+    own = [tile(b, h, c) for b in range(2) for c in range(nc) for h in range(hv)
+           if snapshot_of_chunk[b, h, c] == snapshot_of_chunk[b, h, 0]]
+    state = [tile(b, h, c) for b in range(2) for c in range(nc) for h in range(hv)
+             if snapshot_of_chunk[b, h, c] != snapshot_of_chunk[b, h, 0]]
+    assert own_count.tolist() == [len(own)] and len(own) == 13
+    assert tiles.dtype == torch.int32 and tiles.tolist() == own + state
+    # with an initial state every chunk has one: a single list in chunk-major order
+    tiles, own_count = list_output.chunk_lists(schedule_with(snapshot_of_chunk), zero_start=False)
+    assert own_count.tolist() == [0]
+    assert tiles.tolist() == [tile(b, h, c) for b in range(2) for c in range(nc) for h in range(hv)]
+
+
+def test_eligible_names_what_it_refuses():
+    q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
+    v = torch.zeros(1, 128, 4, 128, dtype=torch.bfloat16)
+    stored = torch.zeros(1)
+    reason = list_output.eligible(q, q, v, stored, stored, v)
+    assert reason is not None
+    if list_output.GLUON_PROBLEM is None and not list_output.INTERPRET:
+        assert reason == "not an sm_90 (Hopper) device"     # CPU tensors
+
+
+@pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter shapes; the GPU matrix covers GPUs")
+def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
+    """LIST_OUTPUTS on where the kernel cannot run (the interpreter): the two-launch path's outputs bit for bit, and
+    the list launches never tried (a spy)."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "OVERLAP", False)
+    monkeypatch.setattr(forward, "STORE_INVERSE", True)
+    monkeypatch.setattr(forward, "STORE_VECTORS", True)
+    called = []
+    monkeypatch.setattr(list_output, "list_outputs", lambda *args, **kwargs: called.append(1))
+    q, k, v, g, beta, _ = random_inputs(1, 200, 2, 4, 16, 16, dtype=torch.float32, seed=3)
+    events = random_events(1, 4, sparsegdn.num_chunks(200), seed=2, p=0.5)
+    out = {}
+    for switch in (False, True):
+        monkeypatch.setattr(list_output, "LIST_OUTPUTS", switch)
+        out[switch] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, events=events, band=1,
+                                                        output_final_state=True, backend="triton")
+    assert not called
+    assert torch.equal(out[True][0], out[False][0]) and torch.equal(out[True][1], out[False][1])
