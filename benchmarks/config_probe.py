@@ -132,6 +132,8 @@ VARIANTS = {
     # with whole chains or warm-up segments.
     "two-launches-stored": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True},
     "list-outputs": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True, "list_outputs": True},
+    "list-outputs-one-stream": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "0"},
+                                "overlap": False, "store": True, "list_outputs": True},
     "two-launches-stored-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                         "segment": 256, "warm_up": 20.0},
     "list-outputs-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,

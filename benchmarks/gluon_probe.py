@@ -210,6 +210,164 @@ def own_output_tma_kernel(q_desc, k_desc, v_desc, t_desc, o_desc, beta_ptr, vect
         mbarrier.invalidate(bars.index(st))
 
 
+@gluon.jit
+def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, tiles_ptr, n_tiles, beta_ptr,
+                             vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr, scale, NC,
+                             H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
+                             STAGES: gl.constexpr, HAS_STATE: gl.constexpr, num_warps: gl.constexpr):
+    """output_list_kernel in Gluon (the same products and roundings): persistent over a chunk list, q, k, v, Tinv
+    (and the snapshot, HAS_STATE) brought by TMA into STAGES stages, the next tiles' loads issued before this
+    tile's products. X = round(beta e^gamma k_scale K) and round(beta V) are written over k and v in shared memory
+    (k and v are used up by then); o leaves through TMA from q's buffer."""
+    CHUNK: gl.constexpr = CHUNK_TOKENS
+    q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, V], v_desc.layout)
+    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, CHUNK], t_desc.layout)
+    if HAS_STATE:
+        s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, K, V], s_desc.layout)
+        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK) + 2 * K * V
+    else:
+        s_bufs = t_bufs                                         # unused
+        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for st in gl.static_range(STAGES):
+        mbarrier.init(bars.index(st), count=1)
+    pid = gl.program_id(0)
+    programs = gl.num_programs(0)
+    my_tiles = (n_tiles - pid + programs - 1) // programs
+
+    for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
+        issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
+                         tiles_ptr, snapshot_of_chunk_ptr, pid + first * programs, first, first < my_tiles, NC, H,
+                         HV, K, V, TILE_BYTES, HAS_STATE)
+
+    acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, CHUNK, 16])
+    acc_o: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                    instr_shape=[16, V, 16])
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    i = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc64))
+    j = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, acc64))
+    r = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, rows_layout))
+    causal = i[:, None] >= j[None, :]
+    for n in range(my_tiles):
+        tile = gl.load(tiles_ptr + pid + n * programs)
+        hv = tile // NC
+        c = tile % NC
+        ahead = n + STAGES - 1
+        gl.thread_barrier()
+        tma.store_wait(0)
+        issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
+                         tiles_ptr, snapshot_of_chunk_ptr, pid + ahead * programs, ahead % STAGES, ahead < my_tiles,
+                         NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+        base = tile.to(gl.int64) * 2 * CHUNK
+        gamma_i = gl.load(vectors_ptr + base + i)
+        gamma_j = gl.load(vectors_ptr + base + j)
+        k_scale_j = gl.load(vectors_ptr + base + CHUNK + j)
+        beta_r = gl.load(beta_ptr + (c * CHUNK + r) * HV + hv).to(gl.float32)
+        stage = n % STAGES
+        mbarrier.wait(bars.index(stage), (n // STAGES) & 1)
+        q_smem = q_bufs.index(stage)
+        k_smem = k_bufs.index(stage)
+        v_smem = v_bufs.index(stage)
+        s = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                          use_acc=False, is_async=True)
+        qf = q_smem.load(rows_layout).to(gl.float32)
+        q_scale = gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6)     # rows of the load layout
+        values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(gl.bfloat16)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0))
+        q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
+        p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
+        p_op = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
+        m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                          use_acc=False, is_async=True)
+        gl.thread_barrier()                                     # every warp's read of v done
+        v_smem.store(values)                                    # round(beta V) over v
+        if HAS_STATE:
+            gamma_r = gl.load(vectors_ptr + base + r)
+            k_scale_r = gl.load(vectors_ptr + base + CHUNK + r)
+            x = ((beta_r * gl.exp(gamma_r) * k_scale_r)[:, None] * k_smem.load(rows_layout).to(gl.float32))
+            gl.thread_barrier()                                 # every warp's read of k done (the QK^T product too)
+            k_smem.store(x.to(gl.bfloat16))                     # X over k
+        fence_async_shared()
+        gl.thread_barrier()
+        m = warpgroup_mma_wait(num_outstanding=0, deps=(m,))
+        m_op = gl.convert_layout(m.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+        if HAS_STATE:
+            mx = warpgroup_mma(m_op, k_smem, gl.zeros([CHUNK, K], gl.float32, layout=acc_o), use_acc=False,
+                               is_async=True)
+            mx = warpgroup_mma_wait(num_outstanding=0, deps=(mx,))
+            decay_since = gl.exp(gl.load(log_decay_since_ptr + tile))
+            gamma_o = gl.load(vectors_ptr + base + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc_o)))
+            q_rows = gl.convert_layout(q_scale, gl.SliceLayout(1, acc_o)) * gl.exp(gamma_o)
+            qo = q_smem.load(acc_o).to(gl.float32)
+            left = (q_rows[:, None] * qo - mx) * decay_since
+            left_op = gl.convert_layout(left.to(gl.bfloat16),
+                                        gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+            o = warpgroup_mma(left_op, s_bufs.index(stage), gl.zeros([CHUNK, V], gl.float32, layout=acc_o),
+                              use_acc=False, is_async=True)
+            o = warpgroup_mma(m_op, v_smem, o, is_async=True)
+        else:
+            o = warpgroup_mma(m_op, v_smem, gl.zeros([CHUNK, V], gl.float32, layout=acc_o), use_acc=False,
+                              is_async=True)
+        o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
+        gl.thread_barrier()                                     # every warp's read of q done
+        q_smem.store((o * scale).to(gl.bfloat16))               # q is used up: o leaves from its buffer
+        fence_async_shared()
+        gl.thread_barrier()
+        tma.async_copy_shared_to_global(o_desc, [c * CHUNK, hv * V], q_smem)
+    tma.store_wait(0)
+    for st in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(st))
+
+
+@gluon.jit
+def issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
+                     snapshot_of_chunk_ptr, position, stage, live, NC, H: gl.constexpr, HV: gl.constexpr,
+                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr):
+    """The TMA loads of the list's tile at `position` into `stage` (nothing where live is false)."""
+    CHUNK: gl.constexpr = CHUNK_TOKENS
+    tile = gl.load(tiles_ptr + position, mask=live, other=0)
+    hv = tile // NC
+    c = tile % NC
+    head = (hv // (HV // H)) * K
+    bar = bars.index(stage)
+    mbarrier.expect(bar, TILE_BYTES, pred=live)
+    tma.async_copy_global_to_shared(q_desc, [c * CHUNK, head], bar, q_bufs.index(stage), pred=live)
+    tma.async_copy_global_to_shared(k_desc, [c * CHUNK, head], bar, k_bufs.index(stage), pred=live)
+    tma.async_copy_global_to_shared(v_desc, [c * CHUNK, hv * V], bar, v_bufs.index(stage), pred=live)
+    tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
+    if HAS_STATE:
+        snapshot = gl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0)
+        tma.async_copy_global_to_shared(s_desc, [snapshot * K, 0], bar, s_bufs.index(stage), pred=live)
+
+
+def gluon_list_descriptors(q, k, v, t_inv, snapshots, o):
+    """output_list_descriptors for the Gluon kernel (its own descriptor class, with the shared layouts)."""
+    tokens = q.shape[1]
+    wide = gl.NVMMASharedLayout.get_default_for([CHUNK, DIM], gl.bfloat16)
+    square = gl.NVMMASharedLayout.get_default_for([CHUNK, CHUNK], gl.bfloat16)
+    state = gl.NVMMASharedLayout.get_default_for([DIM, DIM], gl.bfloat16)
+    return (TensorDescriptor.from_tensor(q.view(tokens, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(k.view(tokens, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(v.view(tokens, HV * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK), [CHUNK, CHUNK], square),
+            TensorDescriptor.from_tensor(snapshots.view(-1, DIM), [DIM, DIM], state),
+            TensorDescriptor.from_tensor(o.view(tokens, HV * DIM), [CHUNK, DIM], wide))
+
+
+def gluon_output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, variants, sms):
+    """The output pass in Gluon: one persistent launch a list (variants: (stages, programs an SM) for each)."""
+    for has_state, (tiles, (stages, per_sm)) in enumerate(zip(lists, variants)):
+        n_tiles = tiles.numel()
+        if n_tiles:
+            output_list_gluon_kernel[(min(n_tiles, per_sm * sms),)](
+                *descriptors, tiles, n_tiles, beta, vectors, schedule.snapshot_of_chunk, schedule.log_decay_since,
+                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4)
+
+
 def own_output_gluon(q, k, v, beta, t_inv, vectors, o, scale):
     n_chunks = q.shape[1] // CHUNK
     own_output_gluon_kernel[(n_chunks * HV,)](q, k, v, beta, t_inv, vectors, o, scale, n_chunks, H, HV, DIM, DIM,
@@ -445,6 +603,12 @@ def compile_only():
                                                  CHUNK, stages, bool(has_state), num_warps=4, grid=(1,))
             reports.append(compile_report.kernel_report(f"output list stages {stages} state {bool(has_state)}",
                                                         {"num_warps": 4, "num_stages": stages}, compiled))
+    for has_state, stages in ((False, 2), (True, 1), (True, 2)):
+        compiled = output_list_gluon_kernel.warmup(*gluon_list_descriptors(q, q, v, t_inv, snapshots, o), schedule_int,
+                                                   4, beta, vectors, schedule_int, vectors, 0.1, 2, H, HV, DIM, DIM,
+                                                   stages, has_state, num_warps=4, grid=(1,))
+        reports.append(compile_report.kernel_report(f"gluon output list stages {stages} state {has_state}",
+                                                    {"num_warps": 4, "STAGES": stages}, compiled))
     for report in reports:
         print(json.dumps(report))
     return reports
@@ -565,6 +729,9 @@ LIST_VARIANTS = (((2, 2, 4), (2, 1, 4)), ((2, 2, 4), (1, 2, 4)), ((2, 2, 4), (1,
                  ((3, 1, 4), (2, 1, 4)))
 
 
+GLUON_LIST_VARIANTS = (((2, 2), (1, 2)), ((2, 2), (2, 1)))     # (stages, programs an SM): own list, state list
+
+
 def schedule_of(q, k, v, g, beta, flags, n_chunks, budget=0.29):
     """Pass 1 (stored Tinv and vectors) and the product's selection at `budget`, band 1, `score`."""
     from sparsegdn.triton.intra_chunk import intra_chunk
@@ -646,6 +813,16 @@ def measure_output_pass(tokens_list):
             run()
             torch.cuda.synchronize()
             runs["twin_own{}x{}w{}_state{}x{}w{}".format(*own, *state)] = (run, relative_error(o_twin, o_product))
+        gluon_descriptors = gluon_list_descriptors(q, k, v, t_inv, snapshots, o_twin)
+        for variants in GLUON_LIST_VARIANTS:
+            def run(variants=variants):
+                gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
+                                   variants=variants, sms=sms)
+            o_twin.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            runs["gluon_own{}x{}_state{}x{}".format(*variants[0], *variants[1])] = (run, relative_error(o_twin,
+                                                                                                        o_product))
         parts = {}                                     # each list alone, to see which one the pass waits for
         for has_state, variant in [(0, LIST_VARIANTS[0][0])] + [(1, state) for _, state in LIST_VARIANTS]:
             def part(has_state=has_state, variant=variant):
@@ -653,6 +830,12 @@ def measure_output_pass(tokens_list):
                 output_lists(descriptors, chosen, beta, vectors, schedule, scale, n_chunks, stages=variant[0],
                              per_sm=variant[1], sms=sms, warps=variant[2])
             parts[("state" if has_state else "own") + "_list_{}x{}w{}".format(*variant)] = part
+        for has_state, variant in [(0, GLUON_LIST_VARIANTS[0][0])] + [(1, v[1]) for v in GLUON_LIST_VARIANTS]:
+            def part(has_state=has_state, variant=variant):
+                chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
+                gluon_output_lists(gluon_descriptors, chosen, beta, vectors, schedule, scale, n_chunks,
+                                   variants=(variant, variant), sms=sms)
+            parts[("gluon_state" if has_state else "gluon_own") + "_list_{}x{}".format(*variant)] = part
         timings = {"product_output_pass_ms": [], **{name + "_ms": [] for name in runs},
                    **{name + "_ms": [] for name in parts}}
         for _ in range(2):

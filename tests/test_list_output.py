@@ -41,7 +41,7 @@ def test_eligible_names_what_it_refuses():
     q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
     v = torch.zeros(1, 128, 4, 128, dtype=torch.bfloat16)
     stored = torch.zeros(1)
-    reason = list_output.eligible(q, q, v, stored, stored, v)
+    reason = list_output.eligible(q, q, v, stored, stored, torch.bfloat16)
     assert reason is not None
     if list_output.GLUON_PROBLEM is None and not list_output.INTERPRET:
         assert reason == "not an sm_90 (Hopper) device"     # CPU tensors
@@ -57,7 +57,7 @@ def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
     monkeypatch.setattr(forward, "STORE_INVERSE", True)
     monkeypatch.setattr(forward, "STORE_VECTORS", True)
     called = []
-    monkeypatch.setattr(list_output, "list_outputs", lambda *args, **kwargs: called.append(1))
+    monkeypatch.setattr(list_output, "ListCall", lambda *args, **kwargs: called.append(1))
     q, k, v, g, beta, _ = random_inputs(1, 200, 2, 4, 16, 16, dtype=torch.float32, seed=3)
     events = random_events(1, 4, sparsegdn.num_chunks(200), seed=2, p=0.5)
     out = {}

@@ -434,29 +434,31 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
                (1, 50, 2, 4, 128, 128, 1, True, torch.bfloat16), (1, 4096, 16, 32, 128, 128, 1, False, torch.bfloat16)]
 
 
+@pytest.mark.parametrize("side_stream", [True, False], ids=["side-stream", "one-stream"])
 @pytest.mark.parametrize("shape", LIST_SHAPES, ids=_case_id)
-def test_gpu_list_outputs_match_chunk_output(shape, monkeypatch):
+def test_gpu_list_outputs_match_chunk_output(shape, side_stream, monkeypatch):
     """The output pass over chunk lists (list_output.py, Gluon) against its twin chunk_output in the two launches
     with stored Tinv and vectors: o within a quarter of the tolerance, the final state bit for bit (the lists do not
     touch it), both within the tolerance of the torch backend; the list launches ran (a spy), and wrote every
-    chunk (o's allocation filled with NaN)."""
+    chunk (o's allocation filled with NaN); the zero-state list beside the chain pass on its own stream, or after it."""
     from sparsegdn.triton import call_record, forward, list_output
     if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the list outputs need Gluon on an sm_90 device")
     monkeypatch.setattr(forward, "OVERLAP", False)
     monkeypatch.setattr(forward, "STORE_INVERSE", True)
     monkeypatch.setattr(forward, "STORE_VECTORS", True)
+    monkeypatch.setattr(list_output, "SIDE_STREAM", side_stream)
     ran = []
-    real_outputs, real_empty = list_output.list_outputs, call_record.empty
+    real_call, real_empty = list_output.ListCall, call_record.empty
 
     def spy(*args, **kwargs):
         ran.append(1)
-        return real_outputs(*args, **kwargs)
+        return real_call(*args, **kwargs)
 
     def poisoned(*shape, dtype, device):
         tensor = real_empty(*shape, dtype=dtype, device=device)
         return tensor.fill_(float("nan")) if dtype.is_floating_point else tensor
-    monkeypatch.setattr(list_output, "list_outputs", spy)
+    monkeypatch.setattr(list_output, "ListCall", spy)
     monkeypatch.setattr(call_record, "empty", poisoned)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,

@@ -216,15 +216,20 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                         band=band, vectors=vectors)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
+    lists = None
+    if list_output_module.LIST_OUTPUTS and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype) is None:
+        lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
+                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
+                                            zero_start=chunk_output_module.zero_start(initial_state is not None))
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
                                         warm_up=warm_up)
+    if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
+        lists.own()
     del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
     hook(STAGES[3])
-    if list_output_module.LIST_OUTPUTS and list_output_module.eligible(q, k, v, t_inv, vectors, snapshots) is None:
-        o = list_output_module.list_outputs(
-            q, k, v, beta, t_inv, vectors, snapshots, schedule, flags, scale=scale, normalize=use_qk_l2norm_in_kernel,
-            out_dtype=out_dtype, zero_start=chunk_output_module.zero_start(initial_state is not None))
+    if lists is not None:
+        o = lists.with_state(snapshots)
     else:
         o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
                          normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,

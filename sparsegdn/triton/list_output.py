@@ -37,6 +37,9 @@ LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # list two stages at two programs an SM (115 KB of shared memory each), the list with a state one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
+# The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
+# call's stream. SPARSEGDN_LIST_SIDE_STREAM=0 keeps one stream.
+SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "1") == "1"
 HEAD_DIM = 128
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
@@ -50,7 +53,7 @@ except ImportError as error:                # pragma: no cover - depends on the 
     GLUON_PROBLEM = f"Gluon unavailable ({error})"
 
 
-def eligible(q, k, v, t_inv, vectors, snapshots) -> str | None:
+def eligible(q, k, v, t_inv, vectors, snapshot_dtype) -> str | None:
     """None when this path can write the outputs of these tensors, else why not (chunk_output writes them)."""
     if GLUON_PROBLEM:
         return GLUON_PROBLEM
@@ -62,7 +65,7 @@ def eligible(q, k, v, t_inv, vectors, snapshots) -> str | None:
         return "Tinv and the chunk vectors are not stored by pass 1"
     if FOLD_SCALES:
         return "FOLD_SCALES rounds M differently"
-    if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype == snapshots.dtype):
+    if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype == snapshot_dtype):
         return "inputs other than bfloat16 or float16 (all alike)"
     if q.shape[-1] != HEAD_DIM or v.shape[-1] != HEAD_DIM:
         return f"head sizes other than {HEAD_DIM}"
@@ -96,36 +99,73 @@ def chunk_lists(schedule, zero_start):
     return tiles, own_count
 
 
-def list_outputs(q, k, v, beta, t_inv, vectors, snapshots, schedule, flags, *, scale, normalize, out_dtype,
-                 zero_start):
-    """o [B,T,HV,V] in out_dtype as chunk_output writes it, from the two list launches (`eligible` must hold).
-    Raises flags[FLAG_OUTPUT] for a non-finite output."""
-    from .chunk_loads import FLAG_OUTPUT
-    call_record.note_untracked_launch()         # these launches are not Launcher's: no plan may replay this call
-    batch, tokens, key_heads, key_dim = q.shape
-    value_heads = v.shape[2]
-    n_chunks = schedule.snapshot_of_chunk.shape[2]
-    o = call_record.empty(batch, tokens, value_heads, HEAD_DIM, device=q.device, dtype=out_dtype)
-    tiles, own_count = chunk_lists(schedule, zero_start)
-    element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
-    wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
-    square = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, CHUNK_SIZE], element)
-    state = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], element)
-    rows = batch * tokens
-    descriptors = (TensorDescriptor.from_tensor(q.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
-                   TensorDescriptor.from_tensor(k.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
-                   TensorDescriptor.from_tensor(v.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
-                   TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK_SIZE), [CHUNK_SIZE, CHUNK_SIZE], square),
-                   TensorDescriptor.from_tensor(snapshots.view(-1, HEAD_DIM), [HEAD_DIM, HEAD_DIM], state),
-                   TensorDescriptor.from_tensor(o.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide))
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    total = tiles.numel()
-    for has_state, (stages, per_sm) in ((False, OWN_LAUNCH), (True, STATE_LAUNCH)):
-        list_output_kernel[(min(total, per_sm * sms),)](
-            *descriptors, tiles, own_count, total, beta, *beta.stride(), vectors, schedule.snapshot_of_chunk,
-            schedule.log_decay_since, flags, float(scale), tokens, n_chunks, key_heads, value_heads, HEAD_DIM,
-            HEAD_DIM, normalize, stages, has_state, FLAG_OUTPUT.value, num_warps=4)
-    return o
+class ListCall:
+    """One call's list outputs: o, the lists and the TMA descriptors of everything but the snapshots (made before the
+    chain pass stores them). `own` launches the zero-state list, which needs no snapshot: with SIDE_STREAM on a
+    stream of its own, after the chain pass was launched, so that its programs fill the SMs the chains leave
+    idle; `with_state` the rest once the snapshots exist, and joins that stream. Both keep chunk_output's flags."""
+
+    def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start):
+        call_record.note_untracked_launch()     # these launches are not Launcher's: no plan may replay this call
+        batch, tokens, key_heads, _ = q.shape
+        value_heads = v.shape[2]
+        self.q, self.beta, self.vectors, self.schedule, self.flags = q, beta, vectors, schedule, flags
+        self.scale, self.normalize, self.tokens = float(scale), normalize, tokens
+        self.key_heads, self.value_heads = key_heads, value_heads
+        self.o = call_record.empty(batch, tokens, value_heads, HEAD_DIM, device=q.device, dtype=out_dtype)
+        self.tiles, self.own_count = chunk_lists(schedule, zero_start)
+        element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
+        self.element = element
+        wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
+        square = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, CHUNK_SIZE], element)
+        rows = batch * tokens
+        self.descriptors = (
+            TensorDescriptor.from_tensor(q.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+            TensorDescriptor.from_tensor(k.view(rows, key_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+            TensorDescriptor.from_tensor(v.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide),
+            TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK_SIZE), [CHUNK_SIZE, CHUNK_SIZE], square),
+            TensorDescriptor.from_tensor(self.o.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide))
+        self.sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        self.ready = torch.cuda.Event()
+        self.ready.record()                     # the lists and every input exist from here on the call's stream
+        self.side = None
+
+    def own(self):
+        """The zero-state list: on a side stream (SIDE_STREAM) that waits only for `ready`."""
+        if SIDE_STREAM:
+            self.side = torch.cuda.Stream(device=self.q.device)
+            self.side.wait_event(self.ready)
+            with torch.cuda.stream(self.side):
+                self._launch(None, False, OWN_LAUNCH)
+        else:
+            self._launch(None, False, OWN_LAUNCH)
+
+    def with_state(self, snapshots):
+        """The chunks with a state (the snapshots stored by the chain pass), then the join; returns o."""
+        self._launch(snapshots, True, STATE_LAUNCH)
+        if self.side is not None:
+            torch.cuda.current_stream(self.q.device).wait_stream(self.side)
+        return self.o
+
+    def _launch(self, snapshots, has_state, launch):
+        from .chunk_loads import FLAG_OUTPUT
+        stages, per_sm = launch
+        if snapshots is None:                   # the zero-state list reads no snapshot: a stand-in of the type
+            stand_in = torch.empty(HEAD_DIM, HEAD_DIM, dtype=self.q.dtype, device=self.q.device)
+            snapshots_desc = self._state_descriptor(stand_in)
+        else:
+            snapshots_desc = self._state_descriptor(snapshots.view(-1, HEAD_DIM))
+        q_desc, k_desc, v_desc, t_desc, o_desc = self.descriptors
+        n_chunks = self.schedule.snapshot_of_chunk.shape[2]
+        list_output_kernel[(min(self.tiles.numel(), per_sm * self.sms),)](
+            q_desc, k_desc, v_desc, t_desc, snapshots_desc, o_desc, self.tiles, self.own_count, self.tiles.numel(),
+            self.beta, *self.beta.stride(), self.vectors, self.schedule.snapshot_of_chunk,
+            self.schedule.log_decay_since, self.flags, self.scale, self.tokens, n_chunks, self.key_heads,
+            self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, num_warps=4)
+
+    def _state_descriptor(self, rows):
+        layout = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], self.element)
+        return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], layout)
 
 
 if GLUON_PROBLEM is None:
