@@ -138,6 +138,9 @@ VARIANTS = {
                                         "segment": 256, "warm_up": 20.0},
     "list-outputs-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 256, "warm_up": 20.0},
+    "list-outputs-one-stream-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "0"},
+                                            "overlap": False, "store": True, "list_outputs": True, "segment": 256,
+                                            "warm_up": 20.0},
     "list-outputs-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 128, "warm_up": 20.0},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
