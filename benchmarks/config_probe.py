@@ -129,18 +129,19 @@ VARIANTS = {
     "store-vectors-decay-scales": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_DECAY_SCALES": "1"}},
     # The two launches with Tinv and the vectors stored, their output pass as chunk_output or over chunk lists in
     # Gluon (list_output.py, Hopper only; benchmarks/gluon_probe.py --output-pass: 1.29 against 2.01 ms at 128K),
-    # with whole chains or warm-up segments.
+    # with whole chains or warm-up segments, the zero-state list on the call's stream (list_output.SIDE_STREAM's
+    # default since batch 22's call 9; before it these names ran it on a side stream) or beside the chains.
     "two-launches-stored": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True},
     "list-outputs": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True, "list_outputs": True},
-    "list-outputs-one-stream": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "0"},
-                                "overlap": False, "store": True, "list_outputs": True},
+    "list-outputs-side-stream": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "1"},
+                                 "overlap": False, "store": True, "list_outputs": True},
     "two-launches-stored-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                         "segment": 256, "warm_up": 20.0},
     "list-outputs-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 256, "warm_up": 20.0},
-    "list-outputs-one-stream-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "0"},
-                                            "overlap": False, "store": True, "list_outputs": True, "segment": 256,
-                                            "warm_up": 20.0},
+    "list-outputs-side-stream-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "1"},
+                                             "overlap": False, "store": True, "list_outputs": True, "segment": 256,
+                                             "warm_up": 20.0},
     "list-outputs-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 128, "warm_up": 20.0},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its

@@ -1,22 +1,27 @@
-"""A feasibility probe for the output role written in Gluon (Triton's explicit-layout dialect): one chunk's own
-output, o = scale M V with M = (P Tinv) diag(beta) and P the decayed causal Q K^T, from pass 1's stored Tinv and
-vectors (gamma, k's inverse norms), against the Triton kernel that computes the same (`chunk_output.own_output_kernel`,
-the split outputs' own launch with `t_inv` and `vectors` given). Not a product path: a measurement for the next design.
+"""Probes for the output role written in Gluon (Triton's explicit-layout dialect) and, beside them, the same work in
+Triton: measurements for the next design (the product's path grown from them is sparsegdn/triton/list_output.py).
 
-    python benchmarks/gluon_probe.py [--tokens 32768 131072]      # on the GPU: checks, then times both
-    python benchmarks/gluon_probe.py --compile                     # anywhere: compiles the Gluon kernel for sm_90
+    python benchmarks/gluon_probe.py [--tokens 32768 131072]      # GPU: a chunk's own output, every form, timed
+    python benchmarks/gluon_probe.py --output-pass                 # GPU: the whole output pass over chunk lists
+    python benchmarks/gluon_probe.py --compile                     # anywhere: every kernel compiled for sm_90
+    TRITON_INTERPRET=1 python benchmarks/gluon_probe.py --interpret-check   # CPU: the Triton twins against torch
 
-Why (kernel_bench.notes.md, batches 15-21): the output role is latency-bound at two programs an SM, and Triton 3.6
-decides where its tiles live (registers, shared memory) and when its products wait. In Gluon the kernel says it:
-q, k, v and Tinv go to shared memory once and feed the tensor cores (wgmma) from there, P and M stay in registers as
-the next product's left operand, and nothing is converted through shared memory between the products. Gluon
-kernels do not run under TRITON_INTERPRET, so this is a GPU measurement only; `--compile` checks the kernel's
-compile for sm_90 on a CPU machine (ptxas needed, as for compile_report.py).
-Shapes: the kernel benchmark's (B = 1, H = 16, HV = 32, K = V = 128, bf16); T a multiple of 64.
-The Gluon kernel has no masks for a ragged T, no non-finite flag and no zero-state test, which the Triton kernel
-has (a few percent of its instructions). Status: compiled for sm_90 on a CPU machine (123 registers, 1,312
-instructions, 56 KB of shared memory, no spills, against the Triton kernel's 158 / 1,912 / 40 KB: batch 21,
-analysis/results/overlap/batch21/gluon_compile.json); not yet run on a GPU.
+1. A chunk's own output, o = scale M V with M = (P Tinv) diag(beta) and P the decayed causal Q K^T, from pass 1's
+   stored Tinv and vectors (gamma, k's inverse norms), against the Triton kernel that computes the same
+   (`chunk_output.own_output_kernel` with `t_inv` and `vectors`): in Gluon one chunk a program
+   (`own_output_gluon_kernel`), in Gluon persistent with TMA and 1-3 shared-memory stages (`own_output_tma_kernel`),
+   and in Triton persistent over `tl.range(num_stages=...)` with pointer or TMA-descriptor loads (the twins).
+2. `--output-pass`: the product's output pass (`chunk_output`: stored Tinv, vectors and snapshots, the benchmark's
+   selection at budget 0.29, random snapshots) against the same products and roundings over two chunk lists (the
+   zero-state chunks, then those with a state), persistent, in Triton (`output_list_kernel`) and in Gluon
+   (`output_list_gluon_kernel`).
+Gluon kernels do not run under TRITON_INTERPRET: their outputs are checked on the GPU against the Triton kernels'
+and torch's; `--interpret-check` checks the Triton twins on the CPU, the list twin bit for bit against the product's
+output pass. Shapes: the kernel benchmark's (B = 1, H = 16, HV = 32, K = V = 128, bf16); T a multiple of 64; no
+masks for a ragged T and no non-finite flag (the product's list_output has both).
+Measured on the H200 (batch 22, analysis/results/overlap/batch22, kernel_bench.notes.md): one chunk a program in
+Gluon 1.14-1.18x the Triton kernel's time; persistent with two TMA stages 0.74-0.76x; the whole output pass in Gluon
+0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x.
 """
 import argparse
 import json
@@ -609,8 +614,36 @@ def compile_only():
                                                    stages, has_state, num_warps=4, grid=(1,))
         reports.append(compile_report.kernel_report(f"gluon output list stages {stages} state {has_state}",
                                                     {"num_warps": 4, "STAGES": stages}, compiled))
+    reports += list_output_compile(q, v, t_inv, snapshots, beta, vectors, schedule_int)
     for report in reports:
         print(json.dumps(report))
+    return reports
+
+
+def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
+    """The product's list kernel (sparsegdn.triton.list_output) as it launches each list, bf16 and fp16."""
+    import compile_report
+    from sparsegdn.triton import list_output
+    reports = []
+    flags = torch.empty(3, dtype=torch.int32)
+    for dtype, element in ((torch.bfloat16, gl.bfloat16), (torch.float16, gl.float16)):
+        wide = gl.NVMMASharedLayout.get_default_for([CHUNK, DIM], element)
+        square = gl.NVMMASharedLayout.get_default_for([CHUNK, CHUNK], element)
+        state = gl.NVMMASharedLayout.get_default_for([DIM, DIM], element)
+        q_, v_, t_, s_ = (x.to(dtype) for x in (q, v, t_inv, snapshots))
+        descriptors = (TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
+                       TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
+                       TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide),
+                       TensorDescriptor.from_tensor(t_.view(-1, CHUNK), [CHUNK, CHUNK], square),
+                       TensorDescriptor.from_tensor(s_.view(-1, DIM), [DIM, DIM], state),
+                       TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide))
+        for has_state, (stages, _) in ((False, list_output.OWN_LAUNCH), (True, list_output.STATE_LAUNCH)):
+            compiled = list_output.list_output_kernel.warmup(
+                *descriptors, ints, ints, ints.numel(), beta.to(dtype), *beta.stride(), vectors, ints, vectors, flags,
+                0.1, q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, num_warps=4, grid=(1,))
+            reports.append(compile_report.kernel_report(
+                f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}", {"num_warps": 4, "STAGES": stages},
+                compiled))
     return reports
 
 

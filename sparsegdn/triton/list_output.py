@@ -21,7 +21,9 @@ Used by forward.py for the two launches (OVERLAP off) when LIST_OUTPUTS is on an
 against it: an sm_90 device, 16-bit inputs, K = V = 128, Tinv and the vectors stored by pass 1 (forward's
 STORE_INVERSE and STORE_VECTORS), q, k, v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a
 multiple of 64 (a chunk never crosses into the next batch row), FOLD_SCALES off. Anything else takes
-chunk_output. A call through this path gets no launch plan (call_plans): its launches are not Launcher's.
+chunk_output. A call through this path gets no launch plan (call_plans): its launches are not Launcher's. o is
+allocated before the chain pass (with the lists), so the peak is higher: 3,058 MB beyond the inputs at 128K against
+the one launch's 2,514 (batch 22).
 """
 import os
 
@@ -30,16 +32,24 @@ import torch
 from . import call_record
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
 
-# Off by default: the two-launch design it belongs to is slower than the one launch until the chain pass is
-# shorter (forward.py, kernel_bench.notes.md batch 22). SPARSEGDN_LIST_OUTPUTS=1 turns it on.
+# Off by default. On the H200 (2026-12-04, benchmarks/config_probe.py --timed, backend entry, benchmark inputs,
+# budget 0.29, band 1; analysis/results/overlap/batch22) the two launches with these outputs took 4.75 ms at 128K
+# against the default one launch's 4.40, and 3.79 with warm-up segments of 256 (forward.WARM_UP: the approximate
+# decay join); at 32K 1.29 (whole chains) and 1.43-1.87 (segments of 256) against 1.14-1.15, 1.06-1.15 with
+# segments of 128 (one run, its two rounds apart by 8%). What holds them back: pass 1 must store Tinv for band 1
+# (1.14-1.30 ms at 128K against 0.53-0.73 without it), and the chains alone take 1.73 ms unsegmented.
+# SPARSEGDN_LIST_OUTPUTS=1 turns it on (with OVERLAP off, STORE_INVERSE and STORE_VECTORS on).
 LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
 # list two stages at two programs an SM (115 KB of shared memory each), the list with a state one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
 # The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
-# call's stream. SPARSEGDN_LIST_SIDE_STREAM=0 keeps one stream.
-SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "1") == "1"
+# call's stream (the default). Off: on the H200 (batch 22, backend entry at 128K, benchmark inputs) the side stream
+# took 5.75-5.81 ms against 4.75 on one stream with whole chains, 3.86 against 3.79 with warm-up segments of 256:
+# its programs stream at full bandwidth beside the latency-bound chains and slow them more than they fill.
+# SPARSEGDN_LIST_SIDE_STREAM=1 turns it on.
+SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 HEAD_DIM = 128
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
@@ -101,9 +111,9 @@ def chunk_lists(schedule, zero_start):
 
 class ListCall:
     """One call's list outputs: o, the lists and the TMA descriptors of everything but the snapshots (made before the
-    chain pass stores them). `own` launches the zero-state list, which needs no snapshot: with SIDE_STREAM on a
-    stream of its own, after the chain pass was launched, so that its programs fill the SMs the chains leave
-    idle; `with_state` the rest once the snapshots exist, and joins that stream. Both keep chunk_output's flags."""
+    chain pass stores them). `own` launches the zero-state list, which needs no snapshot (with SIDE_STREAM on a
+    stream of its own, issued after the chain pass so that its programs take the SMs the chains leave); `with_state`
+    the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start):
         call_record.note_untracked_launch()     # these launches are not Launcher's: no plan may replay this call
