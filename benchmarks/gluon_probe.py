@@ -21,7 +21,9 @@ output pass. Shapes: the kernel benchmark's (B = 1, H = 16, HV = 32, K = V = 128
 masks for a ragged T and no non-finite flag (the product's list_output has both).
 Measured on the H200 (batch 22, analysis/results/overlap/batch22, kernel_bench.notes.md): one chunk a program in
 Gluon 1.14-1.18x the Triton kernel's time; persistent with two TMA stages 0.74-0.76x; the whole output pass in Gluon
-0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x.
+0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x; with band 1's Tinv
+solved in the Gluon kernels by whole-tile tf32 products (`band1_inverse`, RECOMPUTE) 6.38 ms: correct, but the
+products need the batched 16 x 16 form (kernel_bench.notes.md, batch 22).
 """
 import argparse
 import json
@@ -35,6 +37,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                                warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
 
@@ -219,22 +222,25 @@ def own_output_tma_kernel(q_desc, k_desc, v_desc, t_desc, o_desc, beta_ptr, vect
 def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, tiles_ptr, n_tiles, beta_ptr,
                              vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr, scale, NC,
                              H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
-                             STAGES: gl.constexpr, HAS_STATE: gl.constexpr, num_warps: gl.constexpr):
+                             STAGES: gl.constexpr, HAS_STATE: gl.constexpr, num_warps: gl.constexpr,
+                             RECOMPUTE: gl.constexpr = False):
     """output_list_kernel in Gluon (the same products and roundings): persistent over a chunk list, q, k, v, Tinv
     (and the snapshot, HAS_STATE) brought by TMA into STAGES stages, the next tiles' loads issued before this
     tile's products. X = round(beta e^gamma k_scale K) and round(beta V) are written over k and v in shared memory
-    (k and v are used up by then); o leaves through TMA from q's buffer."""
+    (k and v are used up by then); o leaves through TMA from q's buffer. RECOMPUTE: Tinv is not loaded but solved
+    here, band 1 (band1_inverse), and written into the stage's Tinv buffer for the product."""
     CHUNK: gl.constexpr = CHUNK_TOKENS
     q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, V], v_desc.layout)
     t_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, CHUNK], t_desc.layout)
+    INVERSE_BYTES: gl.constexpr = 0 if RECOMPUTE else 2 * CHUNK * CHUNK
     if HAS_STATE:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, K, V], s_desc.layout)
-        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK) + 2 * K * V
+        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES + 2 * K * V
     else:
         s_bufs = t_bufs                                         # unused
-        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK)
+        TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
         mbarrier.init(bars.index(st), count=1)
@@ -245,7 +251,7 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
         issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, pid + first * programs, first, first < my_tiles, NC, H,
-                         HV, K, V, TILE_BYTES, HAS_STATE)
+                         HV, K, V, TILE_BYTES, HAS_STATE, RECOMPUTE)
 
     acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                     instr_shape=[16, CHUNK, 16])
@@ -265,7 +271,7 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
         tma.store_wait(0)
         issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, pid + ahead * programs, ahead % STAGES, ahead < my_tiles,
-                         NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+                         NC, H, HV, K, V, TILE_BYTES, HAS_STATE, RECOMPUTE)
         base = tile.to(gl.int64) * 2 * CHUNK
         gamma_i = gl.load(vectors_ptr + base + i)
         gamma_j = gl.load(vectors_ptr + base + j)
@@ -283,6 +289,17 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
         values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(gl.bfloat16)
         s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
         decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0))
+        if RECOMPUTE:           # Tinv from the k tile already here: A = decayed beta K K^T below the diagonal
+            kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+                               use_acc=False, is_async=True)
+            kk = warpgroup_mma_wait(num_outstanding=0, deps=(kk,))
+            beta_i = gl.load(beta_ptr + (c * CHUNK + i) * HV + hv).to(gl.float32)
+            k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
+            a = gl.where(i[:, None] > j[None, :], kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay,
+                         0.0)
+            t_bufs.index(stage).store(band1_inverse(a, num_warps).to(gl.bfloat16))
+            fence_async_shared()
+            gl.thread_barrier()
         q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
         p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
         p_op = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
@@ -329,9 +346,41 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
 
 
 @gluon.jit
+def tf32_product(x, y, mma2: gl.constexpr):
+    """x @ y for float32 [64, 64] tiles in registers (mma_v2, tf32 operands, float32 sums): fdot's precision."""
+    a = gl.convert_layout(x, gl.DotOperandLayout(operand_index=0, parent=mma2, k_width=1))
+    b = gl.convert_layout(y, gl.DotOperandLayout(operand_index=1, parent=mma2, k_width=1))
+    return mma_v2(a, b, gl.zeros([CHUNK_TOKENS, CHUNK_TOKENS], gl.float32, layout=mma2), input_precision="tf32")
+
+
+@gluon.jit
+def band1_inverse(a, num_warps: gl.constexpr):
+    """band_solve's band-1 Tinv of A (float32 [64, 64], strictly lower) with whole-tile products: D, the inverses of
+    I + the four 16 x 16 diagonal blocks by doubling, as block-diagonal products (the zero blocks add exact zeros),
+    and the blocks below them, -D_a A_a,a-1 D_a-1, as -D (A_sub D)."""
+    mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, 8])
+    a = gl.convert_layout(a, mma2)
+    ii = gl.arange(0, CHUNK_TOKENS, layout=gl.SliceLayout(1, mma2))
+    jj = gl.arange(0, CHUNK_TOKENS, layout=gl.SliceLayout(0, mma2))
+    block_i = ii[:, None] // 16
+    block_j = jj[None, :] // 16
+    eye = gl.where(ii[:, None] == jj[None, :], 1.0, 0.0)
+    n = gl.where(block_i == block_j, a, 0.0)
+    n2 = tf32_product(n, n, mma2)
+    n4 = tf32_product(n2, n2, mma2)
+    d = tf32_product(eye - n, eye + n2, mma2)
+    n8 = tf32_product(n4, n4, mma2)
+    d = tf32_product(d, eye + n4, mma2)
+    d = tf32_product(d, eye + n8, mma2)
+    below = tf32_product(gl.where(block_i == block_j + 1, a, 0.0), d, mma2)
+    return d - tf32_product(d, below, mma2)
+
+
+@gluon.jit
 def issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
                      snapshot_of_chunk_ptr, position, stage, live, NC, H: gl.constexpr, HV: gl.constexpr,
-                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr):
+                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
+                     RECOMPUTE: gl.constexpr):
     """The TMA loads of the list's tile at `position` into `stage` (nothing where live is false)."""
     CHUNK: gl.constexpr = CHUNK_TOKENS
     tile = gl.load(tiles_ptr + position, mask=live, other=0)
@@ -343,7 +392,8 @@ def issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_b
     tma.async_copy_global_to_shared(q_desc, [c * CHUNK, head], bar, q_bufs.index(stage), pred=live)
     tma.async_copy_global_to_shared(k_desc, [c * CHUNK, head], bar, k_bufs.index(stage), pred=live)
     tma.async_copy_global_to_shared(v_desc, [c * CHUNK, hv * V], bar, v_bufs.index(stage), pred=live)
-    tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
+    if not RECOMPUTE:
+        tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
     if HAS_STATE:
         snapshot = gl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0)
         tma.async_copy_global_to_shared(s_desc, [snapshot * K, 0], bar, s_bufs.index(stage), pred=live)
@@ -363,14 +413,16 @@ def gluon_list_descriptors(q, k, v, t_inv, snapshots, o):
             TensorDescriptor.from_tensor(o.view(tokens, HV * DIM), [CHUNK, DIM], wide))
 
 
-def gluon_output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, variants, sms):
-    """The output pass in Gluon: one persistent launch a list (variants: (stages, programs an SM) for each)."""
+def gluon_output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, variants, sms,
+                       recompute=False):
+    """The output pass in Gluon: one persistent launch a list (variants: (stages, programs an SM) for each);
+    recompute: band 1's Tinv solved in the kernel instead of read."""
     for has_state, (tiles, (stages, per_sm)) in enumerate(zip(lists, variants)):
         n_tiles = tiles.numel()
         if n_tiles:
             output_list_gluon_kernel[(min(n_tiles, per_sm * sms),)](
                 *descriptors, tiles, n_tiles, beta, vectors, schedule.snapshot_of_chunk, schedule.log_decay_since,
-                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4)
+                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4, RECOMPUTE=recompute)
 
 
 def own_output_gluon(q, k, v, beta, t_inv, vectors, o, scale):
@@ -608,12 +660,14 @@ def compile_only():
                                                  CHUNK, stages, bool(has_state), num_warps=4, grid=(1,))
             reports.append(compile_report.kernel_report(f"output list stages {stages} state {bool(has_state)}",
                                                         {"num_warps": 4, "num_stages": stages}, compiled))
-    for has_state, stages in ((False, 2), (True, 1), (True, 2)):
+    for has_state, stages, recompute in ((False, 2, False), (True, 1, False), (True, 2, False), (False, 2, True),
+                                         (True, 1, True)):
         compiled = output_list_gluon_kernel.warmup(*gluon_list_descriptors(q, q, v, t_inv, snapshots, o), schedule_int,
                                                    4, beta, vectors, schedule_int, vectors, 0.1, 2, H, HV, DIM, DIM,
-                                                   stages, has_state, num_warps=4, grid=(1,))
-        reports.append(compile_report.kernel_report(f"gluon output list stages {stages} state {has_state}",
-                                                    {"num_warps": 4, "STAGES": stages}, compiled))
+                                                   stages, has_state, num_warps=4, RECOMPUTE=recompute, grid=(1,))
+        reports.append(compile_report.kernel_report(
+            f"gluon output list stages {stages} state {has_state}" + (" on-chip Tinv" if recompute else ""),
+            {"num_warps": 4, "STAGES": stages}, compiled))
     reports += list_output_compile(q, v, t_inv, snapshots, beta, vectors, schedule_int)
     for report in reports:
         print(json.dumps(report))
@@ -856,6 +910,20 @@ def measure_output_pass(tokens_list):
             torch.cuda.synchronize()
             runs["gluon_own{}x{}_state{}x{}".format(*variants[0], *variants[1])] = (run, relative_error(o_twin,
                                                                                                         o_product))
+        # band 1's Tinv on chip: the product's output pass solving it (t_inv None) against Gluon's whole-tile solve
+        def run_product_on_chip():
+            return chunk_output(q, k, v, g, beta, None, snapshots, schedule, flags, scale=scale, normalize=True,
+                                out_dtype=torch.bfloat16, band=1, has_initial=False, vectors=vectors)
+        o_on_chip = run_product_on_chip()
+        runs["product_on_chip"] = (run_product_on_chip, relative_error(o_on_chip, o_product))
+
+        def run_gluon_on_chip():
+            gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
+                               variants=GLUON_LIST_VARIANTS[0], sms=sms, recompute=True)
+        o_twin.fill_(float("nan"))
+        run_gluon_on_chip()
+        torch.cuda.synchronize()
+        runs["gluon_on_chip_own2x2_state1x2"] = (run_gluon_on_chip, relative_error(o_twin, o_on_chip))
         parts = {}                                     # each list alone, to see which one the pass waits for
         for has_state, variant in [(0, LIST_VARIANTS[0][0])] + [(1, state) for _, state in LIST_VARIANTS]:
             def part(has_state=has_state, variant=variant):
