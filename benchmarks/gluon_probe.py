@@ -22,8 +22,8 @@ masks for a ragged T and no non-finite flag (the product's list_output has both)
 Measured on the H200 (batch 22, analysis/results/overlap/batch22, kernel_bench.notes.md): one chunk a program in
 Gluon 1.14-1.18x the Triton kernel's time; persistent with two TMA stages 0.74-0.76x; the whole output pass in Gluon
 0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x; with band 1's Tinv
-solved in the Gluon kernels by whole-tile tf32 products (`band1_inverse`, RECOMPUTE) 6.38 ms: correct, but the
-products need the batched 16 x 16 form (kernel_bench.notes.md, batch 22).
+solved in the Gluon kernels (RECOMPUTE) 6.38 ms by whole-tile tf32 products, 2.99 block row by block row
+(`band1_inverse`), against the product's on-chip pass 2.44: correct, not yet fast (kernel_bench.notes.md, batch 22).
 """
 import argparse
 import json
@@ -241,6 +241,9 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     else:
         s_bufs = t_bufs                                         # unused
         TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES
+    plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+    if RECOMPUTE and HAS_STATE:
+        solve_scratch = gl.allocate_shared_memory(gl.float32, [CHUNK, CHUNK], plain)
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
         mbarrier.init(bars.index(st), count=1)
@@ -297,7 +300,12 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
             k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
             a = gl.where(i[:, None] > j[None, :], kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay,
                          0.0)
-            t_bufs.index(stage).store(band1_inverse(a, num_warps).to(gl.bfloat16))
+            if HAS_STATE:       # q is read again by the state's part: a scratch of its own
+                scratch = solve_scratch
+            else:               # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
+                scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK], plain)
+            band1_inverse(a, scratch, num_warps)
+            t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
             fence_async_shared()
             gl.thread_barrier()
         q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
@@ -346,34 +354,49 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
 
 
 @gluon.jit
-def tf32_product(x, y, mma2: gl.constexpr):
-    """x @ y for float32 [64, 64] tiles in registers (mma_v2, tf32 operands, float32 sums): fdot's precision."""
+def tf32_block(x, y, mma2: gl.constexpr):
+    """x @ y for float32 [16, 16] blocks in registers (mma_v2, tf32 operands, float32 sums): fdot's precision."""
     a = gl.convert_layout(x, gl.DotOperandLayout(operand_index=0, parent=mma2, k_width=1))
     b = gl.convert_layout(y, gl.DotOperandLayout(operand_index=1, parent=mma2, k_width=1))
-    return mma_v2(a, b, gl.zeros([CHUNK_TOKENS, CHUNK_TOKENS], gl.float32, layout=mma2), input_precision="tf32")
+    return mma_v2(a, b, gl.zeros([16, 16], gl.float32, layout=mma2), input_precision="tf32")
 
 
 @gluon.jit
-def band1_inverse(a, num_warps: gl.constexpr):
-    """band_solve's band-1 Tinv of A (float32 [64, 64], strictly lower) with whole-tile products: D, the inverses of
-    I + the four 16 x 16 diagonal blocks by doubling, as block-diagonal products (the zero blocks add exact zeros),
-    and the blocks below them, -D_a A_a,a-1 D_a-1, as -D (A_sub D)."""
+def band1_inverse(a, scratch, num_warps: gl.constexpr):
+    """band_solve's band-1 Tinv of A (float32 [64, 64], strictly lower), block row by block row through `scratch`
+    (float32 [64, 64] shared memory, overwritten with Tinv): D_b = (I + A_bb)^-1 by doubling and the block below
+    the diagonal -D_b (A_b,b-1 D_b-1), each a 16 x 16 product as band_solve's [4, 16, 16] batches."""
     mma2: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, 8])
-    a = gl.convert_layout(a, mma2)
-    ii = gl.arange(0, CHUNK_TOKENS, layout=gl.SliceLayout(1, mma2))
-    jj = gl.arange(0, CHUNK_TOKENS, layout=gl.SliceLayout(0, mma2))
-    block_i = ii[:, None] // 16
-    block_j = jj[None, :] // 16
+    gl.thread_barrier()                                         # earlier readers of scratch are done
+    scratch.store(a)
+    gl.thread_barrier()
+    ii = gl.arange(0, 16, layout=gl.SliceLayout(1, mma2))
+    jj = gl.arange(0, 16, layout=gl.SliceLayout(0, mma2))
     eye = gl.where(ii[:, None] == jj[None, :], 1.0, 0.0)
-    n = gl.where(block_i == block_j, a, 0.0)
-    n2 = tf32_product(n, n, mma2)
-    n4 = tf32_product(n2, n2, mma2)
-    d = tf32_product(eye - n, eye + n2, mma2)
-    n8 = tf32_product(n4, n4, mma2)
-    d = tf32_product(d, eye + n4, mma2)
-    d = tf32_product(d, eye + n8, mma2)
-    below = tf32_product(gl.where(block_i == block_j + 1, a, 0.0), d, mma2)
-    return d - tf32_product(d, below, mma2)
+    zero = gl.zeros([16, 16], gl.float32, layout=mma2)
+    d_prev = zero
+    for blk in gl.static_range(4):
+        row = scratch.slice(16 * blk, 16, 0)
+        n = row.slice(16 * blk, 16, 1).load(mma2)
+        n2 = tf32_block(n, n, mma2)
+        n4 = tf32_block(n2, n2, mma2)
+        d = tf32_block(eye - n, eye + n2, mma2)
+        n8 = tf32_block(n4, n4, mma2)
+        d = tf32_block(d, eye + n4, mma2)
+        d = tf32_block(d, eye + n8, mma2)
+        off = zero
+        if blk > 0:
+            off = zero - tf32_block(d, tf32_block(row.slice(16 * (blk - 1), 16, 1).load(mma2), d_prev, mma2), mma2)
+        gl.thread_barrier()                                     # this block row's reads are done
+        for col in gl.static_range(4):
+            if col == blk:
+                row.slice(16 * col, 16, 1).store(d)
+            elif col == blk - 1:
+                row.slice(16 * col, 16, 1).store(off)
+            else:
+                row.slice(16 * col, 16, 1).store(zero)
+        d_prev = d
+    gl.thread_barrier()
 
 
 @gluon.jit
