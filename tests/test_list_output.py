@@ -37,14 +37,31 @@ def test_chunk_lists_put_zero_state_chunks_first_chunk_major():
     assert tiles.tolist() == [tile(b, h, c) for b in range(2) for c in range(nc) for h in range(hv)]
 
 
-def test_eligible_names_what_it_refuses():
+def test_eligible_names_what_it_refuses(monkeypatch):
+    """Each condition refused on its own, the tensors' before the machine's (so a CPU machine checks them all)."""
     q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
     v = torch.zeros(1, 128, 4, 128, dtype=torch.bfloat16)
     stored = torch.zeros(1)
-    reason = list_output.eligible(q, q, v, stored, stored, torch.bfloat16)
-    assert reason is not None
-    if list_output.GLUON_PROBLEM is None and not list_output.INTERPRET:
-        assert reason == "not an sm_90 (Hopper) device"     # CPU tensors
+
+    def reason(q=q, k=q, v=v, t_inv=stored, vectors=stored, dtype=torch.bfloat16):
+        return list_output.eligible(q, k, v, t_inv, vectors, dtype)
+    assert reason(t_inv=None) == reason(vectors=None) == "Tinv and the chunk vectors are not stored by pass 1"
+    assert reason(q=q.float(), k=q.float(), v=v.float(), dtype=torch.float32).startswith("inputs other than")
+    assert reason(dtype=torch.float16).startswith("inputs other than")
+    assert reason(q=q[..., :64], k=q[..., :64]) == "head sizes other than 128"
+    assert reason(v=v.transpose(1, 2).contiguous().transpose(1, 2)) == "q, k or v not contiguous"
+    storage = torch.zeros(1 + q.numel(), dtype=torch.bfloat16)
+    assert reason(k=storage[1:].view(q.shape)) == "q, k or v not 16-byte aligned (TMA reads them)"
+    ragged_q = torch.zeros(2, 100, 2, 128, dtype=torch.bfloat16)
+    ragged_v = torch.zeros(2, 100, 4, 128, dtype=torch.bfloat16)
+    assert reason(q=ragged_q, k=ragged_q, v=ragged_v) == "batch rows with a ragged last chunk"
+    assert reason(q=ragged_q[:1], k=ragged_q[:1], v=ragged_v[:1]) not in (None, "batch rows with a ragged last chunk")
+    monkeypatch.setattr(list_output, "FOLD_SCALES", True)
+    assert reason() == "FOLD_SCALES rounds M differently"
+    monkeypatch.setattr(list_output, "FOLD_SCALES", False)
+    last = reason()             # every tensor condition met: the machine's word
+    assert last in (list_output.GLUON_PROBLEM, "the interpreter runs no Gluon kernel", "not an sm_90 (Hopper) device")
+    assert last is not None
 
 
 @pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")

@@ -314,3 +314,22 @@ def test_a_callers_key_finds_the_plan_in_place_of_its_own(launches, monkeypatch)
         "launched with tensors, not from the plan"
     call_plans.call(forward._forward, _inputs(2), dict(OPTIONS), design + ("changed",), key="the caller's")
     assert len(call_plans._plans) == 2                  # other design switches: another plan
+
+
+def test_a_call_with_a_launch_no_plan_can_make_is_refused_and_then_not_recorded():
+    # list_output's Gluon launches are not Launcher's: a recording of such a call would keep every allocation alive
+    # until it returns, call after call, and a plan would miss the launches; its key is refused after one recording
+    call_plans.clear()
+    recorded = []
+
+    def forward(x):
+        recorded.append(call_record.active() is not None)
+        call_record.empty(4, dtype=torch.float32, device="cpu")
+        call_record.note_unreplayable()
+        return x + 1
+
+    tensors = {"x": torch.zeros(3)}
+    for _ in range(3):
+        assert torch.equal(call_plans.call(forward, tensors, {}, key=("unreplayable",)), torch.ones(3))
+    assert recorded == [True, False, False]
+    call_plans.clear()

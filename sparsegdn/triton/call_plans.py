@@ -118,7 +118,12 @@ def call(forward, tensors: dict, options: dict, design=(), key=None):
         return forward(**tensors, **options)
     with call_record.recording() as record:
         outputs = forward(**tensors, **options)
-    if record.complete:     # else a kernel compiled or tuned in this call: record the next one
+    if not record.replayable:       # a launch a plan cannot make (call_record.note_unreplayable)
+        with _lock:
+            _refused[key] = True
+            while len(_refused) > CACHE_SIZE:
+                _refused.popitem(last=False)
+    elif record.complete:   # else a kernel compiled or tuned in this call: record the next one
         plan = build(record, tensors, outputs)
         with _lock:
             if plan is None:

@@ -24,6 +24,7 @@ class Recording:
     allocations: list = field(default_factory=list)    # (tensor, fill) in allocation order: fill None (empty) or a value
     launches: list = field(default_factory=list)       # (compiled kernel, grid dims, positional arguments)
     complete: bool = True                               # every launch went straight through a compiled kernel
+    replayable: bool = True                             # no launch of a kind a plan cannot replay (note_unreplayable)
 
 
 def active() -> Recording | None:
@@ -69,6 +70,14 @@ def note_launch(compiled, dims, arguments) -> None:
     record = active()
     if record is not None:
         record.launches.append((compiled, dims, arguments))
+
+
+def note_unreplayable() -> None:
+    """A launch no plan can replay (not a Launcher's: list_output's Gluon kernels): the call's key is refused, so
+    later calls are launched and not recorded (a recording keeps every allocation alive until the call returns)."""
+    record = active()
+    if record is not None:
+        record.replayable = False
 
 
 def note_untracked_launch() -> None:

@@ -226,7 +226,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                         warm_up=warm_up)
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()
-    del w, u, k_commit    # freed before the output is allocated: not needed past the recurrence
+    del w, u, k_commit    # not needed past the recurrence (freed here unless a plan's recording holds them)
     hook(STAGES[3])
     if lists is not None:
         o = lists.with_state(snapshots)

@@ -4,9 +4,10 @@ Why: the output pass (chunk_output.py) runs one 64-token chunk a program, and a 
 before each product: latency-bound at two programs an SM. Here a program walks many chunks, and the tiles of the
 next ones arrive by TMA into shared memory while this one's products run (Triton's Gluon dialect: layouts, shared
 memory, wgmma, mbarriers and TMA written by the kernel). On the H200 (2026-12-04, benchmarks/gluon_probe.py
---output-pass, benchmark inputs, budget 0.29's selection, stored Tinv, vectors and snapshots) the whole output pass
-took 1.29 ms at 128K tokens against chunk_output's 2.01 (0.337 against 0.515 at 32K), with outputs equal to it
-within 1.4e-5 (analysis/results/overlap/batch22).
+--output-pass, benchmark inputs, budget 0.29's selection, stored Tinv, vectors and snapshots) the probe's kernel of
+this design (B = 1, no flag) took 1.29 ms for the whole output pass at 128K tokens against chunk_output's 2.01
+(0.337 against 0.515 at 32K), with outputs equal to it within 1.4e-5; this kernel, in the backend entry, 1.49 ms
+with the lists' making and the stage hooks' syncs (analysis/results/overlap/batch22, calls 6 and 7).
 
 Work: `chunk_lists` orders every (batch row, head pair, chunk) chunk-major (the value heads of one key head side
 by side, so q and k come from L2 the second time), the chunks that start from a zero state first (no initial state,
@@ -21,13 +22,15 @@ Used by forward.py for the two launches (OVERLAP off) when LIST_OUTPUTS is on an
 against it: an sm_90 device, 16-bit inputs, K = V = 128, Tinv and the vectors stored by pass 1 (forward's
 STORE_INVERSE and STORE_VECTORS), q, k, v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a
 multiple of 64 (a chunk never crosses into the next batch row), FOLD_SCALES off. Anything else takes
-chunk_output. A call through this path gets no launch plan (call_plans): its launches are not Launcher's. o is
-allocated before the chain pass (with the lists), so the peak is higher: 3,058 MB beyond the inputs at 128K against
-the one launch's 2,514 (batch 22).
+chunk_output. A call through this path gets no launch plan: its launches are not Launcher's, so its key is refused
+(call_record.note_unreplayable). As measured (batch 22) each call was recorded again instead, and the recording held
+w, u and k_commit past the chain pass (~0.9 GB at 128K): peak 3,058 MB beyond the inputs at 128K against the one
+launch's 2,514 and the two launches' 2,166; o is also allocated before the chain pass now (with the lists).
 """
 import os
 
 import torch
+import triton.language as tl
 
 from . import call_record
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
@@ -35,9 +38,10 @@ from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
 # Off by default. On the H200 (2026-12-04, benchmarks/config_probe.py --timed, backend entry, benchmark inputs,
 # budget 0.29, band 1; analysis/results/overlap/batch22) the two launches with these outputs took 4.75 ms at 128K
 # against the default one launch's 4.40, and 3.79 with warm-up segments of 256 (forward.WARM_UP: the approximate
-# decay join); at 32K 1.29 (whole chains) and 1.43-1.87 (segments of 256) against 1.14-1.15, 1.06-1.15 with
-# segments of 128 (one run, its two rounds apart by 8%). What holds them back: pass 1 must store Tinv for band 1
-# (1.14-1.30 ms at 128K against 0.53-0.73 without it), and the chains alone take 1.73 ms unsegmented.
+# decay join); at 32K 1.29 (whole chains) and 1.43-1.54 (segments of 256) against 1.14-1.15 (one stream; with the
+# side stream, segments of 128 gave 1.06-1.15, one run whose two rounds differ by 8%). What holds them back: pass 1
+# must store Tinv for band 1 (1.14-1.30 ms at 128K against 0.53-0.73 without it), and the chains alone take 1.73 ms
+# unsegmented.
 # SPARSEGDN_LIST_OUTPUTS=1 turns it on (with OVERLAP off, STORE_INVERSE and STORE_VECTORS on).
 LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
@@ -64,13 +68,8 @@ except ImportError as error:                # pragma: no cover - depends on the 
 
 
 def eligible(q, k, v, t_inv, vectors, snapshot_dtype) -> str | None:
-    """None when this path can write the outputs of these tensors, else why not (chunk_output writes them)."""
-    if GLUON_PROBLEM:
-        return GLUON_PROBLEM
-    if INTERPRET:
-        return "the interpreter runs no Gluon kernel"
-    if not (v.is_cuda and torch.cuda.get_device_capability(v.device) == (9, 0)):
-        return "not an sm_90 (Hopper) device"
+    """None when this path can write the outputs of these tensors, else why not (chunk_output writes them). The
+    tensors' own conditions first, then the machine's."""
     if t_inv is None or vectors is None:
         return "Tinv and the chunk vectors are not stored by pass 1"
     if FOLD_SCALES:
@@ -81,8 +80,16 @@ def eligible(q, k, v, t_inv, vectors, snapshot_dtype) -> str | None:
         return f"head sizes other than {HEAD_DIM}"
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         return "q, k or v not contiguous"
+    if any(x.data_ptr() % 16 for x in (q, k, v)):
+        return "q, k or v not 16-byte aligned (TMA reads them)"
     if q.shape[0] > 1 and q.shape[1] % CHUNK_SIZE:
         return "batch rows with a ragged last chunk"
+    if GLUON_PROBLEM:
+        return GLUON_PROBLEM
+    if INTERPRET:
+        return "the interpreter runs no Gluon kernel"
+    if not (v.is_cuda and torch.cuda.get_device_capability(v.device) == (9, 0)):
+        return "not an sm_90 (Hopper) device"
     return None
 
 
@@ -116,7 +123,7 @@ class ListCall:
     the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start):
-        call_record.note_untracked_launch()     # these launches are not Launcher's: no plan may replay this call
+        call_record.note_unreplayable()         # these launches are not Launcher's: no plan may replay this key
         batch, tokens, key_heads, _ = q.shape
         value_heads = v.shape[2]
         self.q, self.beta, self.vectors, self.schedule, self.flags = q, beta, vectors, schedule, flags
@@ -263,7 +270,10 @@ if GLUON_PROBLEM is None:
                 q_scale = gl.sum(qf * 0.0, axis=1) + 1.0
             values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0))
+            # band_solve.log_decay_between's cap: a NaN (a cumulative sum past float32's range) stays NaN, so that
+            # the overflow reaches o and its flag
+            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
+                                      propagate_nan=tl.PropagateNan.ALL))
             q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
             p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
             p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
