@@ -119,22 +119,25 @@ def call(forward, tensors: dict, options: dict, design=(), key=None):
     with call_record.recording() as record:
         outputs = forward(**tensors, **options)
     if not record.replayable:       # a launch a plan cannot make (call_record.note_unreplayable)
-        with _lock:
-            _refused[key] = True
-            while len(_refused) > CACHE_SIZE:
-                _refused.popitem(last=False)
+        _refuse(key)
     elif record.complete:   # else a kernel compiled or tuned in this call: record the next one
         plan = build(record, tensors, outputs)
-        with _lock:
-            if plan is None:
-                _refused[key] = True
-                while len(_refused) > CACHE_SIZE:
-                    _refused.popitem(last=False)
-            else:
+        if plan is None:
+            _refuse(key)
+        else:
+            with _lock:
                 _plans[key] = plan
                 while len(_plans) > CACHE_SIZE:
                     _plans.popitem(last=False)
     return outputs
+
+
+def _refuse(key) -> None:
+    """Launch this key's calls from now on, unrecorded (the newest CACHE_SIZE refusals are kept)."""
+    with _lock:
+        _refused[key] = True
+        while len(_refused) > CACHE_SIZE:
+            _refused.popitem(last=False)
 
 
 def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
