@@ -223,17 +223,19 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
                              vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr, scale, NC,
                              H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
                              STAGES: gl.constexpr, HAS_STATE: gl.constexpr, num_warps: gl.constexpr,
-                             RECOMPUTE: gl.constexpr = False):
+                             RECOMPUTE: gl.constexpr = False, BATCHED: gl.constexpr = True):
     """output_list_kernel in Gluon (the same products and roundings): persistent over a chunk list, q, k, v, Tinv
     (and the snapshot, HAS_STATE) brought by TMA into STAGES stages, the next tiles' loads issued before this
     tile's products. X = round(beta e^gamma k_scale K) and round(beta V) are written over k and v in shared memory
     (k and v are used up by then); o leaves through TMA from q's buffer. RECOMPUTE: Tinv is not loaded but solved
-    here, band 1 (band1_inverse), and written into the stage's Tinv buffer for the product."""
+    here, band 1, and written into a Tinv buffer of its own for the product: with BATCHED as band_solve batches it
+    (one warp a 16 x 16 block, band1_inverse_batched), else block row by block row (band1_inverse)."""
     CHUNK: gl.constexpr = CHUNK_TOKENS
     q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, V], v_desc.layout)
-    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, CHUNK], t_desc.layout)
+    T_BUFFERS: gl.constexpr = 1 if (RECOMPUTE and BATCHED) else STAGES      # solved here: one buffer
+    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [T_BUFFERS, CHUNK, CHUNK], t_desc.layout)
     INVERSE_BYTES: gl.constexpr = 0 if RECOMPUTE else 2 * CHUNK * CHUNK
     if HAS_STATE:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, K, V], s_desc.layout)
@@ -247,6 +249,8 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
         mbarrier.init(bars.index(st), count=1)
+    if RECOMPUTE and BATCHED:
+        band1_zero_blocks(t_bufs.index(0), num_warps)          # the blocks outside band 1, once
     pid = gl.program_id(0)
     programs = gl.num_programs(0)
     my_tiles = (n_tiles - pid + programs - 1) // programs
@@ -304,14 +308,17 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
                 scratch = solve_scratch
             else:               # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
                 scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK], plain)
-            band1_inverse(a, scratch, num_warps)
-            t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
+            if BATCHED:
+                band1_inverse_batched(a, scratch, t_bufs.index(0), num_warps)
+            else:
+                band1_inverse(a, scratch, num_warps)
+                t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
             fence_async_shared()
             gl.thread_barrier()
         q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
         p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
         p_op = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
-        m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+        m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                           use_acc=False, is_async=True)
         gl.thread_barrier()                                     # every warp's read of v done
         v_smem.store(values)                                    # round(beta V) over v
@@ -400,6 +407,96 @@ def band1_inverse(a, scratch, num_warps: gl.constexpr):
 
 
 @gluon.jit
+def tf32_batch(x, y, mma3: gl.constexpr):
+    """x @ y for float32 [4, 16, 16] batches (one warp a block; mma_v2, tf32 operands, float32 sums)."""
+    a = gl.convert_layout(x, gl.DotOperandLayout(operand_index=0, parent=mma3, k_width=1))
+    b = gl.convert_layout(y, gl.DotOperandLayout(operand_index=1, parent=mma3, k_width=1))
+    return mma_v2(a, b, gl.zeros([4, 16, 16], gl.float32, layout=mma3), input_precision="tf32")
+
+
+@gluon.jit
+def four_slots(scratch, first):
+    """Slots first to first + 3 of a float32 [64, 64] scratch seen as sixteen [16, 16] slots: a [4, 16, 16] view
+    (through a flat view's row, since a slice's offset must be a multiple of its length)."""
+    lines = scratch._reinterpret(gl.float32, [16, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    return lines.index(first)._reinterpret(gl.float32, [4, 16, 16], gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+
+
+@gluon.jit
+def band1_zero_blocks(t_smem, num_warps: gl.constexpr):
+    """Zeros in the blocks of a [64, 64] Tinv buffer that band 1 leaves empty (band1_inverse_batched writes only the
+    diagonal blocks and those below them)."""
+    copy: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [2, num_warps // 2], [1, 0])
+    zero = gl.zeros([16, 16], gl.bfloat16, layout=copy)
+    for row in gl.static_range(4):
+        for col in gl.static_range(4):
+            if col > row or col < row - 1:
+                t_smem.slice(16 * row, 16, 0).slice(16 * col, 16, 1).store(zero)
+    gl.thread_barrier()
+
+
+@gluon.jit
+def band1_inverse_batched(a, scratch, t_smem, num_warps: gl.constexpr):
+    """band_solve's band-1 Tinv of A (float32 [64, 64], strictly lower) as band_solve batches it, one warp a 16 x 16
+    block: D = (I + N)^-1 for the four diagonal blocks N at once by doubling, then -D (A_b,b-1 D_b-1). `scratch`
+    (float32 [64, 64] shared memory, overwritten) holds A, then the blocks as [16, 16, 16] slots: 0 zero, 1-3 the
+    blocks below the diagonal ones, 4-7 the diagonal ones; D goes to slots 1-4 (so that slots 0-3 are D shifted by
+    one block), and D and the blocks below it to slots 8-15 for the copies into `t_smem` (bf16, its other blocks
+    zero from band1_zero_blocks)."""
+    gl.static_assert(num_warps == 4, "one warp a block")
+    mma3: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1, 1],
+                                                   instr_shape=[1, 16, 8])
+    copy: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [2, num_warps // 2], [1, 0])
+    plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+    flat = scratch._reinterpret(gl.float32, [256, 16], plain)         # slot s: rows 16 s to 16 s + 15
+    gl.thread_barrier()                                         # earlier readers of scratch are done
+    scratch.store(a)
+    gl.thread_barrier()
+    diag0 = scratch.slice(0, 16, 0).slice(0, 16, 1).load(copy)
+    diag1 = scratch.slice(16, 16, 0).slice(16, 16, 1).load(copy)
+    diag2 = scratch.slice(32, 16, 0).slice(32, 16, 1).load(copy)
+    diag3 = scratch.slice(48, 16, 0).slice(48, 16, 1).load(copy)
+    below1 = scratch.slice(16, 16, 0).slice(0, 16, 1).load(copy)
+    below2 = scratch.slice(32, 16, 0).slice(16, 16, 1).load(copy)
+    below3 = scratch.slice(48, 16, 0).slice(32, 16, 1).load(copy)
+    gl.thread_barrier()                                         # A is read: its memory holds the slots
+    flat.slice(0, 16, 0).store(gl.zeros([16, 16], gl.float32, layout=copy))
+    flat.slice(16, 16, 0).store(below1)
+    flat.slice(32, 16, 0).store(below2)
+    flat.slice(48, 16, 0).store(below3)
+    flat.slice(64, 16, 0).store(diag0)
+    flat.slice(80, 16, 0).store(diag1)
+    flat.slice(96, 16, 0).store(diag2)
+    flat.slice(112, 16, 0).store(diag3)
+    gl.thread_barrier()
+    below = four_slots(scratch, 0).load(gl.DotOperandLayout(operand_index=0, parent=mma3, k_width=1))
+    n = four_slots(scratch, 4).load(mma3)
+    ii = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, mma3)))
+    jj = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, mma3)))
+    eye = gl.where(ii[None, :, None] == jj[None, None, :], 1.0, 0.0)
+    n2 = tf32_batch(n, n, mma3)
+    n4 = tf32_batch(n2, n2, mma3)                               # independent of the next line
+    d = tf32_batch(eye - n, eye + n2, mma3)
+    n8 = tf32_batch(n4, n4, mma3)                               # independent of the next line
+    d = tf32_batch(d, eye + n4, mma3)
+    d = tf32_batch(d, eye + n8, mma3)
+    gl.thread_barrier()                                         # slots 1-4 are read
+    four_slots(scratch, 1).store(d)
+    four_slots(scratch, 8).store(d)
+    gl.thread_barrier()
+    d_prev = four_slots(scratch, 0).load(gl.DotOperandLayout(operand_index=1, parent=mma3, k_width=1))
+    product = mma_v2(below, d_prev, gl.zeros([4, 16, 16], gl.float32, layout=mma3), input_precision="tf32")
+    off = gl.zeros([4, 16, 16], gl.float32, layout=mma3) - tf32_batch(d, product, mma3)
+    four_slots(scratch, 12).store(off)
+    gl.thread_barrier()
+    for blk in gl.static_range(4):
+        row = t_smem.slice(16 * blk, 16, 0)
+        row.slice(16 * blk, 16, 1).store(flat.slice(16 * (8 + blk), 16, 0).load(copy).to(gl.bfloat16))
+        if blk > 0:
+            row.slice(16 * (blk - 1), 16, 1).store(flat.slice(16 * (12 + blk), 16, 0).load(copy).to(gl.bfloat16))
+
+
+@gluon.jit
 def issue_tile_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
                      snapshot_of_chunk_ptr, position, stage, live, NC, H: gl.constexpr, HV: gl.constexpr,
                      K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
@@ -437,15 +534,17 @@ def gluon_list_descriptors(q, k, v, t_inv, snapshots, o):
 
 
 def gluon_output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, variants, sms,
-                       recompute=False):
+                       recompute=False, batched=True):
     """The output pass in Gluon: one persistent launch a list (variants: (stages, programs an SM) for each);
-    recompute: band 1's Tinv solved in the kernel instead of read."""
+    recompute: band 1's Tinv solved in the kernel instead of read (batched: one warp a block, else block row by
+    block row)."""
     for has_state, (tiles, (stages, per_sm)) in enumerate(zip(lists, variants)):
         n_tiles = tiles.numel()
         if n_tiles:
             output_list_gluon_kernel[(min(n_tiles, per_sm * sms),)](
                 *descriptors, tiles, n_tiles, beta, vectors, schedule.snapshot_of_chunk, schedule.log_decay_since,
-                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4, RECOMPUTE=recompute)
+                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4, RECOMPUTE=recompute,
+                BATCHED=batched)
 
 
 def own_output_gluon(q, k, v, beta, t_inv, vectors, o, scale):
@@ -683,14 +782,16 @@ def compile_only():
                                                  CHUNK, stages, bool(has_state), num_warps=4, grid=(1,))
             reports.append(compile_report.kernel_report(f"output list stages {stages} state {bool(has_state)}",
                                                         {"num_warps": 4, "num_stages": stages}, compiled))
-    for has_state, stages, recompute in ((False, 2, False), (True, 1, False), (True, 2, False), (False, 2, True),
-                                         (True, 1, True)):
+    forms = ((False, 2, False, False), (True, 1, False, False), (True, 2, False, False), (False, 2, True, False),
+             (True, 1, True, False), (False, 2, True, True), (True, 1, True, True))
+    for has_state, stages, recompute, batched in forms:
         compiled = output_list_gluon_kernel.warmup(*gluon_list_descriptors(q, q, v, t_inv, snapshots, o), schedule_int,
                                                    4, beta, vectors, schedule_int, vectors, 0.1, 2, H, HV, DIM, DIM,
-                                                   stages, has_state, num_warps=4, RECOMPUTE=recompute, grid=(1,))
-        reports.append(compile_report.kernel_report(
-            f"gluon output list stages {stages} state {has_state}" + (" on-chip Tinv" if recompute else ""),
-            {"num_warps": 4, "STAGES": stages}, compiled))
+                                                   stages, has_state, num_warps=4, RECOMPUTE=recompute,
+                                                   BATCHED=batched, grid=(1,))
+        solve = (" on-chip Tinv" + (" batched" if batched else " by block rows")) if recompute else ""
+        reports.append(compile_report.kernel_report(f"gluon output list stages {stages} state {has_state}" + solve,
+                                                    {"num_warps": 4, "STAGES": stages}, compiled))
     reports += list_output_compile(q, v, t_inv, snapshots, beta, vectors, schedule_int)
     for report in reports:
         print(json.dumps(report))
@@ -885,10 +986,11 @@ def interpret_output_pass_check(tokens=256, seed=0):
     return row
 
 
-def measure_output_pass(tokens_list):
+def measure_output_pass(tokens_list, on_chip_only=False):
     """The product's output pass (chunk_output: every chunk, stored Tinv, vectors and snapshots, autotuned) against
     the persistent descriptor twin over the two chunk lists, on the benchmark's inputs and selection (budget 0.29);
-    the snapshots are random (the chain pass is not run: only the outputs' work is timed)."""
+    the snapshots are random (the chain pass is not run: only the outputs' work is timed). on_chip_only: the
+    product's pass and the Gluon lists, each reading Tinv and solving it (block rows, batched), nothing else."""
     from sparsegdn.triton import chunk_loads
     from sparsegdn.triton.chunk_output import chunk_output
 
@@ -913,7 +1015,7 @@ def measure_output_pass(tokens_list):
         o_twin = torch.empty_like(v)
         descriptors = output_list_descriptors(q, k, v, t_inv, snapshots, o_twin)
         runs = {}
-        for own, state in LIST_VARIANTS:
+        for own, state in () if on_chip_only else LIST_VARIANTS:
             def run(own=own, state=state):
                 output_lists(descriptors, lists[:1], beta, vectors, schedule, scale, n_chunks, stages=own[0],
                              per_sm=own[1], sms=sms, warps=own[2])
@@ -924,7 +1026,7 @@ def measure_output_pass(tokens_list):
             torch.cuda.synchronize()
             runs["twin_own{}x{}w{}_state{}x{}w{}".format(*own, *state)] = (run, relative_error(o_twin, o_product))
         gluon_descriptors = gluon_list_descriptors(q, k, v, t_inv, snapshots, o_twin)
-        for variants in GLUON_LIST_VARIANTS:
+        for variants in GLUON_LIST_VARIANTS[:1] if on_chip_only else GLUON_LIST_VARIANTS:
             def run(variants=variants):
                 gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
                                    variants=variants, sms=sms)
@@ -940,26 +1042,31 @@ def measure_output_pass(tokens_list):
         o_on_chip = run_product_on_chip()
         runs["product_on_chip"] = (run_product_on_chip, relative_error(o_on_chip, o_product))
 
-        def run_gluon_on_chip():
-            gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
-                               variants=GLUON_LIST_VARIANTS[0], sms=sms, recompute=True)
-        o_twin.fill_(float("nan"))
-        run_gluon_on_chip()
-        torch.cuda.synchronize()
-        runs["gluon_on_chip_own2x2_state1x2"] = (run_gluon_on_chip, relative_error(o_twin, o_on_chip))
+        for batched in (False, True):
+            def run_gluon_on_chip(batched=batched):
+                gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
+                                   variants=GLUON_LIST_VARIANTS[0], sms=sms, recompute=True, batched=batched)
+            o_twin.fill_(float("nan"))
+            run_gluon_on_chip()
+            torch.cuda.synchronize()
+            runs["gluon_on_chip_{}_own2x2_state1x2".format("batched" if batched else "rows")] = (
+                run_gluon_on_chip, relative_error(o_twin, o_on_chip))
         parts = {}                                     # each list alone, to see which one the pass waits for
-        for has_state, variant in [(0, LIST_VARIANTS[0][0])] + [(1, state) for _, state in LIST_VARIANTS]:
+        for has_state, variant in [] if on_chip_only else ([(0, LIST_VARIANTS[0][0])] +
+                                                           [(1, state) for _, state in LIST_VARIANTS]):
             def part(has_state=has_state, variant=variant):
                 chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
                 output_lists(descriptors, chosen, beta, vectors, schedule, scale, n_chunks, stages=variant[0],
                              per_sm=variant[1], sms=sms, warps=variant[2])
             parts[("state" if has_state else "own") + "_list_{}x{}w{}".format(*variant)] = part
         for has_state, variant in [(0, GLUON_LIST_VARIANTS[0][0])] + [(1, v[1]) for v in GLUON_LIST_VARIANTS]:
-            def part(has_state=has_state, variant=variant):
-                chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
-                gluon_output_lists(gluon_descriptors, chosen, beta, vectors, schedule, scale, n_chunks,
-                                   variants=(variant, variant), sms=sms)
-            parts[("gluon_state" if has_state else "gluon_own") + "_list_{}x{}".format(*variant)] = part
+            for recompute in (False, True):
+                def part(has_state=has_state, variant=variant, recompute=recompute):
+                    chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
+                    gluon_output_lists(gluon_descriptors, chosen, beta, vectors, schedule, scale, n_chunks,
+                                       variants=(variant, variant), sms=sms, recompute=recompute)
+                parts[("gluon_state" if has_state else "gluon_own") + "_list_{}x{}".format(*variant)
+                      + ("_batched_solve" if recompute else "")] = part
         timings = {"product_output_pass_ms": [], **{name + "_ms": [] for name in runs},
                    **{name + "_ms": [] for name in parts}}
         for _ in range(2):
@@ -982,6 +1089,8 @@ def main():
     parser.add_argument("--compile", action="store_true", help="compile the Gluon kernel for sm_90 only (no GPU)")
     parser.add_argument("--output-pass", action="store_true",
                         help="the whole output pass: the product's against the persistent twin over chunk lists")
+    parser.add_argument("--on-chip-only", action="store_true",
+                        help="with --output-pass: only the product's pass and the Gluon lists reading or solving Tinv")
     parser.add_argument("--interpret-check", action="store_true",
                         help="the Triton twins against torch on the CPU (with TRITON_INTERPRET=1)")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
@@ -989,7 +1098,7 @@ def main():
     if args.interpret_check:
         result = [*interpret_check(), interpret_output_pass_check()]
     elif args.output_pass:
-        result = measure_output_pass(args.tokens)
+        result = measure_output_pass(args.tokens, args.on_chip_only)
     else:
         result = compile_only() if args.compile else measure(args.tokens)
     if args.out:
