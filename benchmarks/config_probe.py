@@ -144,6 +144,14 @@ VARIANTS = {
                                              "warm_up": 20.0},
     "list-outputs-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 128, "warm_up": 20.0},
+    # The same with band 1's Tinv not stored by pass 1 but solved in the list kernels (gluon_band_solve:
+    # benchmarks/gluon_probe.py --output-pass --on-chip-only, 1.87 against 1.27 ms reading it at 128K).
+    "list-outputs-solved": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
+                            "list_outputs": True},
+    "list-outputs-solved-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
+                                        "list_outputs": True, "segment": 256, "warm_up": 20.0},
+    "two-launches-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
+                                 "segment": 256, "warm_up": 20.0},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
     # registers capped at 128 (both the default since 2026-12-03, batch 19: event_prepare's docstring), and folded
     # without the cap. compile_report at 4K: 232 registers unfolded, 150 folded, 128 capped (14 local-memory ops).

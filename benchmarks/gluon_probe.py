@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import kernel_bench                                             # noqa: E402
 from sparsegdn.config import CHUNK_SIZE as CHUNK               # noqa: E402
+from sparsegdn.triton.gluon_band_solve import band_inverse_batched, band_zero_blocks  # noqa: E402
 from sparsegdn.triton.chunk_loads import mma, mma_into, round_to  # noqa: E402  (the interpreter's bf16 products)
 from sparsegdn.reference import relative_error                # noqa: E402
 
@@ -229,7 +230,7 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     tile's products. X = round(beta e^gamma k_scale K) and round(beta V) are written over k and v in shared memory
     (k and v are used up by then); o leaves through TMA from q's buffer. RECOMPUTE: Tinv is not loaded but solved
     here, band 1, and written into a Tinv buffer of its own for the product: with BATCHED as band_solve batches it
-    (one warp a 16 x 16 block, band1_inverse_batched), else block row by block row (band1_inverse)."""
+    (one warp a 16 x 16 block: the product's gluon_band_solve), else block row by block row (band1_inverse)."""
     CHUNK: gl.constexpr = CHUNK_TOKENS
     q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
@@ -250,7 +251,7 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     for st in gl.static_range(STAGES):
         mbarrier.init(bars.index(st), count=1)
     if RECOMPUTE and BATCHED:
-        band1_zero_blocks(t_bufs.index(0), num_warps)          # the blocks outside band 1, once
+        band_zero_blocks(t_bufs.index(0), 1, num_warps)          # the blocks outside band 1, once
     pid = gl.program_id(0)
     programs = gl.num_programs(0)
     my_tiles = (n_tiles - pid + programs - 1) // programs
@@ -309,7 +310,7 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
             else:               # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
                 scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK], plain)
             if BATCHED:
-                band1_inverse_batched(a, scratch, t_bufs.index(0), num_warps)
+                band_inverse_batched(a, scratch, t_bufs.index(0), 1, num_warps)
             else:
                 band1_inverse(a, scratch, num_warps)
                 t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
@@ -404,96 +405,6 @@ def band1_inverse(a, scratch, num_warps: gl.constexpr):
                 row.slice(16 * col, 16, 1).store(zero)
         d_prev = d
     gl.thread_barrier()
-
-
-@gluon.jit
-def tf32_batch(x, y, mma3: gl.constexpr):
-    """x @ y for float32 [4, 16, 16] batches (one warp a block; mma_v2, tf32 operands, float32 sums)."""
-    a = gl.convert_layout(x, gl.DotOperandLayout(operand_index=0, parent=mma3, k_width=1))
-    b = gl.convert_layout(y, gl.DotOperandLayout(operand_index=1, parent=mma3, k_width=1))
-    return mma_v2(a, b, gl.zeros([4, 16, 16], gl.float32, layout=mma3), input_precision="tf32")
-
-
-@gluon.jit
-def four_slots(scratch, first):
-    """Slots first to first + 3 of a float32 [64, 64] scratch seen as sixteen [16, 16] slots: a [4, 16, 16] view
-    (through a flat view's row, since a slice's offset must be a multiple of its length)."""
-    lines = scratch._reinterpret(gl.float32, [16, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    return lines.index(first)._reinterpret(gl.float32, [4, 16, 16], gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
-
-
-@gluon.jit
-def band1_zero_blocks(t_smem, num_warps: gl.constexpr):
-    """Zeros in the blocks of a [64, 64] Tinv buffer that band 1 leaves empty (band1_inverse_batched writes only the
-    diagonal blocks and those below them)."""
-    copy: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [2, num_warps // 2], [1, 0])
-    zero = gl.zeros([16, 16], gl.bfloat16, layout=copy)
-    for row in gl.static_range(4):
-        for col in gl.static_range(4):
-            if col > row or col < row - 1:
-                t_smem.slice(16 * row, 16, 0).slice(16 * col, 16, 1).store(zero)
-    gl.thread_barrier()
-
-
-@gluon.jit
-def band1_inverse_batched(a, scratch, t_smem, num_warps: gl.constexpr):
-    """band_solve's band-1 Tinv of A (float32 [64, 64], strictly lower) as band_solve batches it, one warp a 16 x 16
-    block: D = (I + N)^-1 for the four diagonal blocks N at once by doubling, then -D (A_b,b-1 D_b-1). `scratch`
-    (float32 [64, 64] shared memory, overwritten) holds A, then the blocks as [16, 16, 16] slots: 0 zero, 1-3 the
-    blocks below the diagonal ones, 4-7 the diagonal ones; D goes to slots 1-4 (so that slots 0-3 are D shifted by
-    one block), and D and the blocks below it to slots 8-15 for the copies into `t_smem` (bf16, its other blocks
-    zero from band1_zero_blocks)."""
-    gl.static_assert(num_warps == 4, "one warp a block")
-    mma3: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1, 1],
-                                                   instr_shape=[1, 16, 8])
-    copy: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [2, num_warps // 2], [1, 0])
-    plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-    flat = scratch._reinterpret(gl.float32, [256, 16], plain)         # slot s: rows 16 s to 16 s + 15
-    gl.thread_barrier()                                         # earlier readers of scratch are done
-    scratch.store(a)
-    gl.thread_barrier()
-    diag0 = scratch.slice(0, 16, 0).slice(0, 16, 1).load(copy)
-    diag1 = scratch.slice(16, 16, 0).slice(16, 16, 1).load(copy)
-    diag2 = scratch.slice(32, 16, 0).slice(32, 16, 1).load(copy)
-    diag3 = scratch.slice(48, 16, 0).slice(48, 16, 1).load(copy)
-    below1 = scratch.slice(16, 16, 0).slice(0, 16, 1).load(copy)
-    below2 = scratch.slice(32, 16, 0).slice(16, 16, 1).load(copy)
-    below3 = scratch.slice(48, 16, 0).slice(32, 16, 1).load(copy)
-    gl.thread_barrier()                                         # A is read: its memory holds the slots
-    flat.slice(0, 16, 0).store(gl.zeros([16, 16], gl.float32, layout=copy))
-    flat.slice(16, 16, 0).store(below1)
-    flat.slice(32, 16, 0).store(below2)
-    flat.slice(48, 16, 0).store(below3)
-    flat.slice(64, 16, 0).store(diag0)
-    flat.slice(80, 16, 0).store(diag1)
-    flat.slice(96, 16, 0).store(diag2)
-    flat.slice(112, 16, 0).store(diag3)
-    gl.thread_barrier()
-    below = four_slots(scratch, 0).load(gl.DotOperandLayout(operand_index=0, parent=mma3, k_width=1))
-    n = four_slots(scratch, 4).load(mma3)
-    ii = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, mma3)))
-    jj = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, mma3)))
-    eye = gl.where(ii[None, :, None] == jj[None, None, :], 1.0, 0.0)
-    n2 = tf32_batch(n, n, mma3)
-    n4 = tf32_batch(n2, n2, mma3)                               # independent of the next line
-    d = tf32_batch(eye - n, eye + n2, mma3)
-    n8 = tf32_batch(n4, n4, mma3)                               # independent of the next line
-    d = tf32_batch(d, eye + n4, mma3)
-    d = tf32_batch(d, eye + n8, mma3)
-    gl.thread_barrier()                                         # slots 1-4 are read
-    four_slots(scratch, 1).store(d)
-    four_slots(scratch, 8).store(d)
-    gl.thread_barrier()
-    d_prev = four_slots(scratch, 0).load(gl.DotOperandLayout(operand_index=1, parent=mma3, k_width=1))
-    product = mma_v2(below, d_prev, gl.zeros([4, 16, 16], gl.float32, layout=mma3), input_precision="tf32")
-    off = gl.zeros([4, 16, 16], gl.float32, layout=mma3) - tf32_batch(d, product, mma3)
-    four_slots(scratch, 12).store(off)
-    gl.thread_barrier()
-    for blk in gl.static_range(4):
-        row = t_smem.slice(16 * blk, 16, 0)
-        row.slice(16 * blk, 16, 1).store(flat.slice(16 * (8 + blk), 16, 0).load(copy).to(gl.bfloat16))
-        if blk > 0:
-            row.slice(16 * (blk - 1), 16, 1).store(flat.slice(16 * (12 + blk), 16, 0).load(copy).to(gl.bfloat16))
 
 
 @gluon.jit
@@ -816,12 +727,15 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                        TensorDescriptor.from_tensor(s_.view(-1, DIM), [DIM, DIM], state),
                        TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide))
         for has_state, (stages, _) in ((False, list_output.OWN_LAUNCH), (True, list_output.STATE_LAUNCH)):
-            compiled = list_output.list_output_kernel.warmup(
-                *descriptors, ints, ints, ints.numel(), beta.to(dtype), *beta.stride(), vectors, ints, vectors, flags,
-                0.1, q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, num_warps=4, grid=(1,))
-            reports.append(compile_report.kernel_report(
-                f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}", {"num_warps": 4, "STAGES": stages},
-                compiled))
+            for solve, band in ((False, 1), (True, 1), (True, 0)):
+                compiled = list_output.list_output_kernel.warmup(
+                    *descriptors, ints, ints, ints.numel(), beta.to(dtype), *beta.stride(), vectors, ints, vectors,
+                    flags, 0.1, q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, solve, band,
+                    num_warps=4, grid=(1,))
+                solved = f" solving band {band}" if solve else ""
+                reports.append(compile_report.kernel_report(
+                    f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}{solved}",
+                    {"num_warps": 4, "STAGES": stages}, compiled))
     return reports
 
 

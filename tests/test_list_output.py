@@ -43,9 +43,12 @@ def test_eligible_names_what_it_refuses(monkeypatch):
     v = torch.zeros(1, 128, 4, 128, dtype=torch.bfloat16)
     stored = torch.zeros(1)
 
-    def reason(q=q, k=q, v=v, t_inv=stored, vectors=stored, dtype=torch.bfloat16):
-        return list_output.eligible(q, k, v, t_inv, vectors, dtype)
-    assert reason(t_inv=None) == reason(vectors=None) == "Tinv and the chunk vectors are not stored by pass 1"
+    def reason(q=q, k=q, v=v, t_inv=stored, vectors=stored, dtype=torch.bfloat16, band=1):
+        return list_output.eligible(q, k, v, t_inv, vectors, dtype, band)
+    assert reason(vectors=None) == "the chunk vectors are not stored by pass 1"
+    assert reason(t_inv=None, band=2) == reason(t_inv=None, band=3) == (
+        "Tinv not stored by pass 1 for a band above 1 (solved here only for bands 0 and 1)")
+    assert reason(t_inv=None, band=1) == reason(t_inv=None, band=0) == reason(band=3)    # solved or read: the machine
     assert reason(q=q.float(), k=q.float(), v=v.float(), dtype=torch.float32).startswith("inputs other than")
     assert reason(dtype=torch.float16).startswith("inputs other than")
     assert reason(q=q[..., :64], k=q[..., :64]) == "head sizes other than 128"

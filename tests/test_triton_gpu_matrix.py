@@ -434,16 +434,21 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
                (1, 50, 2, 4, 128, 128, 1, True, torch.bfloat16), (1, 4096, 16, 32, 128, 128, 1, False, torch.bfloat16)]
 
 
-LIST_CASES = ([(shape, side_stream, True) for shape in LIST_SHAPES for side_stream in (True, False)]
-              + [(LIST_SHAPES[1], True, False), (LIST_SHAPES[2], False, False)])    # raw keys (NORMALIZE off)
+# (shape, side stream, normalize, Tinv stored by pass 1): without it the lists solve bands 0 and 1 themselves
+# (gluon_band_solve) and chunk_output solves on chip too; band 3 unstored is refused (chunk_output writes it).
+LIST_CASES = ([(shape, side_stream, True, True) for shape in LIST_SHAPES for side_stream in (True, False)]
+              + [(LIST_SHAPES[1], True, False, True), (LIST_SHAPES[2], False, False, True)]  # raw keys (NORMALIZE off)
+              + [(shape, False, True, False) for shape in LIST_SHAPES if shape[6] <= 1]
+              + [(LIST_SHAPES[1], True, False, False)])
 
 
-@pytest.mark.parametrize("shape,side_stream,normalize", LIST_CASES, ids=[
+@pytest.mark.parametrize("shape,side_stream,normalize,stored", LIST_CASES, ids=[
     f"{_case_id(shape)}-{'side' if side else 'one'}-stream{'' if normalize else '-raw-keys'}"
-    for shape, side, normalize in LIST_CASES])
-def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, monkeypatch):
+    f"{'' if stored else '-solved'}" for shape, side, normalize, stored in LIST_CASES])
+def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stored, monkeypatch):
     """The output pass over chunk lists (list_output.py, Gluon) against its twin chunk_output in the two launches
-    with stored Tinv and vectors: o within 2e-4 (the same products and roundings; 1.4e-5 measured), the final state
+    with the vectors stored, and Tinv stored or solved by both (bands 0 and 1): o within 2e-4 (the same products and
+    roundings; 1.4e-5 measured), the final state
     bit for bit (the lists do not touch it), both within the tolerance of the torch backend; the list launches ran
     (a spy) and wrote every chunk (o's allocation filled with NaN); the zero-state list beside the chain pass on its
     own stream or after it. The stage hook syncs after every pass, so the call is made again without it (twice: the
@@ -453,7 +458,7 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, monk
     if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the list outputs need Gluon on an sm_90 device")
     monkeypatch.setattr(forward, "OVERLAP", False)
-    monkeypatch.setattr(forward, "STORE_INVERSE", True)
+    monkeypatch.setattr(forward, "STORE_INVERSE", stored)
     monkeypatch.setattr(forward, "STORE_VECTORS", True)
     monkeypatch.setattr(list_output, "SIDE_STREAM", side_stream)
     ran = []

@@ -217,10 +217,12 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     lists = None
-    if list_output_module.LIST_OUTPUTS and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype) is None:
+    if (list_output_module.LIST_OUTPUTS
+            and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype, band) is None):
         lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
                                             normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
-                                            zero_start=chunk_output_module.zero_start(initial_state is not None))
+                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
+                                            band=band)
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
                                         warm_up=warm_up)

@@ -34,6 +34,7 @@ import triton.language as tl
 
 from . import call_record
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
+from .gluon_band_solve import band_inverse_batched, band_zero_blocks
 
 # Off by default. On the H200 (2026-12-04, benchmarks/config_probe.py --timed, backend entry, benchmark inputs,
 # budget 0.29, band 1; analysis/results/overlap/batch22) the two launches with these outputs took 4.75 ms at 128K
@@ -67,11 +68,13 @@ except ImportError as error:                # pragma: no cover - depends on the 
     GLUON_PROBLEM = f"Gluon unavailable ({error})"
 
 
-def eligible(q, k, v, t_inv, vectors, snapshot_dtype) -> str | None:
+def eligible(q, k, v, t_inv, vectors, snapshot_dtype, band) -> str | None:
     """None when this path can write the outputs of these tensors, else why not (chunk_output writes them). The
-    tensors' own conditions first, then the machine's."""
-    if t_inv is None or vectors is None:
-        return "Tinv and the chunk vectors are not stored by pass 1"
+    tensors' own conditions first, then the machine's. t_inv None: bands 0 and 1 are solved here."""
+    if vectors is None:
+        return "the chunk vectors are not stored by pass 1"
+    if t_inv is None and band > 1:
+        return "Tinv not stored by pass 1 for a band above 1 (solved here only for bands 0 and 1)"
     if FOLD_SCALES:
         return "FOLD_SCALES rounds M differently"
     if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype == snapshot_dtype):
@@ -122,7 +125,8 @@ class ListCall:
     stream of its own, issued after the chain pass so that its programs take the SMs the chains leave); `with_state`
     the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
-    def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start):
+    def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
+                 band):
         call_record.note_unreplayable()         # these launches are not Launcher's: no plan may replay this key
         batch, tokens, key_heads, _ = q.shape
         value_heads = v.shape[2]
@@ -130,6 +134,10 @@ class ListCall:
         self.scale, self.normalize, self.tokens = float(scale), normalize, tokens
         self.key_heads, self.value_heads = key_heads, value_heads
         self.o = call_record.empty(batch, tokens, value_heads, HEAD_DIM, device=q.device, dtype=out_dtype)
+        self.solve = t_inv is None              # Tinv's bands 0 to `band` solved in the kernel (not stored)
+        self.band = band
+        if self.solve:                          # no Tinv read: a stand-in of the type for its descriptor
+            t_inv = torch.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = chunk_lists(schedule, zero_start)
         element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
         self.element = element
@@ -178,7 +186,8 @@ class ListCall:
             q_desc, k_desc, v_desc, t_desc, snapshots_desc, o_desc, self.tiles, self.own_count, self.tiles.numel(),
             self.beta, *self.beta.stride(), self.vectors, self.schedule.snapshot_of_chunk,
             self.schedule.log_decay_since, self.flags, self.scale, self.tokens, n_chunks, self.key_heads,
-            self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, num_warps=4)
+            self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, self.solve,
+            min(self.band, 1), num_warps=4)
 
     def _state_descriptor(self, rows):
         layout = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], self.element)
@@ -191,27 +200,36 @@ if GLUON_PROBLEM is None:
                            beta_sb, beta_st, beta_sh, vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr,
                            flags_ptr, scale, T, NC, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr,
                            V: gl.constexpr, NORMALIZE: gl.constexpr, STAGES: gl.constexpr, HAS_STATE: gl.constexpr,
-                           FLAG: gl.constexpr, num_warps: gl.constexpr):
+                           FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, num_warps: gl.constexpr):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
         Persistent: program pid takes the list's positions pid, pid + programs, ...; the tiles of the position
         STAGES - 1 ahead are loaded (TMA, one mbarrier a stage) before this one's products. round(beta V) is written
         over v and X = round(beta e^gamma k_scale K) over k in shared memory once they are read; o leaves by TMA
-        from q's buffer."""
+        from q's buffer. SOLVE: Tinv's bands 0 to BAND are solved here from the k tile (gluon_band_solve, band_solve's
+        products and roundings) into one buffer, instead of read; the solve's float32 scratch is q's buffer in the
+        zero-state list (q is used up by then) and 16 KB of its own in the other."""
         CHUNK: gl.constexpr = 64
         dtype: gl.constexpr = q_desc.dtype
         q_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], q_desc.layout)
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], k_desc.layout)
         v_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, V], v_desc.layout)
-        t_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, CHUNK], t_desc.layout)
+        T_BUFFERS: gl.constexpr = 1 if SOLVE else STAGES
+        t_bufs = gl.allocate_shared_memory(dtype, [T_BUFFERS, CHUNK, CHUNK], t_desc.layout)
+        INVERSE_BYTES: gl.constexpr = 0 if SOLVE else 2 * CHUNK * CHUNK
         if HAS_STATE:
             s_bufs = gl.allocate_shared_memory(dtype, [STAGES, K, V], s_desc.layout)
-            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK) + 2 * K * V
+            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES + 2 * K * V
         else:
             s_bufs = t_bufs                                         # unused
-            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V + CHUNK)
+            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES
+        if SOLVE and HAS_STATE:             # q is read again by the state's part: a scratch of its own
+            solve_scratch = gl.allocate_shared_memory(gl.float32, [CHUNK, CHUNK],
+                                                      gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for st in gl.static_range(STAGES):
             mbarrier.init(bars.index(st), count=1)
+        if SOLVE:
+            band_zero_blocks(t_bufs.index(0), BAND, num_warps)      # the blocks outside the band, once
         own_count = gl.load(own_count_ptr)
         if HAS_STATE:
             begin = own_count
@@ -226,7 +244,7 @@ if GLUON_PROBLEM is None:
         for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, begin + pid + first * programs, first, first < my_tiles,
-                         T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+                         T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
 
         acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                         instr_shape=[16, CHUNK, 16])
@@ -248,7 +266,7 @@ if GLUON_PROBLEM is None:
             tma.store_wait(0)                                       # and the o that left from it has left
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, begin + pid + ahead * programs, ahead % STAGES,
-                         ahead < my_tiles, T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE)
+                         ahead < my_tiles, T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
             base = tile.to(gl.int64) * 2 * CHUNK                    # this chunk's vectors: gamma, k's inverse norms
             gamma_i = gl.load(vectors_ptr + base + i)
             gamma_j = gl.load(vectors_ptr + base + j)
@@ -274,10 +292,28 @@ if GLUON_PROBLEM is None:
             # the overflow reaches o and its flag
             decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
                                       propagate_nan=tl.PropagateNan.ALL))
+            if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv
+                kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)),
+                                   gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
+                token_i = c * CHUNK + i
+                beta_i = gl.load(beta_ptr + b * beta_sb + token_i * beta_st + hv * beta_sh, mask=token_i < T,
+                                 other=0.0).to(gl.float32)
+                k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
+                kk = warpgroup_mma_wait(num_outstanding=0, deps=(kk,))
+                a = gl.where(i[:, None] > j[None, :],
+                             kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay, 0.0)
+                if HAS_STATE:
+                    scratch = solve_scratch
+                else:       # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
+                    scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK],
+                                                  gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+                band_inverse_batched(a, scratch, t_bufs.index(0), BAND, num_warps)
+                fence_async_shared()
+                gl.thread_barrier()
             q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
             p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
             p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
-            m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+            m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                               use_acc=False, is_async=True)
             gl.thread_barrier()                                     # every warp's read of v done
             v_smem.store(values)                                    # round(beta V) over v
@@ -324,7 +360,8 @@ if GLUON_PROBLEM is None:
     @gluon.jit
     def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
                      snapshot_of_chunk_ptr, position, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
-                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr):
+                     K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
+                     SOLVE: gl.constexpr):
         """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false)."""
         CHUNK: gl.constexpr = 64
         tile = gl.load(tiles_ptr + position, mask=live, other=0)
@@ -339,7 +376,8 @@ if GLUON_PROBLEM is None:
         tma.async_copy_global_to_shared(q_desc, [token, head], bar, q_bufs.index(stage), pred=live)
         tma.async_copy_global_to_shared(k_desc, [token, head], bar, k_bufs.index(stage), pred=live)
         tma.async_copy_global_to_shared(v_desc, [token, hv * V], bar, v_bufs.index(stage), pred=live)
-        tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
+        if not SOLVE:
+            tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
         if HAS_STATE:
             snapshot = gl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0)
             tma.async_copy_global_to_shared(s_desc, [snapshot * K, 0], bar, s_bufs.index(stage), pred=live)
