@@ -55,6 +55,10 @@ STATE_LAUNCH = (1, 2)
 # its programs stream at full bandwidth beside the latency-bound chains and slow them more than they fill.
 # SPARSEGDN_LIST_SIDE_STREAM=1 turns it on.
 SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
+# Each program claims its next chunk from its list's counter (an atomic add) instead of taking a fixed share
+# (pid, pid + programs, ...): beside the chain pass (SIDE_STREAM) programs that find no SM free until the chains'
+# programs end take fewer chunks instead of holding the list back. SPARSEGDN_LIST_CLAIM=0 gives fixed shares.
+CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "1") == "1"
 HEAD_DIM = 128
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
@@ -139,6 +143,7 @@ class ListCall:
         if self.solve:                          # no Tinv read: a stand-in of the type for its descriptor
             t_inv = torch.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = chunk_lists(schedule, zero_start)
+        self.claims = call_record.zeros(2, dtype=torch.int32, device=q.device)     # each list's next position
         element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
         self.element = element
         wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
@@ -187,7 +192,7 @@ class ListCall:
             self.beta, *self.beta.stride(), self.vectors, self.schedule.snapshot_of_chunk,
             self.schedule.log_decay_since, self.flags, self.scale, self.tokens, n_chunks, self.key_heads,
             self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, self.solve,
-            min(self.band, 1), num_warps=4)
+            min(self.band, 1), self.claims, CLAIM, num_warps=4)
 
     def _state_descriptor(self, rows):
         layout = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], self.element)
@@ -200,7 +205,8 @@ if GLUON_PROBLEM is None:
                            beta_sb, beta_st, beta_sh, vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr,
                            flags_ptr, scale, T, NC, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr,
                            V: gl.constexpr, NORMALIZE: gl.constexpr, STAGES: gl.constexpr, HAS_STATE: gl.constexpr,
-                           FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, num_warps: gl.constexpr):
+                           FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, claims_ptr,
+                           CLAIM: gl.constexpr, num_warps: gl.constexpr):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
         Persistent: program pid takes the list's positions pid, pid + programs, ...; the tiles of the position
         STAGES - 1 ahead are loaded (TMA, one mbarrier a stage) before this one's products. round(beta V) is written
@@ -237,14 +243,14 @@ if GLUON_PROBLEM is None:
         else:
             begin = own_count * 0
             end = own_count
+        gl.static_assert(STAGES <= 2, "one or two stages (the next position is claimed one tile ahead)")
         pid = gl.program_id(0)
         programs = gl.num_programs(0)
-        my_tiles = (end - begin - pid + programs - 1) // programs
-
-        for first in gl.static_range(STAGES - 1):                   # the prologue: the first STAGES - 1 tiles
+        position = _next_position(claims_ptr, begin, pid, programs, 0, CLAIM, HAS_STATE)
+        if STAGES == 2:                                             # the prologue: the first tile's loads
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
-                         tiles_ptr, snapshot_of_chunk_ptr, begin + pid + first * programs, first, first < my_tiles,
-                         T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
+                         tiles_ptr, snapshot_of_chunk_ptr, position, 0, position < end, T, NC, H, HV, K, V,
+                         TILE_BYTES, HAS_STATE, SOLVE)
 
         acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                         instr_shape=[16, CHUNK, 16])
@@ -255,18 +261,22 @@ if GLUON_PROBLEM is None:
         j = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, acc64))
         r = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, rows_layout))
         causal = i[:, None] >= j[None, :]
-        for n in range(my_tiles):
-            tile = gl.load(tiles_ptr + begin + pid + n * programs)
+        n = 0
+        while position < end:
+            tile = gl.load(tiles_ptr + position)
             row = tile // NC
             b = row // HV
             hv = row % HV
             c = tile % NC
-            ahead = n + STAGES - 1
+            if STAGES == 2:                                         # the next tile's loads before this one's work
+                ahead = _next_position(claims_ptr, begin, pid, programs, n + 1, CLAIM, HAS_STATE)
+            else:
+                ahead = position
             gl.thread_barrier()                                     # the stage about to be loaded is read by all
             tma.store_wait(0)                                       # and the o that left from it has left
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
-                         tiles_ptr, snapshot_of_chunk_ptr, begin + pid + ahead * programs, ahead % STAGES,
-                         ahead < my_tiles, T, NC, H, HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
+                         tiles_ptr, snapshot_of_chunk_ptr, ahead, (n + STAGES - 1) % STAGES, ahead < end, T, NC, H,
+                         HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
             base = tile.to(gl.int64) * 2 * CHUNK                    # this chunk's vectors: gamma, k's inverse norms
             gamma_i = gl.load(vectors_ptr + base + i)
             gamma_j = gl.load(vectors_ptr + base + j)
@@ -353,9 +363,22 @@ if GLUON_PROBLEM is None:
             fence_async_shared()
             gl.thread_barrier()
             tma.async_copy_shared_to_global(o_desc, [b * T + c * CHUNK, hv * V], q_smem)
+            if STAGES == 2:
+                position = ahead
+            else:
+                position = _next_position(claims_ptr, begin, pid, programs, n + 1, CLAIM, HAS_STATE)
+            n += 1
         tma.store_wait(0)
         for st in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(st))
+
+    @gluon.jit
+    def _next_position(claims_ptr, begin, pid, programs, n, CLAIM: gl.constexpr, HAS_STATE: gl.constexpr):
+        """The list position of a program's n-th tile: claimed from the list's counter (CLAIM: the programs that
+        start late take fewer tiles), else pid + n programs on (a fixed share each)."""
+        if CLAIM:
+            return begin + gl.atomic_add(claims_ptr + HAS_STATE, 1)
+        return begin + pid + n * programs
 
     @gluon.jit
     def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
