@@ -163,6 +163,11 @@ VARIANTS = {
                                                             "SPARSEGDN_LIST_SIDE_STREAM": "1"},
                                                     "overlap": False, "store": False, "list_outputs": True,
                                                     "segment": 256, "warm_up": 20.0},
+    "list-outputs-solved-side-stream-fixed-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
+                                                                  "SPARSEGDN_LIST_SIDE_STREAM": "1",
+                                                                  "SPARSEGDN_LIST_CLAIM": "0"},
+                                                          "overlap": False, "store": False, "list_outputs": True,
+                                                          "segment": 256, "warm_up": 20.0},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
     # registers capped at 128 (both the default since 2026-12-03, batch 19: event_prepare's docstring), and folded
     # without the cap. compile_report at 4K: 232 registers unfolded, 150 folded, 128 capped (14 local-memory ops).
