@@ -169,6 +169,12 @@ VARIANTS = {
     "list-outputs-solved-warm-up-256-fixed": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "0"},
                                               "overlap": False, "store": False, "list_outputs": True,
                                               "segment": 256, "warm_up": 20.0},
+    # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised): the list calls get no launch plan (their
+    # launches are not Launcher's), so without a graph the host launches every kernel of each call.
+    "list-outputs-warm-up-256-fixed-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "0"},
+                                                 "overlap": False, "store": True, "list_outputs": True,
+                                                 "segment": 256, "warm_up": 20.0, "graph": True,
+                                                 "graph_max_tokens": 32768, "timing_only": True},
     "list-outputs-solved-side-stream-fixed-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
                                                                   "SPARSEGDN_LIST_SIDE_STREAM": "1",
                                                                   "SPARSEGDN_LIST_CLAIM": "0"},
