@@ -145,41 +145,33 @@ VARIANTS = {
     "list-outputs-warm-up-128": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                  "list_outputs": True, "segment": 128, "warm_up": 20.0},
     # The same with band 1's Tinv not stored by pass 1 but solved in the list kernels (gluon_band_solve:
-    # benchmarks/gluon_probe.py --output-pass --on-chip-only, 1.87 against 1.27 ms reading it at 128K).
+    # benchmarks/gluon_probe.py --output-pass --on-chip-only, 1.87 against 1.27 ms reading it at 128K), and the
+    # two launches with chunk_output solving it. The lists' programs take fixed shares of their list; "-claim" has
+    # them claim chunks from a counter (list_output.CLAIM). In batch 23 CLAIM was on by default for calls 4-6, so
+    # there the names without "-claim" or "-fixed" ran claims and the "-fixed" names (now these) fixed shares.
     "list-outputs-solved": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
                             "list_outputs": True},
     "list-outputs-solved-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
                                         "list_outputs": True, "segment": 256, "warm_up": 20.0},
     "two-launches-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": False,
                                  "segment": 256, "warm_up": 20.0},
-    # The zero-state list beside the chain pass on a stream of its own, its programs claiming chunks from a counter
-    # (list_output.CLAIM, the default) or taking fixed shares ("-fixed", batch 22's form).
     "list-outputs-solved-side-stream": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_SIDE_STREAM": "1"},
                                         "overlap": False, "store": False, "list_outputs": True},
-    "list-outputs-solved-side-stream-fixed": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
-                                                      "SPARSEGDN_LIST_SIDE_STREAM": "1", "SPARSEGDN_LIST_CLAIM": "0"},
-                                              "overlap": False, "store": False, "list_outputs": True},
     "list-outputs-solved-side-stream-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
                                                             "SPARSEGDN_LIST_SIDE_STREAM": "1"},
                                                     "overlap": False, "store": False, "list_outputs": True,
                                                     "segment": 256, "warm_up": 20.0},
-    "list-outputs-warm-up-256-fixed": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "0"},
+    "list-outputs-warm-up-256-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "1"},
                                        "overlap": False, "store": True, "list_outputs": True, "segment": 256,
                                        "warm_up": 20.0},
-    "list-outputs-solved-warm-up-256-fixed": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "0"},
-                                              "overlap": False, "store": False, "list_outputs": True,
-                                              "segment": 256, "warm_up": 20.0},
+    "list-outputs-solved-side-stream-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
+                                                      "SPARSEGDN_LIST_SIDE_STREAM": "1", "SPARSEGDN_LIST_CLAIM": "1"},
+                                              "overlap": False, "store": False, "list_outputs": True},
     # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised): the list calls get no launch plan (their
     # launches are not Launcher's), so without a graph the host launches every kernel of each call.
-    "list-outputs-warm-up-256-fixed-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_CLAIM": "0"},
-                                                 "overlap": False, "store": True, "list_outputs": True,
-                                                 "segment": 256, "warm_up": 20.0, "graph": True,
-                                                 "graph_max_tokens": 32768, "timing_only": True},
-    "list-outputs-solved-side-stream-fixed-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
-                                                                  "SPARSEGDN_LIST_SIDE_STREAM": "1",
-                                                                  "SPARSEGDN_LIST_CLAIM": "0"},
-                                                          "overlap": False, "store": False, "list_outputs": True,
-                                                          "segment": 256, "warm_up": 20.0},
+    "list-outputs-warm-up-256-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
+                                           "list_outputs": True, "segment": 256, "warm_up": 20.0, "graph": True,
+                                           "graph_max_tokens": 32768, "timing_only": True},
     # The event lists' pass (event_prepare) as it was before its row scales were folded into Tinv's columns and its
     # registers capped at 128 (both the default since 2026-12-03, batch 19: event_prepare's docstring), and folded
     # without the cap. compile_report at 4K: 232 registers unfolded, 150 folded, 128 capped (14 local-memory ops).

@@ -3,6 +3,7 @@ Triton: measurements for the next design (the product's path grown from them is 
 
     python benchmarks/gluon_probe.py [--tokens 32768 131072]      # GPU: a chunk's own output, every form, timed
     python benchmarks/gluon_probe.py --output-pass                 # GPU: the whole output pass over chunk lists
+    python benchmarks/gluon_probe.py --output-pass --on-chip-only  # GPU: reading Tinv against solving it in Gluon
     python benchmarks/gluon_probe.py --compile                     # anywhere: every kernel compiled for sm_90
     TRITON_INTERPRET=1 python benchmarks/gluon_probe.py --interpret-check   # CPU: the Triton twins against torch
 
@@ -23,7 +24,9 @@ Measured on the H200 (batch 22, analysis/results/overlap/batch22, kernel_bench.n
 Gluon 1.14-1.18x the Triton kernel's time; persistent with two TMA stages 0.74-0.76x; the whole output pass in Gluon
 0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x; with band 1's Tinv
 solved in the Gluon kernels (RECOMPUTE) 6.38 ms by whole-tile tf32 products, 2.99 block row by block row
-(`band1_inverse`), against the product's on-chip pass 2.44: correct, not yet fast (kernel_bench.notes.md, batch 22).
+(`band1_inverse`), against the product's on-chip pass 2.44 (kernel_bench.notes.md, batch 22); batched as band_solve
+batches it (BATCHED, the product's gluon_band_solve) 1.87 ms, 0.495 at 32K (batch 23, `--output-pass
+--on-chip-only`, analysis/results/overlap/batch23).
 """
 import argparse
 import json

@@ -19,13 +19,17 @@ chunk_output is this path's twin: the interpreter and CPU machines run that (Glu
 matrix checks the two against each other and against the torch backend.
 
 Used by forward.py for the two launches (OVERLAP off) when LIST_OUTPUTS is on and `eligible` finds nothing
-against it: an sm_90 device, 16-bit inputs, K = V = 128, Tinv and the vectors stored by pass 1 (forward's
-STORE_INVERSE and STORE_VECTORS), q, k, v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a
-multiple of 64 (a chunk never crosses into the next batch row), FOLD_SCALES off. Anything else takes
-chunk_output. A call through this path gets no launch plan: its launches are not Launcher's, so its key is refused
-(call_record.note_unreplayable). As measured (batch 22) each call was recorded again instead, and the recording held
-w, u and k_commit past the chain pass (~0.9 GB at 128K): peak 3,058 MB beyond the inputs at 128K against the one
-launch's 2,514 and the two launches' 2,166; o is also allocated before the chain pass now (with the lists).
+against it: an sm_90 device, 16-bit inputs, K = V = 128, the vectors stored by pass 1 (forward's STORE_VECTORS),
+Tinv stored too (STORE_INVERSE) or a band of 0 or 1, which the kernel then solves itself from the k tile
+(gluon_band_solve: band_solve's batched products and roundings, so chunk_output solving on chip is the twin), q, k,
+v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a multiple of 64 (a chunk never crosses
+into the next batch row), FOLD_SCALES off. Anything else takes chunk_output. A call through this path gets no
+launch plan: its launches are not Launcher's, so its key is refused (call_record.note_unreplayable), and the host
+launches each call's kernels itself.
+
+Peak memory beyond the inputs at 128K (batch 23, benchmark inputs): 3,058 MB with Tinv stored, 2,546 solved here
+(the difference is Tinv, 512 MiB), against the one launch's 2,514. Batch 22 blamed the 3,058 on a plan recording
+holding w, u and k_commit; with the key refused since, it measured the same, so that was not its cause.
 """
 import os
 
@@ -36,29 +40,36 @@ from . import call_record
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
 from .gluon_band_solve import band_inverse_batched, band_zero_blocks
 
-# Off by default. On the H200 (2026-12-04, benchmarks/config_probe.py --timed, backend entry, benchmark inputs,
-# budget 0.29, band 1; analysis/results/overlap/batch22) the two launches with these outputs took 4.75 ms at 128K
-# against the default one launch's 4.40, and 3.79 with warm-up segments of 256 (forward.WARM_UP: the approximate
-# decay join); at 32K 1.29 (whole chains) and 1.43-1.54 (segments of 256) against 1.14-1.15 (one stream; with the
-# side stream, segments of 128 gave 1.06-1.15, one run whose two rounds differ by 8%). What holds them back: pass 1
-# must store Tinv for band 1 (1.14-1.30 ms at 128K against 0.53-0.73 without it), and the chains alone take 1.73 ms
-# unsegmented.
-# SPARSEGDN_LIST_OUTPUTS=1 turns it on (with OVERLAP off, STORE_INVERSE and STORE_VECTORS on).
+# Off by default. On the H200 (benchmarks/config_probe.py --timed, backend entry, benchmark inputs, budget 0.29,
+# band 1, one stream, fixed shares) the two launches with these outputs took at 128K 4.75 ms with Tinv stored and
+# 4.87-4.89 solved here (batch 23 call 3), against the default one launch's 4.39-4.45; with warm-up segments of 256
+# (forward.WARM_UP: the approximate decay join) 3.78-3.81 stored and 3.89-3.90 solved (batch 23 call 6). At 32K
+# none beat the one launch's 1.15: 1.27-1.70 across runs (batch 23, calls 3-7; replayed from a CUDA graph 1.64).
+# What holds them back: pass 1 storing Tinv costs 1.2-1.3 ms at 128K against 0.66-0.78 without it, and solving it
+# here costs about the same (the zero-state list 1.07 ms against 0.71, the other 0.81 against 0.56); the chains
+# come before the lists with a state, and the zero-state list after them on one stream.
+# SPARSEGDN_LIST_OUTPUTS=1 turns it on (with OVERLAP off and STORE_VECTORS on; STORE_INVERSE on, or band <= 1).
 LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
 # list two stages at two programs an SM (115 KB of shared memory each), the list with a state one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
 # The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
-# call's stream (the default). Off: on the H200 (batch 22, backend entry at 128K, benchmark inputs) the side stream
-# took 5.75-5.81 ms against 4.75 on one stream with whole chains, 3.86 against 3.79 with warm-up segments of 256:
-# its programs stream at full bandwidth beside the latency-bound chains and slow them more than they fill.
-# SPARSEGDN_LIST_SIDE_STREAM=1 turns it on.
+# call's stream (the default). Off: on the H200 at 128K (benchmark inputs) the side stream took 5.75-5.81 ms against
+# 4.75 on one stream with whole chains and Tinv stored (batch 22, fixed shares), 4.25-4.28 with claimed chunks
+# (batch 23 call 4); with Tinv solved 4.32-5.89 fixed and 4.17-6.05 claimed (calls 4-5, bimodal between runs);
+# with warm-up segments of 256 3.69-4.13 (stored, claimed) and 3.92-3.98 (solved, fixed) against 3.78-3.90 on
+# one stream: no gain that holds from run to run.
 SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
-# Each program claims its next chunk from its list's counter (an atomic add) instead of taking a fixed share
-# (pid, pid + programs, ...): beside the chain pass (SIDE_STREAM) programs that find no SM free until the chains'
-# programs end take fewer chunks instead of holding the list back. SPARSEGDN_LIST_CLAIM=0 gives fixed shares.
-CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "1") == "1"
+# Each program claims its next chunk from its list's counter (an atomic add, one thread, broadcast through shared
+# memory) instead of taking a fixed share (pid, pid + programs, ...), so that beside the chain pass (SIDE_STREAM)
+# programs that find no SM free until the chains' programs end take fewer chunks. Off: on the H200 (2026-12-04,
+# backend entry at 128K, benchmark inputs, budget 0.29, warm-up segments of 256; analysis/results/overlap/batch23,
+# call 6) claims took 3.90-3.91 ms against fixed shares' 3.78-3.81 on one stream (Tinv stored; solved 4.01-4.03
+# against 3.89-3.90): the claim sits before each tile's loads. Beside the chains (calls 4-5) the side stream's
+# times were bimodal either way (4.17-6.05 ms claimed, 4.32-5.89 fixed, whole chains, Tinv solved).
+# SPARSEGDN_LIST_CLAIM=1 turns it on.
+CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 HEAD_DIM = 128
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
