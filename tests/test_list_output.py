@@ -49,6 +49,11 @@ def test_eligible_names_what_it_refuses(monkeypatch):
     assert reason(t_inv=None, band=2) == reason(t_inv=None, band=3) == (
         "Tinv not stored by pass 1 for a band above 1 (solved here only for bands 0 and 1)")
     assert reason(t_inv=None, band=1) == reason(t_inv=None, band=0) == reason(band=3)    # solved or read: the machine
+    monkeypatch.setenv("SPARSEGDN_SOLVE_PRECISION", "ieee")      # chunk_output would solve in float32: no twin
+    assert reason(t_inv=None) == ("Tinv solved at a precision other than tf32 (SPARSEGDN_SOLVE_PRECISION; solved here "
+                                  "in tf32 only)")
+    assert reason() == reason(band=3)                                   # read, not solved: precision is not asked
+    monkeypatch.delenv("SPARSEGDN_SOLVE_PRECISION")
     assert reason(q=q.float(), k=q.float(), v=v.float(), dtype=torch.float32).startswith("inputs other than")
     assert reason(dtype=torch.float16).startswith("inputs other than")
     assert reason(q=q[..., :64], k=q[..., :64]) == "head sizes other than 128"

@@ -434,26 +434,31 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
                (1, 50, 2, 4, 128, 128, 1, True, torch.bfloat16), (1, 4096, 16, 32, 128, 128, 1, False, torch.bfloat16)]
 
 
-# (shape, side stream, normalize, Tinv stored by pass 1): without it the lists solve bands 0 and 1 themselves
-# (gluon_band_solve) and chunk_output solves on chip too; band 3 unstored is refused (chunk_output writes it).
-LIST_CASES = ([(shape, side_stream, True, True) for shape in LIST_SHAPES for side_stream in (True, False)]
-              + [(LIST_SHAPES[1], True, False, True), (LIST_SHAPES[2], False, False, True)]  # raw keys (NORMALIZE off)
-              + [(shape, False, True, False) for shape in LIST_SHAPES if shape[6] <= 1]
-              + [(LIST_SHAPES[1], True, False, False)])
+# (shape, side stream, normalize, Tinv stored by pass 1, arrangement): without Tinv the lists solve bands 0 and 1
+# themselves (gluon_band_solve) and chunk_output solves on chip too; band 3 unstored is refused (chunk_output writes
+# it). Arrangements: "" the defaults, "claim" chunks claimed from a counter (list_output.CLAIM), "stages" one stage
+# for the zero-state list (q's buffer the solve's scratch) and two for the list with a state.
+LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for side_stream in (True, False)]
+              + [(LIST_SHAPES[1], True, False, True, ""), (LIST_SHAPES[2], False, False, True, "")]    # raw keys
+              + [(shape, False, True, False, "") for shape in LIST_SHAPES]
+              + [(LIST_SHAPES[1], True, False, False, "")]
+              + [(LIST_SHAPES[0], True, True, False, "claim"), (LIST_SHAPES[1], False, True, True, "claim"),
+                 (LIST_SHAPES[0], False, True, False, "stages"), (LIST_SHAPES[1], False, True, True, "stages")])
 
 
-@pytest.mark.parametrize("shape,side_stream,normalize,stored", LIST_CASES, ids=[
+@pytest.mark.parametrize("shape,side_stream,normalize,stored,arrangement", LIST_CASES, ids=[
     f"{_case_id(shape)}-{'side' if side else 'one'}-stream{'' if normalize else '-raw-keys'}"
-    f"{'' if stored else '-solved'}" for shape, side, normalize, stored in LIST_CASES])
-def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stored, monkeypatch):
+    f"{'' if stored else '-solved'}{'-' + arrangement if arrangement else ''}"
+    for shape, side, normalize, stored, arrangement in LIST_CASES])
+def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stored, arrangement, monkeypatch):
     """The output pass over chunk lists (list_output.py, Gluon) against its twin chunk_output in the two launches
-    with the vectors stored, and Tinv stored or solved by both (bands 0 and 1): o within 2e-4 (the same products and
-    roundings; 1.4e-5 measured), the final state
-    bit for bit (the lists do not touch it), both within the tolerance of the torch backend; the list launches ran
-    (a spy) and wrote every chunk (o's allocation filled with NaN); the zero-state list beside the chain pass on its
-    own stream or after it. The stage hook syncs after every pass, so the call is made again without it (twice: the
-    first call of a key is recorded for a plan, the list launches refuse it, the second is launched) and must give
-    the same o bit for bit: a missing join of the side stream would show there."""
+    with the vectors stored, and Tinv stored or solved by both (bands 0 and 1; band 3 unstored takes chunk_output):
+    o within 2e-4 (the same products and roundings; 1.4e-5 measured), the final state bit for bit (the lists do not
+    touch it), both within the tolerance of the torch backend; the list launches ran (a spy, which also sees whether
+    they solve) and wrote every chunk (o's allocation filled with NaN); the zero-state list beside the chain pass on
+    its own stream or after it. The stage hook syncs after every pass, so the call is made again without it (twice:
+    the first call of a key is recorded for a plan, the list launches refuse it, the second is launched) and must
+    give the same o bit for bit: a missing join of the side stream would show there."""
     from sparsegdn.triton import call_record, forward, list_output
     if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the list outputs need Gluon on an sm_90 device")
@@ -461,12 +466,17 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     monkeypatch.setattr(forward, "STORE_INVERSE", stored)
     monkeypatch.setattr(forward, "STORE_VECTORS", True)
     monkeypatch.setattr(list_output, "SIDE_STREAM", side_stream)
+    monkeypatch.setattr(list_output, "CLAIM", arrangement == "claim")
+    if arrangement == "stages":
+        monkeypatch.setattr(list_output, "OWN_LAUNCH", (1, 2))
+        monkeypatch.setattr(list_output, "STATE_LAUNCH", (2, 1))
     ran = []
     real_call, real_empty = list_output.ListCall, call_record.empty
 
     def spy(*args, **kwargs):
-        ran.append(1)
-        return real_call(*args, **kwargs)
+        call = real_call(*args, **kwargs)
+        ran.append((call.solve, call.band))
+        return call
 
     def poisoned(*shape, dtype, device):
         tensor = real_empty(*shape, dtype=dtype, device=device)
@@ -488,7 +498,8 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     for switch in (False, True):
         monkeypatch.setattr(list_output, "LIST_OUTPUTS", switch)
         (o_ref, s_ref, _), computed[switch] = _compare(inputs, **options)
-    assert ran == [1]
+    used = stored or band <= 1          # else eligible refuses: chunk_output writes both
+    assert ran == ([(not stored, band)] if used else [])
     o, s, _ = computed[True]
     tolerance = TOLERANCE.get(dtype, 2e-2)
     assert torch.isfinite(o).all(), "a chunk the lists did not write"
@@ -501,4 +512,4 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
         o_free, s_free, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0,
                                                               output_final_state=True, backend="triton", **options)
         assert torch.equal(o_free, o) and torch.equal(s_free, s)
-    assert ran == [1, 1, 1]
+    assert ran == ([(not stored, band)] * 3 if used else [])

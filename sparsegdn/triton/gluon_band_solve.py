@@ -17,8 +17,10 @@ Measured on the H200 (2026-12-04, benchmarks/gluon_probe.py --output-pass --on-c
 selection at budget 0.29; analysis/results/overlap/batch23): the Gluon output lists solving band 1 this way took
 1.87 ms at 128K (0.495 at 32K) against 1.27 reading a stored Tinv, 2.99 solving block row by block row (one
 16 x 16 product at a time on all four warps) and the Triton output pass's own on-chip solve 2.45; outputs equal
-within the same 1.4e-5 as reading Tinv. compile_report (sm_90): the zero-state list kernel 2,208 instructions a
-warp against 1,432 reading Tinv and 3,496 block row by block row, 32 HMMA, no local memory.
+within the same 1.4e-5 as reading Tinv. compile_report (sm_90): the probe's zero-state list kernel 2,208
+instructions a warp against 1,432 reading Tinv and 3,496 block row by block row, 32 HMMA, no local memory; the
+product's list_output_kernel (with its masks and flag) 2,440 against 1,680, and its list with a state 3,160 with
+36 local-memory instructions at 255 registers.
 """
 try:                        # Triton 3.6's Gluon; list_output.eligible reports its absence
     from triton.experimental import gluon
@@ -41,7 +43,8 @@ if GLUON_PROBLEM is None:
     @gluon.jit
     def four_slots(scratch, first):
         """Slots first to first + 3 of a float32 [64, 64] scratch seen as sixteen [16, 16] slots, as a [4, 16, 16]
-        view (through a row of a flat view: a slice's offset must be a multiple of its length)."""
+        view (through a row of a flat view: a slice's offset must be a multiple of its length). The flat view's
+        layout is of rank 1 (one less than its shape's, as a stage index allows: index() then gives a [256] row)."""
         lines = scratch._reinterpret(gl.float32, [16, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
         return lines.index(first)._reinterpret(gl.float32, [4, 16, 16],
                                                gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
@@ -111,8 +114,7 @@ if GLUON_PROBLEM is None:
             gl.thread_barrier()
             d_prev = four_slots(scratch, 0).load(gl.DotOperandLayout(operand_index=1, parent=mma3, k_width=1))
             product = mma_v2(below, d_prev, gl.zeros([4, 16, 16], gl.float32, layout=mma3), input_precision="tf32")
-            four_slots(scratch, 12).store(gl.zeros([4, 16, 16], gl.float32, layout=mma3) - tf32_batch(d, product,
-                                                                                                      mma3))
+            four_slots(scratch, 12).store(-tf32_batch(d, product, mma3))        # band_solve's -fdot (its -0 too)
         else:
             four_slots(scratch, 8).store(d)
         gl.thread_barrier()

@@ -14,7 +14,8 @@ by side, so q and k come from L2 the second time), the chunks that start from a 
 no commit of their head pair before them: their output is the chunk's own part, o = scale M (beta V)), then the
 chunks with a state (o = scale [e^d (Q e^gamma - M X) S + M (beta V)], S their snapshot); the count of the first
 kind stays on the device (no sync). One launch walks each list, persistent over programs_per_sm x SMs programs.
-The products and their roundings are output_chunks' with stored Tinv and vectors and FOLD_SCALES off, so
+The products and their roundings are output_chunks' with the vectors stored, Tinv stored or solved as band_solve
+solves it (on chip in both), and FOLD_SCALES off, so
 chunk_output is this path's twin: the interpreter and CPU machines run that (Gluon needs a GPU), and the GPU
 matrix checks the two against each other and against the torch backend.
 
@@ -37,27 +38,29 @@ import torch
 import triton.language as tl
 
 from . import call_record
-from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET
+from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET, solve_precision
 from .gluon_band_solve import band_inverse_batched, band_zero_blocks
 
 # Off by default. On the H200 (benchmarks/config_probe.py --timed, backend entry, benchmark inputs, budget 0.29,
-# band 1, one stream, fixed shares) the two launches with these outputs took at 128K 4.75 ms with Tinv stored and
+# band 1, one stream, fixed shares) the two launches with these outputs took at 128K 4.77 ms with Tinv stored and
 # 4.87-4.89 solved here (batch 23 call 3), against the default one launch's 4.39-4.45; with warm-up segments of 256
 # (forward.WARM_UP: the approximate decay join) 3.78-3.81 stored and 3.89-3.90 solved (batch 23 call 6). At 32K
-# none beat the one launch's 1.15: 1.27-1.70 across runs (batch 23, calls 3-7; replayed from a CUDA graph 1.64).
-# What holds them back: pass 1 storing Tinv costs 1.2-1.3 ms at 128K against 0.66-0.78 without it, and solving it
+# none beat the one launch's 1.15 in batch 23: 1.27-2.03 across runs (calls 3-7; replayed from a CUDA graph 1.64).
+# What holds them back: pass 1 storing Tinv costs 1.2-1.4 ms at 128K against 0.65-0.78 without it, and solving it
 # here costs about the same (the zero-state list 1.07 ms against 0.71, the other 0.81 against 0.56); the chains
 # come before the lists with a state, and the zero-state list after them on one stream.
 # SPARSEGDN_LIST_OUTPUTS=1 turns it on (with OVERLAP off and STORE_VECTORS on; STORE_INVERSE on, or band <= 1).
 LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
-# list two stages at two programs an SM (115 KB of shared memory each), the list with a state one stage at two.
+# list two stages at two programs an SM (115 KB of shared memory each, 107 KB solving Tinv), the list with a state
+# one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
 # The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
 # call's stream (the default). Off: on the H200 at 128K (benchmark inputs) the side stream took 5.75-5.81 ms against
 # 4.75 on one stream with whole chains and Tinv stored (batch 22, fixed shares), 4.25-4.28 with claimed chunks
-# (batch 23 call 4); with Tinv solved 4.32-5.89 fixed and 4.17-6.05 claimed (calls 4-5, bimodal between runs);
+# (batch 23 call 4, one process, not repeated); with Tinv solved 4.32-5.89 fixed and 4.17-6.05 claimed (calls 4-5:
+# the two rounds of one process can differ so);
 # with warm-up segments of 256 3.69-4.13 (stored, claimed) and 3.92-3.98 (solved, fixed) against 3.78-3.90 on
 # one stream: no gain that holds from run to run.
 SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
@@ -67,7 +70,8 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # backend entry at 128K, benchmark inputs, budget 0.29, warm-up segments of 256; analysis/results/overlap/batch23,
 # call 6) claims took 3.90-3.91 ms against fixed shares' 3.78-3.81 on one stream (Tinv stored; solved 4.01-4.03
 # against 3.89-3.90): the claim sits before each tile's loads. Beside the chains (calls 4-5) the side stream's
-# times were bimodal either way (4.17-6.05 ms claimed, 4.32-5.89 fixed, whole chains, Tinv solved).
+# times jumped between rounds either way (4.17-6.05 ms claimed, 4.32-5.89 fixed, whole chains, Tinv solved); with
+# Tinv stored and whole chains, claims took 4.25-4.28 in the one process that measured them.
 # SPARSEGDN_LIST_CLAIM=1 turns it on.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 HEAD_DIM = 128
@@ -90,6 +94,8 @@ def eligible(q, k, v, t_inv, vectors, snapshot_dtype, band) -> str | None:
         return "the chunk vectors are not stored by pass 1"
     if t_inv is None and band > 1:
         return "Tinv not stored by pass 1 for a band above 1 (solved here only for bands 0 and 1)"
+    if t_inv is None and solve_precision(q.dtype) != "tf32":
+        return "Tinv solved at a precision other than tf32 (SPARSEGDN_SOLVE_PRECISION; solved here in tf32 only)"
     if FOLD_SCALES:
         return "FOLD_SCALES rounds M differently"
     if q.dtype not in (torch.bfloat16, torch.float16) or not (q.dtype == k.dtype == v.dtype == snapshot_dtype):
@@ -154,7 +160,8 @@ class ListCall:
         if self.solve:                          # no Tinv read: a stand-in of the type for its descriptor
             t_inv = torch.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = chunk_lists(schedule, zero_start)
-        self.claims = call_record.zeros(2, dtype=torch.int32, device=q.device)     # each list's next position
+        self.claims = (call_record.zeros(2, dtype=torch.int32, device=q.device) if CLAIM   # each list's next
+                       else self.tiles)                                                     # position (unread)
         element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
         self.element = element
         wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
@@ -203,7 +210,7 @@ class ListCall:
             self.beta, *self.beta.stride(), self.vectors, self.schedule.snapshot_of_chunk,
             self.schedule.log_decay_since, self.flags, self.scale, self.tokens, n_chunks, self.key_heads,
             self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, self.solve,
-            min(self.band, 1), self.claims, CLAIM, num_warps=4)
+            min(self.band, 1) if self.solve else 1, self.claims, CLAIM, num_warps=4)
 
     def _state_descriptor(self, rows):
         layout = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], self.element)
@@ -219,8 +226,9 @@ if GLUON_PROBLEM is None:
                            FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, claims_ptr,
                            CLAIM: gl.constexpr, num_warps: gl.constexpr):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
-        Persistent: program pid takes the list's positions pid, pid + programs, ...; the tiles of the position
-        STAGES - 1 ahead are loaded (TMA, one mbarrier a stage) before this one's products. round(beta V) is written
+        Persistent over one or two stages: program pid takes the list's positions pid, pid + programs, ... (or
+        claims each from the list's counter, CLAIM); with two stages the next position's tiles are loaded (TMA, one
+        mbarrier a stage) before this one's products. round(beta V) is written
         over v and X = round(beta e^gamma k_scale K) over k in shared memory once they are read; o leaves by TMA
         from q's buffer. SOLVE: Tinv's bands 0 to BAND are solved here from the k tile (gluon_band_solve, band_solve's
         products and roundings) into one buffer, instead of read; the solve's float32 scratch is q's buffer in the
