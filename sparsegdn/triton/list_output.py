@@ -58,9 +58,9 @@ OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
 # The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
 # call's stream (the default). Off: on the H200 at 128K (benchmark inputs) the side stream took 5.75-5.81 ms against
-# 4.75 on one stream with whole chains and Tinv stored (batch 22, fixed shares), 4.25-4.28 with claimed chunks
-# (batch 23 call 4, one process, not repeated); with Tinv solved 4.32-5.89 fixed and 4.17-6.05 claimed (calls 4-5:
-# the two rounds of one process can differ so);
+# 4.75 on one stream with whole chains and Tinv stored (batch 22, fixed shares; 5.72-5.80 again in batch 23 call
+# 9); with claimed chunks 4.25-4.28 in two processes and 5.91-5.97 in a third (batch 23 calls 4, 9); with Tinv
+# solved 4.32-5.89 fixed and 4.17-6.05 claimed (calls 4-5: the two rounds of one process can differ so);
 # with warm-up segments of 256 3.69-4.13 (stored, claimed) and 3.92-3.98 (solved, fixed) against 3.78-3.90 on
 # one stream: no gain that holds from run to run.
 SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
@@ -71,7 +71,8 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # call 6) claims took 3.90-3.91 ms against fixed shares' 3.78-3.81 on one stream (Tinv stored; solved 4.01-4.03
 # against 3.89-3.90): the claim sits before each tile's loads. Beside the chains (calls 4-5) the side stream's
 # times jumped between rounds either way (4.17-6.05 ms claimed, 4.32-5.89 fixed, whole chains, Tinv solved); with
-# Tinv stored and whole chains, claims took 4.25-4.28 in the one process that measured them.
+# Tinv stored and whole chains, claims took 4.25-4.28 in two processes of three and 5.91-5.97 in the third, fixed
+# shares 5.72-5.80 (calls 4, 9): claims open a faster mode, but the arrangement does not hold it.
 # SPARSEGDN_LIST_CLAIM=1 turns it on.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 HEAD_DIM = 128
