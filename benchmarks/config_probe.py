@@ -170,6 +170,22 @@ VARIANTS = {
     "list-outputs-solved-side-stream-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
                                                       "SPARSEGDN_LIST_SIDE_STREAM": "1", "SPARSEGDN_LIST_CLAIM": "1"},
                                               "overlap": False, "store": False, "list_outputs": True},
+    # The two lists beside the chain pass on one stream (list_output.OVERLAP_LISTS): programmatic dependent launches,
+    # the list with a state waiting tile by tile on the chains' progress counts (as the one launch's outputs do).
+    "list-outputs-overlap": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1"},
+                             "overlap": False, "store": True, "list_outputs": True},
+    "list-outputs-overlap-solved": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1"},
+                                    "overlap": False, "store": False, "list_outputs": True},
+    "list-outputs-overlap-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1"},
+                                         "overlap": False, "store": True, "list_outputs": True, "segment": 256,
+                                         "warm_up": 20.0},
+    "list-outputs-overlap-solved-warm-up-256": {"env": {"SPARSEGDN_STORE_VECTORS": "1",
+                                                        "SPARSEGDN_LIST_OVERLAP": "1"},
+                                                "overlap": False, "store": False, "list_outputs": True,
+                                                "segment": 256, "warm_up": 20.0},
+    "list-outputs-overlap-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1",
+                                           "SPARSEGDN_LIST_CLAIM": "1"},
+                                   "overlap": False, "store": True, "list_outputs": True},
     # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised): the list calls get no launch plan (their
     # launches are not Launcher's), so without a graph the host launches every kernel of each call.
     "list-outputs-warm-up-256-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,

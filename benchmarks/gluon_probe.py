@@ -730,13 +730,21 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                        TensorDescriptor.from_tensor(s_.view(-1, DIM), [DIM, DIM], state),
                        TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide))
         for has_state, (stages, _) in ((False, list_output.OWN_LAUNCH), (True, list_output.STATE_LAUNCH)):
-            for solve, band, claim in ((False, 1, False), (True, 1, False), (True, 0, False), (False, 1, True),
-                                       (True, 1, True)):
+            forms = [(False, 1, False, False, False), (True, 1, False, False, False), (True, 0, False, False, False),
+                     (False, 1, True, False, False), (True, 1, True, False, False), (False, 1, False, True, False),
+                     (True, 1, False, True, False)]
+            if has_state:           # waiting on the chains' progress (OVERLAP_LISTS): whole chains and segments
+                forms += [(False, 1, False, True, True), (True, 1, False, True, True)]
+            for solve, band, claim, dependent, segmented in forms:
+                wait = dependent and has_state
                 compiled = list_output.list_output_kernel.warmup(
                     *descriptors, ints, ints, ints.numel(), beta.to(dtype), *beta.stride(), vectors, ints, vectors,
                     flags, 0.1, q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, solve, band,
-                    flags, claim, num_warps=4, grid=(1,))
-                form = (f" solving band {band}" if solve else "") + (" claims" if claim else "")
+                    flags, claim, ints, ints, 4, 2 if segmented else 1, wait, segmented, dependent, num_warps=4,
+                    launch_pdl=dependent, grid=(1,))
+                form = ((f" solving band {band}" if solve else "") + (" claims" if claim else "")
+                        + (" dependent" if dependent else "") + (" waiting" if wait else "")
+                        + (" segmented" if segmented else ""))
                 reports.append(compile_report.kernel_report(
                     f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}{form}",
                     {"num_warps": 4, "STAGES": stages}, compiled))

@@ -437,13 +437,22 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
 # (shape, side stream, normalize, Tinv stored by pass 1, arrangement): without Tinv the lists solve bands 0 and 1
 # themselves (gluon_band_solve) and chunk_output solves on chip too; band 3 unstored is refused (chunk_output writes
 # it). Arrangements: "" the defaults, "claim" chunks claimed from a counter (list_output.CLAIM), "stages" one stage
-# for the zero-state list (q's buffer the solve's scratch) and two for the list with a state.
+# for the zero-state list (q's buffer the solve's scratch) and two for the list with a state, "overlap" the lists
+# beside the chain pass (list_output.OVERLAP_LISTS: programmatic dependent launches, the list with a state waiting on
+# the chains' progress counts), with claims, with segments of 4 commits from segment_scan's maps, or with warm-up
+# segments of 16 commits (forward.WARM_UP 20).
 LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for side_stream in (True, False)]
               + [(LIST_SHAPES[1], True, False, True, ""), (LIST_SHAPES[2], False, False, True, "")]    # raw keys
               + [(shape, False, True, False, "") for shape in LIST_SHAPES]
               + [(LIST_SHAPES[1], True, False, False, "")]
               + [(LIST_SHAPES[0], True, True, False, "claim"), (LIST_SHAPES[1], False, True, True, "claim"),
-                 (LIST_SHAPES[0], False, True, False, "stages"), (LIST_SHAPES[1], False, True, True, "stages")])
+                 (LIST_SHAPES[0], False, True, False, "stages"), (LIST_SHAPES[1], False, True, True, "stages")]
+              + [(shape, False, True, True, "overlap") for shape in LIST_SHAPES]
+              + [(LIST_SHAPES[0], False, True, False, "overlap"), (LIST_SHAPES[5], False, True, False, "overlap"),
+                 (LIST_SHAPES[2], False, False, True, "overlap"), (LIST_SHAPES[1], False, True, True, "overlap-claim"),
+                 (LIST_SHAPES[1], False, True, True, "overlap-segments"),
+                 (LIST_SHAPES[5], False, True, True, "overlap-warm-up"),
+                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up")])
 
 
 @pytest.mark.parametrize("shape,side_stream,normalize,stored,arrangement", LIST_CASES, ids=[
@@ -466,10 +475,19 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     monkeypatch.setattr(forward, "STORE_INVERSE", stored)
     monkeypatch.setattr(forward, "STORE_VECTORS", True)
     monkeypatch.setattr(list_output, "SIDE_STREAM", side_stream)
-    monkeypatch.setattr(list_output, "CLAIM", arrangement == "claim")
+    monkeypatch.setattr(list_output, "CLAIM", arrangement.endswith("claim"))
     if arrangement == "stages":
         monkeypatch.setattr(list_output, "OWN_LAUNCH", (1, 2))
         monkeypatch.setattr(list_output, "STATE_LAUNCH", (2, 1))
+    if arrangement.startswith("overlap"):     # snapshots poisoned: one read before its chain stored it shows
+        from sparsegdn.triton import state_pass
+        monkeypatch.setattr(list_output, "OVERLAP_LISTS", True)
+        monkeypatch.setattr(state_pass, "POISON", True)
+        if arrangement == "overlap-segments":
+            monkeypatch.setattr(forward, "COMMIT_SEGMENT", 4)
+        if arrangement == "overlap-warm-up":
+            monkeypatch.setattr(forward, "COMMIT_SEGMENT", 16)
+            monkeypatch.setattr(forward, "WARM_UP", 20.0)
     ran = []
     real_call, real_empty = list_output.ListCall, call_record.empty
 

@@ -409,6 +409,50 @@ def test_paired_chain_stores_no_snapshot_for_the_empty_partner(full_last_row, mo
         state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, paired=True, segment=2)
 
 
+@small_shapes
+@pytest.mark.parametrize("segment,warm_up", [(0, 0.0), (3, 0.0), (4, 20.0)], ids=["whole", "segments", "warm-up"])
+def test_chain_pass_publishes_its_progress(segment, warm_up):
+    """state_pass(progress=...) (the chain pass the overlapped lists wait on, list_output.OVERLAP_LISTS): the
+    snapshots and final state bit for bit as without it, and every count a list could wait on at its last value,
+    the snapshots its chain (or segment) stored counted from the head pair's first (state_pass.publish), one per
+    value block of PROGRESS_BV columns: a count short of it would keep a waiting list spinning on a GPU."""
+    from sparsegdn.triton import state_pass
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS, cdiv
+    from sparsegdn.triton.event_prepare import event_prepare
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    batch, key_heads, value_heads, key_dim, value_dim, n_chunks = 2, 1, 2, 16, 32, 9
+    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, key_dim, value_dim,
+                                         dtype=torch.float32, seed=3, initial_state=True, device=DEVICE)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    events = random_events(batch, value_heads, n_chunks, seed=5, p=0.6).to(DEVICE)
+    events[1, 1] = False                    # an empty chain: one count, 1 (its first snapshot only)
+    schedule = build_schedule(events, chunk_log_decay)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    options = dict(store_final=True, segment=segment, warm_up=warm_up)
+    plain, plain_final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, **options)
+    cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
+    progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, cut), dtype=torch.int32,
+                           device=DEVICE)
+    published, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress, publish=2,
+                                             **options)
+    for b in range(batch):                  # the slots a row's snapshots use (the rest is padding, never stored)
+        used = int(schedule.per_head[b].sum()) + value_heads
+        assert torch.equal(published[b, :used], plain[b, :used])
+    assert torch.equal(final, plain_final)
+    segments = cdiv(n_chunks, cut) if cut else 1
+    counts = progress.view(batch * value_heads, segments, cdiv(value_dim, state_pass.PROGRESS_BV)).cpu()
+    for row, count in enumerate(schedule.per_head.flatten().tolist()):
+        for part in range(max(cdiv(count, cut), 1) if cut else 1):
+            end = min(count, (part + 1) * cut) if cut else count
+            assert (counts[row, part] == end + 1).all(), (row, part, counts[row, part].tolist(), end + 1)
+    with pytest.raises(ValueError, match="progress needs"):
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress[:1], **options)
+
+
 def test_one_launch_refuses_a_publish_interval_below_one(monkeypatch):
     """With no progress count before a chain's end, output programs holding the SMs could wait forever."""
     from sparsegdn.triton import state_output

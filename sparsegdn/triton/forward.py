@@ -163,8 +163,8 @@ def design_switches() -> tuple:
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
-            list_output_module.LIST_OUTPUTS,
-            os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+            list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
+            list_output_module.SIDE_STREAM, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
 def store_inverse(band: int) -> bool:
@@ -222,16 +222,23 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
                                             normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
                                             zero_start=chunk_output_module.zero_start(initial_state is not None),
-                                            band=band)
+                                            band=band, overlap=list_output_module.OVERLAP_LISTS)
+    progress, segment = None, 0
+    if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
+        if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
+            segment = COMMIT_SEGMENT
+        progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
+                                     dtype=torch.int32, device=v.device)
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
-                                        warm_up=warm_up)
+                                        warm_up=warm_up, progress=progress,
+                                        publish=state_output_module.publish_every(paired))
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()
     del w, u, k_commit    # not needed past the recurrence (freed here unless a plan's recording holds them)
     hook(STAGES[3])
     if lists is not None:
-        o = lists.with_state(snapshots)
+        o = lists.with_state(snapshots, progress, segment)
     else:
         o = chunk_output(q, k, v, g, beta, t_inv, snapshots, schedule, flags, scale=scale,
                          normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype, band=band,

@@ -75,6 +75,13 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # shares 5.72-5.80 (calls 4, 9): claims open a faster mode, but the arrangement does not hold it.
 # SPARSEGDN_LIST_CLAIM=1 turns it on.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
+# The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
+# programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
+# SMs the chains leave, and the list with a state starts once the zero-state list's programs have all started and
+# waits tile by tile for its snapshot's progress count (as state_output's output programs do). Every chain program
+# has started before any list program can wait, and chains wait on nothing, so every wait ends. Off until measured
+# on the H200; SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
+OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
@@ -148,7 +155,7 @@ class ListCall:
     the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
-                 band):
+                 band, overlap=False):
         call_record.note_unreplayable()         # these launches are not Launcher's: no plan may replay this key
         batch, tokens, key_heads, _ = q.shape
         value_heads = v.shape[2]
@@ -161,8 +168,10 @@ class ListCall:
         if self.solve:                          # no Tinv read: a stand-in of the type for its descriptor
             t_inv = torch.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = chunk_lists(schedule, zero_start)
-        self.claims = (call_record.zeros(2, dtype=torch.int32, device=q.device) if CLAIM   # each list's next
-                       else self.tiles)                                                     # position (unread)
+        self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
+        # each list's next position (CLAIM) and its programs that have ended (overlap); unread without either
+        self.claims = (call_record.zeros(4, dtype=torch.int32, device=q.device) if CLAIM or overlap
+                       else self.tiles)
         element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
         self.element = element
         wide = gl.NVMMASharedLayout.get_default_for([CHUNK_SIZE, HEAD_DIM], element)
@@ -180,8 +189,9 @@ class ListCall:
         self.side = None
 
     def own(self):
-        """The zero-state list: on a side stream (SIDE_STREAM) that waits only for `ready`."""
-        if SIDE_STREAM:
+        """The zero-state list: on a side stream (SIDE_STREAM) that waits only for `ready`; with overlap, on the call's
+        stream as the chain pass's programmatic dependent."""
+        if SIDE_STREAM and not self.overlap:
             self.side = torch.cuda.Stream(device=self.q.device)
             self.side.wait_event(self.ready)
             with torch.cuda.stream(self.side):
@@ -189,14 +199,18 @@ class ListCall:
         else:
             self._launch(None, False, OWN_LAUNCH)
 
-    def with_state(self, snapshots):
-        """The chunks with a state (the snapshots stored by the chain pass), then the join; returns o."""
-        self._launch(snapshots, True, STATE_LAUNCH)
+    def with_state(self, snapshots, progress=None, segment=0):
+        """The chunks with a state (the snapshots stored by the chain pass), then the join; returns o. progress: the
+        chain pass's progress counts (state_pass(progress=...), chains cut into segments of `segment` commits, 0 for
+        whole chains), waited on tile by tile (overlap: the chain pass may still run)."""
+        if self.overlap and progress is None:
+            raise ValueError("ListCall(overlap=True).with_state needs the chain pass's progress counts")
+        self._launch(snapshots, True, STATE_LAUNCH, progress, segment)
         if self.side is not None:
             torch.cuda.current_stream(self.q.device).wait_stream(self.side)
         return self.o
 
-    def _launch(self, snapshots, has_state, launch):
+    def _launch(self, snapshots, has_state, launch, progress=None, segment=0):
         from .chunk_loads import FLAG_OUTPUT
         stages, per_sm = launch
         if snapshots is None:                   # the zero-state list reads no snapshot: a stand-in of the type
@@ -211,7 +225,9 @@ class ListCall:
             self.beta, *self.beta.stride(), self.vectors, self.schedule.snapshot_of_chunk,
             self.schedule.log_decay_since, self.flags, self.scale, self.tokens, n_chunks, self.key_heads,
             self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state, FLAG_OUTPUT.value, self.solve,
-            min(self.band, 1) if self.solve else 1, self.claims, CLAIM, num_warps=4)
+            min(self.band, 1) if self.solve else 1, self.claims, CLAIM,
+            progress if progress is not None else self.tiles, self.schedule.first_event, self.schedule.max_events, max(segment, 1), progress is not None, segment > 0,
+            self.overlap, num_warps=4, launch_pdl=self.overlap)
 
     def _state_descriptor(self, rows):
         layout = gl.NVMMASharedLayout.get_default_for([HEAD_DIM, HEAD_DIM], self.element)
@@ -225,7 +241,8 @@ if GLUON_PROBLEM is None:
                            flags_ptr, scale, T, NC, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr,
                            V: gl.constexpr, NORMALIZE: gl.constexpr, STAGES: gl.constexpr, HAS_STATE: gl.constexpr,
                            FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, claims_ptr,
-                           CLAIM: gl.constexpr, num_warps: gl.constexpr):
+                           CLAIM: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
+                           SEGMENTED: gl.constexpr, DEPENDENT: gl.constexpr, num_warps: gl.constexpr):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
         Persistent over one or two stages: program pid takes the list's positions pid, pid + programs, ... (or
         claims each from the list's counter, CLAIM); with two stages the next position's tiles are loaded (TMA, one
@@ -233,8 +250,18 @@ if GLUON_PROBLEM is None:
         over v and X = round(beta e^gamma k_scale K) over k in shared memory once they are read; o leaves by TMA
         from q's buffer. SOLVE: Tinv's bands 0 to BAND are solved here from the k tile (gluon_band_solve, band_solve's
         products and roundings) into one buffer, instead of read; the solve's float32 scratch is q's buffer in the
-        zero-state list (q is used up by then) and 16 KB of its own in the other."""
+        zero-state list (q is used up by then) and 16 KB of its own in the other.
+
+        DEPENDENT (OVERLAP_LISTS): launched as the programmatic dependent of the kernel before it on the stream (the
+        zero-state list of the chain pass, the list with a state of the zero-state list), so it may run beside it;
+        the zero-state list lets its own dependent start once its programs have all started, and the program of
+        each list that ends last waits for the kernel before it to end (griddepcontrol.wait), so that a list ends
+        only after the chains do. WAIT (the list with a state, one stage): each tile's snapshot is loaded once the
+        chain pass has published it (state_pass's progress counts, as state_output's output programs wait)."""
         CHUNK: gl.constexpr = 64
+        gl.static_assert(not WAIT or (HAS_STATE and STAGES == 1), "waits only in the list with a state, one stage")
+        if DEPENDENT and not HAS_STATE:
+            _grid_dependency_launch(num_warps)
         dtype: gl.constexpr = q_desc.dtype
         q_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], q_desc.layout)
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], k_desc.layout)
@@ -270,7 +297,8 @@ if GLUON_PROBLEM is None:
         if STAGES == 2:                                             # the prologue: the first tile's loads
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, position, 0, position < end, T, NC, H, HV, K, V,
-                         TILE_BYTES, HAS_STATE, SOLVE)
+                         TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT, SEGMENTED,
+                         num_warps)
 
         acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                         instr_shape=[16, CHUNK, 16])
@@ -296,7 +324,8 @@ if GLUON_PROBLEM is None:
             tma.store_wait(0)                                       # and the o that left from it has left
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, ahead, (n + STAGES - 1) % STAGES, ahead < end, T, NC, H,
-                         HV, K, V, TILE_BYTES, HAS_STATE, SOLVE)
+                         HV, K, V, TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT,
+                         SEGMENTED, num_warps)
             base = tile.to(gl.int64) * 2 * CHUNK                    # this chunk's vectors: gamma, k's inverse norms
             gamma_i = gl.load(vectors_ptr + base + i)
             gamma_j = gl.load(vectors_ptr + base + j)
@@ -391,6 +420,48 @@ if GLUON_PROBLEM is None:
         tma.store_wait(0)
         for st in gl.static_range(STAGES):
             mbarrier.invalidate(bars.index(st))
+        if DEPENDENT:       # the list's last program to end waits for the kernel before it (claims_ptr[2 + list])
+            gl.thread_barrier()
+            ended = gl.atomic_add(claims_ptr + (3 if HAS_STATE else 2), 1)
+            if ended == programs - 1:
+                _grid_dependency_wait(num_warps)
+
+    @gluon.jit
+    def _every_thread(ASM: gl.constexpr, num_warps: gl.constexpr):
+        """One PTX instruction (no operands) run once by every thread (Gluon's inline assembly wants a tensor)."""
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        gl.inline_asm_elementwise(ASM, "=r,r", [gl.full([32 * num_warps], 0, gl.int32, layout)], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+    @gluon.jit
+    def _grid_dependency_launch(num_warps: gl.constexpr):
+        """griddepcontrol.launch_dependents (state_pass.launch_dependents in Gluon)."""
+        _every_thread("griddepcontrol.launch_dependents; mov.b32 $0, $1;", num_warps)
+
+    @gluon.jit
+    def _grid_dependency_wait(num_warps: gl.constexpr):
+        """griddepcontrol.wait: until the kernel this one depends on has ended and its stores are visible."""
+        _every_thread("griddepcontrol.wait; mov.b32 $0, $1;", num_warps)
+
+    @gluon.jit
+    def _wait_for_snapshot(progress_ptr, first_event_ptr, snapshot, row, hv, b, E, NC, SEGMENT, HV: gl.constexpr,
+                           V: gl.constexpr, SEGMENTED: gl.constexpr, num_warps: gl.constexpr):
+        """Spin until every value block of head pair `row`'s chain (of its segment, SEGMENTED) has published
+        snapshot `snapshot` (chunk_output.wait_for_snapshot's counts and its relaxed poll: volatile loads, then one
+        acquire), then fence the generic proxy's stores before the async proxy's (TMA) read of it."""
+        BLOCKS: gl.constexpr = V // 16                              # state_pass.PROGRESS_BV
+        needed = snapshot.to(gl.int64) - (b * (E + HV) + gl.load(first_event_ptr + row).to(gl.int64) + hv) + 1
+        counter = row.to(gl.int64)
+        if SEGMENTED:
+            counter = counter * ((NC + SEGMENT - 1) // SEGMENT) + gl.maximum(needed - 2, 0) // SEGMENT
+        layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        counters = progress_ptr + counter * BLOCKS + gl.arange(0, BLOCKS, layout=layout)
+        stored = gl.min(gl.load(counters, volatile=True), axis=0)
+        while stored < needed:
+            stored = gl.min(gl.load(counters, volatile=True), axis=0)
+        gl.atomic_add(counters, gl.full([BLOCKS], 0, gl.int32, layout), sem="acquire", scope="gpu")
+        gl.thread_barrier()
+        _every_thread("fence.proxy.async.global; mov.b32 $0, $1;", num_warps)
 
     @gluon.jit
     def _next_position(claims_ptr, begin, pid, programs, n, CLAIM: gl.constexpr, HAS_STATE: gl.constexpr):
@@ -404,8 +475,10 @@ if GLUON_PROBLEM is None:
     def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
                      snapshot_of_chunk_ptr, position, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
                      K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
-                     SOLVE: gl.constexpr):
-        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false)."""
+                     SOLVE: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
+                     SEGMENTED: gl.constexpr, num_warps: gl.constexpr):
+        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false); WAIT:
+        the snapshot's once the chain pass has published it, after the others are on their way."""
         CHUNK: gl.constexpr = 64
         tile = gl.load(tiles_ptr + position, mask=live, other=0)
         row = tile // NC
@@ -423,4 +496,8 @@ if GLUON_PROBLEM is None:
             tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
         if HAS_STATE:
             snapshot = gl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0)
+            if WAIT:
+                if live:
+                    _wait_for_snapshot(progress_ptr, first_event_ptr, snapshot, row, hv, b, E, NC, SEGMENT, HV, V,
+                                       SEGMENTED, num_warps)
             tma.async_copy_global_to_shared(s_desc, [snapshot * K, 0], bar, s_bufs.index(stage), pred=live)

@@ -21,8 +21,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, any_2d, cdiv, length_bucket, mma,
-                          not_finite, padded, raise_flag, round_to)
+import triton.language.extra.cuda as cuda_extra
+
+from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, INTERPRET, any_2d, cdiv, length_bucket,
+                          mma, not_finite, padded, raise_flag, round_to)
 from .commit_pairs import commit_pair
 from .launch import Launcher
 
@@ -39,11 +41,18 @@ SEGMENT_MAX_KEY_DIM = 128
 # never stored) shows (see state_output.POISON).
 POISON = False
 WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backward search reads
+# With progress counts (state_pass(progress=...): a kernel launched after this one waits on them, as
+# list_output's list with a state does) every program walks PROGRESS_BV value columns, so that the counts' layout,
+# [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice.
+PROGRESS_BV = 16
 
 
 def _prune(configs, named_args, **kwargs):
-    """No value block wider than the (padded) value head: such a program would be mostly masked."""
+    """No value block wider than the (padded) value head: such a program would be mostly masked. With progress
+    counts published, blocks of PROGRESS_BV columns only."""
     widest = padded(named_args["V"])
+    if kwargs.get("PUBLISH", named_args.get("PUBLISH", 0)):
+        return [config for config in configs if config.kwargs["BV"] == PROGRESS_BV]
     kept = [config for config in configs if config.kwargs["BV"] <= widest]
     return kept or configs[:1]
 
@@ -288,25 +297,38 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
-@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET"],
+@triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
+                 key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET", "PUBLISH"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
-                      final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr, NC,
-                      LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
-                      HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
-                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
+                      final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
+                      progress_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
+                      BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
+                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr, PUBLISH: tl.constexpr):
+    # PUBLISH > 0: progress counts for a kernel launched after this one as its programmatic dependent (list_output's
+    # list with a state), which may start once every program here has started: each says so first.
+    if PUBLISH > 0:
+        launch_dependents()
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
-               final_state_ptr, flags_ptr, starts_ptr,
-               flags_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL, STORE_FINAL, HAS_STARTS, 0, PAIRED, WARM_UP)
+               final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
+               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP)
+
+
+@triton.jit
+def launch_dependents():
+    """griddepcontrol.launch_dependents: the next kernel of the stream, if launched as a programmatic dependent, may
+    start once every program of this one has said so (or ended). Nothing under the interpreter."""
+    if not INTERPRET:
+        cuda_extra.gdc_launch_dependents()
 
 
 launch_state_pass = Launcher(state_pass_kernel)
 
 
 def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
-               paired=False, warm_up=0.0):
+               paired=False, warm_up=0.0, progress=None, publish=16):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
@@ -315,6 +337,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     commit_pairs.pair_prepare (whole chains only: the caller pairs only when it walks them whole).
     warm_up > 0 (with segment > 0): each segment walks its entering state from a warm-up of the commits
     before it (walk_chain, warm_up_begin) instead of segment_scan's maps; any key head size.
+    progress: zeroed int32 counts (progress_counts) that the chains publish every `publish` commits (walk_chain's
+    PUBLISH), for a kernel launched next as this one's programmatic dependent; None publishes nothing.
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -333,15 +357,31 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
     elif not segmented:
         segment = max(n_chunks, 1)
+    if progress is not None:
+        if publish < 1 or (paired and publish % 2):
+            raise ValueError(f"state_pass: publish must be at least 1 (even for paired lists), got {publish}")
+        expected = progress_counts_shape(schedule, value_dim, segment if segmented else 0)
+        if progress.dtype != torch.int32 or progress.numel() < expected:
+            raise ValueError(f"state_pass: progress needs {expected} int32 counts, got {progress.numel()} "
+                             f"{progress.dtype}")
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
     launch_state_pass(
         grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
         schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state,
-        flags, starts if starts is not None else snapshots, n_chunks, length_bucket(n_chunks), n_events, segment, heads,
-        key_dim, value_dim,
+        flags, starts if starts is not None else snapshots, progress if progress is not None else flags, n_chunks,
+        length_bucket(n_chunks), n_events, segment, heads, key_dim, value_dim,
         BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0)
+        HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0,
+        PUBLISH=publish if progress is not None else 0)
     return snapshots, (final_state if store_final else None)
+
+
+def progress_counts_shape(schedule, value_dim, segment) -> int:
+    """How many progress counts state_pass(progress=...) publishes: one per (batch row x head pair, segment, value
+    block of PROGRESS_BV columns); segment 0 (or not cut, see segmented_chains): one segment a head pair."""
+    batch, heads, n_chunks = schedule.events.shape
+    segments = cdiv(n_chunks, segment) if segment > 0 else 1
+    return batch * heads * segments * cdiv(value_dim, PROGRESS_BV)
 
 
 def segmented_chains(segment, n_chunks, key_dim, warm_up) -> bool:
