@@ -17,6 +17,8 @@ parallelism): the chain a program walks is SEGMENT commits long, not the head pa
 Snapshots are stored in the input dtype (pass 5 reads them as a dot operand); the running state and
 the final state stay float32.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -45,6 +47,12 @@ WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backwar
 # list_output's list with a state does) every program walks PROGRESS_BV value columns, so that the counts' layout,
 # [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice.
 PROGRESS_BV = 16
+# The chain programs' pipeline depth when they publish progress. Each stage holds one event's w, k_commit and u tiles
+# (34 KB at K = 128, bf16): compile_report at 3 stages 107 KB of shared memory a program, 4: 141 KB, 5: 176 KB, 6:
+# 211 KB. From 4 on neither a second chain program nor a list program (90-115 KB) fits beside a chain program on its
+# multiprocessor: the long chains walk alone. SPARSEGDN_CHAIN_STAGES sets it (read with the autotuner on, as on a GPU
+# by default: with SPARSEGDN_AUTOTUNE=0 the first config, 3 stages, runs).
+PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
 
 
 def _prune(configs, named_args, **kwargs):
@@ -52,7 +60,7 @@ def _prune(configs, named_args, **kwargs):
     counts published, blocks of PROGRESS_BV columns only."""
     widest = padded(named_args["V"])
     if kwargs.get("PUBLISH", named_args.get("PUBLISH", 0)):
-        return [config for config in configs if config.kwargs["BV"] == PROGRESS_BV]
+        return [triton.Config({"BV": PROGRESS_BV}, num_warps=4, num_stages=PROGRESS_STAGES)]
     kept = [config for config in configs if config.kwargs["BV"] <= widest]
     return kept or configs[:1]
 

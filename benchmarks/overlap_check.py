@@ -1,0 +1,111 @@
+"""The output lists beside the chain pass (list_output.OVERLAP_LISTS) against the same lists after it, in one process.
+
+    python benchmarks/overlap_check.py --tokens 32768 131072 [--repeats 3] [--out rows.json]
+
+On the kernel benchmark's inputs (B = 1, H = 16, HV = 32, K = V = 128, bf16; budget 0.29, band 1, `score`, final state
+returned) the backend entry in the two-launch form with the vectors stored and the Gluon lists writing the outputs, in
+four arrangements: Tinv stored by pass 1 or solved by the lists, whole chains or warm-up segments of 256 commits.
+Each runs with the lists after the chain pass (serial) and beside it (overlapped). The overlapped call's outputs and
+final state must equal the serial call's bit for bit, `repeats` times over: the same kernels and roundings, so a
+snapshot read before its chain stored it, or a list that ended before the chains, would show. Then both are timed
+(do_bench medians, interleaved, two rounds), with the default one launch for scale. One JSON row per length and
+arrangement; a mismatch is reported in its row (and the exit status is 1), not hidden.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import kernel_bench  # noqa: E402
+from sparsegdn import SparseConfig  # noqa: E402
+from sparsegdn.triton import forward, list_output  # noqa: E402
+
+ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-warm-up-256": (True, 256, 20.0),
+                "solved-warm-up-256": (False, 256, 20.0)}
+
+
+def configure(store, segment, warm_up, overlap, lists=True):
+    """The module switches forward reads at call time: the two launches with the lists (or the default one launch)."""
+    forward.OVERLAP = not lists
+    forward.STORE_VECTORS = lists
+    forward.STORE_INVERSE = store if lists else None
+    forward.COMMIT_SEGMENT, forward.WARM_UP = segment, warm_up
+    list_output.LIST_OUTPUTS = lists
+    list_output.OVERLAP_LISTS = overlap
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="+", default=list(ARRANGEMENTS), choices=list(ARRANGEMENTS))
+    parser.add_argument("--chain-stages", type=int, default=None,
+                        help="state_pass.PROGRESS_STAGES for the overlapped calls (this process's first setting)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.chain_stages is not None:
+        from sparsegdn.triton import state_pass
+        state_pass.PROGRESS_STAGES = args.chain_stages
+    config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
+    calls = []
+    real_call = list_output.ListCall
+
+    def spy(*positional, **keywords):
+        made = real_call(*positional, **keywords)
+        calls.append(made.overlap)
+        return made
+    list_output.ListCall = spy
+    rows, failed = [], False
+    for tokens in args.tokens:
+        inputs = kernel_bench.make_inputs(tokens)
+        entry = lambda: kernel_bench.backend_entry(inputs, config)  # noqa: E731
+        configure(None, 0, 0.0, False, lists=False)
+        entry()
+        torch.cuda.synchronize()
+        default_ms = triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median")
+        for name in args.only:
+            store, segment, warm_up = ARRANGEMENTS[name]
+            row = {"T": tokens, "arrangement": name, "default_one_launch_ms": default_ms,
+                   "chain_stages": args.chain_stages}
+            configure(store, segment, warm_up, False)
+            calls.clear()
+            serial = entry()
+            torch.cuda.synchronize()
+            o_serial, s_serial, flags_serial = serial[0].clone(), serial[1].clone(), serial[-1].clone()
+            configure(store, segment, warm_up, True)
+            mismatches = []
+            for repeat in range(args.repeats):
+                o, s, *_, flags = entry()
+                torch.cuda.synchronize()
+                if not (torch.equal(o, o_serial) and torch.equal(s, s_serial) and torch.equal(flags, flags_serial)):
+                    difference = (o.float() - o_serial.float()).abs()
+                    mismatches.append({"repeat": repeat, "o_max_abs": float(difference.nan_to_num(1e30).max()),
+                                       "o_nan": int(torch.isnan(o).sum()),
+                                       "s_max_abs": float((s - s_serial).abs().nan_to_num(1e30).max()),
+                                       "flags": flags.tolist()})
+            row["lists_ran"] = calls[:1] == [False] and calls[1:] == [True] * args.repeats
+            row["bit_equal"] = not mismatches
+            row["mismatches"] = mismatches
+            failed |= bool(mismatches) or not row["lists_ran"]
+            for label in ("serial_ms", "overlapped_ms"):
+                row[label] = []
+            for _ in range(2):                          # interleaved: serial, overlapped, serial, overlapped
+                for overlap, label in ((False, "serial_ms"), (True, "overlapped_ms")):
+                    configure(store, segment, warm_up, overlap)
+                    row[label].append(triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median"))
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
