@@ -41,6 +41,24 @@ def configure(store, segment, warm_up, overlap, lists=True):
     list_output.OVERLAP_LISTS = overlap
 
 
+def kernel_timeline(call):
+    """[name, start us, duration us] of each kernel of one call (the third of three, warm) on the GPU's timeline,
+    from the call's first kernel: kernels that overlap show as such."""
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    kernels = [event for event in prof.events() if event.device_type == torch.autograd.DeviceType.CUDA
+               and event.time_range.elapsed_us() > 0]
+    kernels.sort(key=lambda event: event.time_range.start)
+    origin = kernels[0].time_range.start if kernels else 0
+    return [[event.name[:60], round(event.time_range.start - origin, 1), round(event.time_range.elapsed_us(), 1)]
+            for event in kernels]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
@@ -48,6 +66,8 @@ def main():
     parser.add_argument("--only", nargs="+", default=list(ARRANGEMENTS), choices=list(ARRANGEMENTS))
     parser.add_argument("--chain-stages", type=int, default=None,
                         help="state_pass.PROGRESS_STAGES for the overlapped calls (this process's first setting)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also each call's kernels on the GPU's timeline (torch.profiler), serial and overlapped")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.chain_stages is not None:
@@ -100,6 +120,10 @@ def main():
                 for overlap, label in ((False, "serial_ms"), (True, "overlapped_ms")):
                     configure(store, segment, warm_up, overlap)
                     row[label].append(triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median"))
+            if args.profile:
+                for overlap, label in ((False, "serial_kernels"), (True, "overlapped_kernels")):
+                    configure(store, segment, warm_up, overlap)
+                    row[label] = kernel_timeline(entry)
             print(json.dumps(row), flush=True)
             rows.append(row)
     if args.out:
