@@ -66,10 +66,13 @@ def main():
     parser.add_argument("--only", nargs="+", default=list(ARRANGEMENTS), choices=list(ARRANGEMENTS))
     parser.add_argument("--chain-stages", type=int, default=None,
                         help="state_pass.PROGRESS_STAGES for the overlapped calls (this process's first setting)")
+    parser.add_argument("--claim", action="store_true",
+                        help="list_output.CLAIM on in both arrangements: each list program claims its next chunk")
     parser.add_argument("--profile", action="store_true",
                         help="also each call's kernels on the GPU's timeline (torch.profiler), serial and overlapped")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    list_output.CLAIM = args.claim
     if args.chain_stages is not None:
         from sparsegdn.triton import state_pass
         state_pass.PROGRESS_STAGES = args.chain_stages
@@ -93,7 +96,7 @@ def main():
         for name in args.only:
             store, segment, warm_up = ARRANGEMENTS[name]
             row = {"T": tokens, "arrangement": name, "default_one_launch_ms": default_ms,
-                   "chain_stages": args.chain_stages}
+                   "chain_stages": args.chain_stages, "claim": args.claim}
             configure(store, segment, warm_up, False)
             calls.clear()
             serial = entry()
