@@ -68,11 +68,19 @@ def main():
                         help="state_pass.PROGRESS_STAGES for the overlapped calls (this process's first setting)")
     parser.add_argument("--claim", action="store_true",
                         help="list_output.CLAIM on in both arrangements: each list program claims its next chunk")
+    parser.add_argument("--own-launch", type=int, nargs=2, default=None, metavar=("STAGES", "PER_SM"),
+                        help="list_output.OWN_LAUNCH: the zero-state list's stages and programs an SM")
+    parser.add_argument("--state-launch", type=int, nargs=2, default=None, metavar=("STAGES", "PER_SM"),
+                        help="list_output.STATE_LAUNCH (one stage when overlapped: its waits come before the loads)")
     parser.add_argument("--profile", action="store_true",
                         help="also each call's kernels on the GPU's timeline (torch.profiler), serial and overlapped")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     list_output.CLAIM = args.claim
+    if args.own_launch:
+        list_output.OWN_LAUNCH = tuple(args.own_launch)
+    if args.state_launch:
+        list_output.STATE_LAUNCH = tuple(args.state_launch)
     if args.chain_stages is not None:
         from sparsegdn.triton import state_pass
         state_pass.PROGRESS_STAGES = args.chain_stages
@@ -96,7 +104,8 @@ def main():
         for name in args.only:
             store, segment, warm_up = ARRANGEMENTS[name]
             row = {"T": tokens, "arrangement": name, "default_one_launch_ms": default_ms,
-                   "chain_stages": args.chain_stages, "claim": args.claim}
+                   "chain_stages": args.chain_stages, "claim": args.claim,
+                   "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH}
             configure(store, segment, warm_up, False)
             calls.clear()
             serial = entry()
