@@ -186,6 +186,9 @@ VARIANTS = {
     "list-outputs-overlap-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1",
                                            "SPARSEGDN_LIST_CLAIM": "1"},
                                    "overlap": False, "store": True, "list_outputs": True},
+    "list-outputs-overlap-solved-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1",
+                                                  "SPARSEGDN_LIST_CLAIM": "1"},
+                                          "overlap": False, "store": False, "list_outputs": True},
     # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised): the list calls get no launch plan (their
     # launches are not Launcher's), so without a graph the host launches every kernel of each call.
     "list-outputs-warm-up-256-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
