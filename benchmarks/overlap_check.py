@@ -41,6 +41,21 @@ def configure(store, segment, warm_up, overlap, lists=True):
     list_output.OVERLAP_LISTS = overlap
 
 
+def host_issue_ms(call, calls=20):
+    """Median wall time the host takes to issue one call (no sync inside it; the GPU drained before each): how long
+    its Python and launches take, whatever the GPU does meanwhile."""
+    import statistics
+    import time
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        begin = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - begin) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def kernel_timeline(call):
     """[name, start us, duration us] of each kernel of one call (the third of three, warm) on the GPU's timeline,
     from the call's first kernel: kernels that overlap show as such."""
@@ -132,6 +147,11 @@ def main():
                 for overlap, label in ((False, "serial_ms"), (True, "overlapped_ms")):
                     configure(store, segment, warm_up, overlap)
                     row[label].append(triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median"))
+            for overlap, label in ((False, "serial"), (True, "overlapped")):   # the host's side of a call
+                configure(store, segment, warm_up, overlap)
+                row[label + "_host_issue_ms"] = host_issue_ms(entry)
+                row[label + "_public_ms"] = triton.testing.do_bench(
+                    lambda: kernel_bench.public_call(inputs, config), warmup=25, rep=100, return_mode="median")
             if args.profile:
                 for overlap, label in ((False, "serial_kernels"), (True, "overlapped_kernels")):
                     configure(store, segment, warm_up, overlap)
