@@ -40,6 +40,8 @@ def argument_key(value):
         return value.dtype, value.data_ptr() % 16 == 0
     if kind is float:
         return float               # a runtime float is passed as float32 whatever its value
+    if hasattr(value, "block_shape") and hasattr(value, "base"):   # a TMA descriptor (Gluon's TensorDescriptor):
+        return kind, value.base.dtype, tuple(value.block_shape), repr(value.layout), value.padding  # as Triton keys it
     return kind, value             # bools, None: by type and value (True == 1, but not for Triton)
 
 
