@@ -25,8 +25,12 @@ Tinv stored too (STORE_INVERSE) or a band of 0 or 1, which the kernel then solve
 (gluon_band_solve: band_solve's batched products and roundings, so chunk_output solving on chip is the twin), q, k,
 v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a multiple of 64 (a chunk never crosses
 into the next batch row), FOLD_SCALES off. Anything else takes chunk_output. A call through this path gets no
-launch plan: its launches are not Launcher's, so its key is refused (call_record.note_unreplayable), and the host
-launches each call's kernels itself.
+launch plan: the lists are made by torch's ops and their TMA descriptors hold the call's tensors, so its key is refused
+(call_record.note_unreplayable) and the host launches each call's kernels itself (each kernel through launch.Launcher,
+which skips Triton's argument binding, but ~1.1 ms of host work a call in all on the H200's host: batch 24).
+
+With OVERLAP_LISTS both lists run beside the chain pass on the call's stream (programmatic dependent launches; the
+list with a state waits tile by tile on the chain pass's progress counts, as state_output's output programs do).
 
 Peak memory beyond the inputs at 128K (batch 23, benchmark inputs): 3,058 MB with Tinv stored, 2,546 solved here
 (the difference is Tinv, 512 MiB), against the one launch's 2,514. Batch 22 blamed the 3,058 on a plan recording
@@ -74,15 +78,24 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # against 3.89-3.90): the claim sits before each tile's loads. Beside the chains (calls 4-5) the side stream's
 # times jumped between rounds either way (4.17-6.05 ms claimed, 4.32-5.89 fixed, whole chains, Tinv solved); with
 # Tinv stored and whole chains, claims took 4.25-4.28 in two processes of three and 5.91-5.97 in the third, fixed
-# shares 5.72-5.80 (calls 4, 9): claims open a faster mode, but the arrangement does not hold it.
+# shares 5.72-5.80 (calls 4, 9): claims open a faster mode, but the arrangement does not hold it. With OVERLAP_LISTS
+# claims are what makes the overlap pay (batch 24 call 4: 3.89 against 4.38 ms at 128K with fixed shares).
 # SPARSEGDN_LIST_CLAIM=1 turns it on.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
 # SMs the chains leave, and the list with a state starts once the zero-state list's programs have all started and
 # waits tile by tile for its snapshot's progress count (as state_output's output programs do). Every chain program
-# has started before any list program can wait, and chains wait on nothing, so every wait ends. Off until measured
-# on the H200; SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
+# has started before any list program can wait, and chains wait on nothing, so every wait ends; a driver that starts
+# a dependent only when the kernel before it ends loses the overlap, not the result. Off: on the H200 (2026-12-04,
+# benchmarks/overlap_check.py, benchmark inputs, budget 0.29, band 1, whole chains; analysis/results/overlap/batch24)
+# with CLAIM the backend entry took 3.87-3.89 ms at 128K with Tinv stored and 3.98-4.03 solved, against the default
+# one launch's 4.38-4.51 (1.99-2.05 against 2.22 at 64K, 1.05-1.09 against 1.14 at 32K in the rounds the host kept
+# up), its outputs equal to the serial lists' bit for bit; with fixed shares 4.28-4.39 at 128K (the list with a
+# state starts late and each program walks its share in order); with warm-up segments it loses (4.07-4.32). But the
+# list path has no launch plan: the host takes ~1.1 ms to issue a call (call 7; 1.7-2.3 on a slower host, call 9),
+# which is the call at 32K and is exposed after each public call's sync (public 4.14-4.16 ms at 128K against 4.51,
+# 1.94 against 1.22 at 32K). SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
 OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
 

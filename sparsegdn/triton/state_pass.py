@@ -50,8 +50,11 @@ PROGRESS_BV = 16
 # The chain programs' pipeline depth when they publish progress. Each stage holds one event's w, k_commit and u tiles
 # (34 KB at K = 128, bf16): compile_report at 3 stages 107 KB of shared memory a program, 4: 141 KB, 5: 176 KB, 6:
 # 211 KB. From 4 on neither a second chain program nor a list program (90-115 KB) fits beside a chain program on its
-# multiprocessor: the long chains walk alone. SPARSEGDN_CHAIN_STAGES sets it (read with the autotuner on, as on a GPU
-# by default: with SPARSEGDN_AUTOTUNE=0 the first config, 3 stages, runs).
+# multiprocessor: the long chains walk alone. On the H200 (2026-12-04, benchmarks/overlap_check.py --chain-stages,
+# lists beside the chains at 128K; analysis/results/overlap/batch24, calls 2 and 5) 4-6 stages were no faster than 3
+# (4.38-4.42 ms against 4.38 stored, 4.70-4.75 against 4.28 solved; with claims 4.17 against 3.89): the chains walk
+# faster alone (1.82 ms against 2.18) but the lists then start later. SPARSEGDN_CHAIN_STAGES sets it (read with the
+# autotuner on, as on a GPU by default: with SPARSEGDN_AUTOTUNE=0 the first config, 3 stages, runs).
 PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
 
 
