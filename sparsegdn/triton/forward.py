@@ -23,10 +23,10 @@ against 4.782 at 128K) and on chip keeps the smaller peak extra memory at 128K (
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
-stage; the output stage then reads about zero. Without OVERLAP, list_output.LIST_OUTPUTS writes the outputs over chunk lists
-in Gluon (Hopper), after the chain pass or, with list_output.OVERLAP_LISTS, beside it: the chain pass then
-publishes progress counts (state_pass's progress) that the list with a state waits on, the way the one launch's
-output programs wait. SPARSEGDN_OVERLAP=0/1 overrides it. With segments
+stage; the output stage then reads about zero. Without OVERLAP, list_output.LIST_OUTPUTS writes the
+outputs over chunk lists in Gluon (Hopper), after the chain pass or, with list_output.OVERLAP_LISTS, beside
+it: the chain pass then publishes progress counts (state_pass's progress) that the list with a state waits
+on, the way the one launch's output programs wait. SPARSEGDN_OVERLAP=0/1 overrides it. With segments
 (COMMIT_SEGMENT > 0) the one launch walks every segment of every chain side by side, from the entering
 states segment_scan.py computes first, and each output waits on its snapshot's segment (not yet on a GPU).
 
