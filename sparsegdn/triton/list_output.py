@@ -94,8 +94,9 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # up), its outputs equal to the serial lists' bit for bit; with fixed shares 4.28-4.39 at 128K (the list with a
 # state starts late and each program walks its share in order); with warm-up segments it loses (4.07-4.32). But the
 # list path has no launch plan: the host takes ~1.1 ms to issue a call (call 7; 1.7-2.3 on a slower host, call 9),
-# which is the call at 32K and is exposed after each public call's sync (public 4.14-4.16 ms at 128K against 4.51,
-# 1.94 against 1.22 at 32K). SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
+# which is the call at 32K and is exposed after each public call's sync (public call at 128K 4.14-4.33 ms stored,
+# 4.16-4.50 solved, against the default's 4.51-4.55; at 32K 1.95-2.21 against 1.22-1.24).
+# SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
 OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
 
