@@ -37,6 +37,28 @@ def test_chunk_lists_put_zero_state_chunks_first_chunk_major():
     assert tiles.tolist() == [tile(b, h, c) for b in range(2) for c in range(nc) for h in range(hv)]
 
 
+@pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("zero_start", [True, False], ids=["zero-start", "initial-state"])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (1, 5, 700), (3, 7, 111)], ids=["tiny", "blocks", "ragged-blocks"])
+def test_chunk_lists_made_by_kernels_match_the_torch_lists(shape, zero_start, monkeypatch):
+    """make_chunk_lists (two kernels, so that a launch plan can replay them) against chunk_lists (torch's ops): the
+    same tiles in the same order and the same count, over several blocks of LIST_BLOCK positions (shrunk here to 64
+    so that the shapes span many), the last one ragged; snapshot indices of random schedules (a head pair's index
+    rises by one at each of its commits)."""
+    monkeypatch.setattr(list_output, "LIST_BLOCK", 64)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    batch, heads, n_chunks = shape
+    generator = torch.Generator().manual_seed(sum(shape))
+    commits = torch.rand(batch, heads, n_chunks, generator=generator) < 0.3
+    commits[0, 0] = False                   # a head pair with no commit: every chunk from its first snapshot
+    snapshot_of_chunk = (torch.cumsum(commits.int(), -1) - commits.int()
+                         + torch.arange(batch * heads).view(batch, heads, 1) * (n_chunks + 1)).int().to(device)
+    expected_tiles, expected_count = list_output.chunk_lists(schedule_with(snapshot_of_chunk), zero_start)
+    tiles, own_count = list_output.make_chunk_lists(schedule_with(snapshot_of_chunk), zero_start)
+    assert own_count.tolist() == expected_count.tolist()
+    assert tiles.dtype == torch.int32 and torch.equal(tiles.cpu(), expected_tiles.cpu())
+
+
 def test_eligible_names_what_it_refuses(monkeypatch):
     """Each condition refused on its own, the tensors' before the machine's (so a CPU machine checks them all)."""
     q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)

@@ -333,3 +333,39 @@ def test_a_call_with_a_launch_no_plan_can_make_is_refused_and_then_not_recorded(
         assert torch.equal(call_plans.call(forward, tensors, {}, key=("unreplayable",)), torch.ones(3))
     assert recorded == [True, False, False]
     call_plans.clear()
+
+
+def test_a_descriptor_argument_is_replayed_around_the_calls_address(monkeypatch):
+    """A TMA descriptor argument (list_output's Gluon kernels take them) over a view of an input and one over a
+    recorded allocation: the plan keeps no tensor of either, and a replay hands the launcher descriptors with the
+    same shape, strides, block shape, layout and padding around the new call's addresses (the input's plus the
+    view's offset; the fresh workspace's)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    layout = gl.NVMMASharedLayout.get_default_for([64, 128], gl.bfloat16)
+
+    def recorded(q):
+        with call_record.recording() as record:
+            o = call_record.empty(256, 128, dtype=torch.bfloat16, device="cpu")
+            tiles = TensorDescriptor.from_tensor(q.view(-1, 256)[:, 128:], [64, 128], layout)  # offset 256 bytes
+            out = TensorDescriptor.from_tensor(o, [64, 128], layout)
+            call_record.note_launch(compiled, (2, 1, 1), (tiles, 7, out))
+        return record, o
+
+    monkeypatch.setattr(launch, "driver", FakeDriver)
+    log = []
+    compiled = FakeCompiled("list", log)
+    q = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
+    record, o = recorded(q)
+    plan = call_plans.build(record, {"v": q}, (o,))
+    assert plan is not None
+    (step,) = plan.launches
+    assert step.arguments[1] == 7 and step.arguments[0] is None and step.arguments[2] is None
+    assert [(position, source, offset) for position, source, offset, _ in step.pointers] == [(0, 0, 256), (2, 1, 0)]
+    fresh = torch.zeros(1, 128, 2, 128, dtype=torch.bfloat16)
+    (o_again,) = call_plans.run(plan, {"v": fresh})
+    (name, dims, (tiles, seven, out)), = log
+    assert dims == (2, 1, 1) and seven == 7
+    assert tiles.base.data_ptr() == fresh.data_ptr() + 256 and out.base.data_ptr() == o_again.data_ptr()
+    assert (tuple(tiles.shape), tuple(tiles.strides), tuple(tiles.block_shape)) == ((128, 128), (256, 1), (64, 128))
+    assert tiles.layout == layout and tiles.padding == out.padding == "zero" and tuple(out.shape) == (256, 128)

@@ -371,7 +371,8 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
-                                  "B1-T3000-all-no_final_state"])
+                                  "B1-T3000-all-no_final_state", "B1-T9000-HV8-lists", "B1-T9000-HV8-lists-overlap",
+                                  "B2-T4096-s0-lists-overlap"])
 def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     """call_plans.CALL_PLANS: calls of one key launched from its recorded plan return what the same calls'
     launches return, bit for bit (the same compiled kernels with the same arguments). Four inputs in a row, each
@@ -379,14 +380,35 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     kernel), the next three replay the plan; a later call leaves an earlier call's outputs alone; a fifth input
     with a NaN in v raises through the planned call's value flags. With v as a model hands it over and an
     initial state, B > 1 with deferred checks (a model's layers), a length past the CUDA graphs', and the `all`
-    selector without the final state. Graphs off, so that the short cases take the plans too."""
-    from sparsegdn.triton import call_plans, graphs
+    selector without the final state. Graphs off, so that the short cases take the plans too. "-lists": the outputs
+    by the Gluon lists (list_output.py, Hopper; Tinv solved by them, claimed chunks) after the chain pass, or beside
+    it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses."""
+    from sparsegdn.triton import call_plans, forward, graphs, list_output
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
                                               "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
                                               "B1-T9000-HV8": (1, 9000, 4, 8, 128),
-                                              "B1-T3000-all-no_final_state": (1, 3000, 2, 4, 128)}[case]
-    initial = case.endswith("strided_v")
+                                              "B1-T3000-all-no_final_state": (1, 3000, 2, 4, 128),
+                                              "B1-T9000-HV8-lists": (1, 9000, 4, 8, 128),
+                                              "B1-T9000-HV8-lists-overlap": (1, 9000, 4, 8, 128),
+                                              "B2-T4096-s0-lists-overlap": (2, 4096, 2, 4, 128)}[case]
+    lists = []
+    if "-lists" in case:
+        if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
+            pytest.skip("the list outputs need Gluon on an sm_90 device")
+        monkeypatch.setattr(forward, "OVERLAP", False)
+        monkeypatch.setattr(forward, "STORE_VECTORS", True)
+        monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
+        monkeypatch.setattr(list_output, "CLAIM", True)
+        monkeypatch.setattr(list_output, "OVERLAP_LISTS", case.endswith("overlap"))
+        real_call = list_output.ListCall
+
+        def spy(*args, **kwargs):
+            lists.append(1)
+            return real_call(*args, **kwargs)
+        monkeypatch.setattr(list_output, "ListCall", spy)
+    initial = case.endswith("strided_v") or "-s0-" in case
+    strided = case.endswith("strided_v")
     selector = "all" if "-all" in case else "score"
     final = "no_final_state" not in case
     replays = []
@@ -395,7 +417,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     def call(seed, poison=False):
         q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, dim, dim, dtype=torch.bfloat16,
                                              seed=seed, initial_state=initial, device="cuda")
-        if initial:
+        if strided:
             v = v.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)       # tokens innermost
         if poison:
             v[0, tokens // 2, 0, 0] = float("nan")
@@ -419,6 +441,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
             if seed == 3:
                 kept, third = o.clone(), o
         assert len(replays) == 3 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
+        assert len(lists) == (5 if "-lists" in case else 0), len(lists)    # 4 launched, 1 recorded, 3 replayed
         assert torch.equal(third, kept), "a later call changed an earlier call's output"
         with pytest.raises(ValueError):         # the planned call's value flags reach the check
             call(5, poison=True)

@@ -75,8 +75,47 @@ class Launch:
     compiled: object
     dims: tuple
     arguments: tuple    # the recorded arguments, pointers left as None
-    pointers: tuple     # (position, source, byte offset): source indexes the call's base addresses
+    pointers: tuple     # (position, source, byte offset, Descriptor or None): source indexes the call's base addresses
     allocate: tuple     # the OWN parts this launch is the first to use: allocated just before it
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A TMA descriptor argument (Gluon's TensorDescriptor: list_output's kernels) without its tensor: remade at each
+    replay around the call's address, with what Triton's launcher reads of it (the base's data_ptr, shape, strides,
+    padding) and what keys it (block shape, layout)."""
+    shape: tuple
+    strides: tuple
+    block_shape: tuple
+    layout: object
+    padding: str
+
+    def at(self, address: int):
+        return _ReplayedDescriptor(_Address(address), self.shape, self.strides, self.block_shape, self.layout,
+                                   self.padding)
+
+
+@dataclass(frozen=True)
+class _Address:
+    address: int
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+@dataclass(frozen=True)
+class _ReplayedDescriptor:
+    base: _Address
+    shape: tuple
+    strides: tuple
+    block_shape: tuple
+    layout: object
+    padding: str
+
+
+def is_descriptor(x) -> bool:
+    """A TMA descriptor argument (duck-typed as Triton's launcher reads it)."""
+    return hasattr(x, "block_shape") and hasattr(x, "base") and hasattr(x, "strides")
 
 
 @dataclass(frozen=True)
@@ -166,11 +205,17 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
             sizes[place] += -(-nbytes // ALIGN) * ALIGN
         parts.append(Part(tuple(tensor.shape), tensor.dtype, place, offset, nbytes, fill if place == OWN else None))
 
-    def source_of(x):
-        """(source, byte offset) of a tensor argument, or None."""
+    def source_of(x, views=False):
+        """(source, byte offset) of a tensor argument, or None. views: also a view into an input (a descriptor's
+        base: list_output makes 2-D views of q, k, v for TMA)."""
         if id(x) in input_source:
             return input_source[id(x)], 0
         address = x.data_ptr()
+        if views:
+            for name in input_names:
+                start, span = tensors[name].data_ptr(), extent_bytes(tensors[name])
+                if start <= address < start + max(span, 1):
+                    return input_source[id(tensors[name])], address - start
         for index, tensor in enumerate(allocated):
             start = tensor.data_ptr()
             if start <= address < start + max(parts[index].nbytes, 1):
@@ -181,11 +226,14 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
     for compiled, dims, arguments in record.launches:
         kept, pointers, allocate = list(arguments), [], []
         for position, x in enumerate(arguments):
-            if isinstance(x, torch.Tensor):
-                found = source_of(x)
+            descriptor = is_descriptor(x)
+            if isinstance(x, torch.Tensor) or descriptor:
+                found = source_of(x.base, views=True) if descriptor else source_of(x)
                 if found is None:
                     return None
-                pointers.append((position, *found))
+                template = (Descriptor(tuple(x.shape), tuple(x.strides), tuple(x.block_shape), x.layout, x.padding)
+                            if descriptor else None)
+                pointers.append((position, *found, template))
                 kept[position] = None
                 part = found[0] - len(input_names)
                 if part >= 0 and parts[part].place == OWN and part not in allocated_before:
@@ -204,6 +252,13 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
         else:
             result.append(("value", x))
     return Plan(input_names, tuple(parts), sizes[WORKSPACE], sizes[ZEROED], tuple(launches), tuple(result))
+
+
+def extent_bytes(x: torch.Tensor) -> int:
+    """The bytes from x's first element to just past its last, through its strides."""
+    if x.numel() == 0:
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(x.shape, x.stride())) + 1) * x.element_size()
 
 
 def run(plan: Plan, tensors: dict):
@@ -235,8 +290,9 @@ def run(plan: Plan, tensors: dict):
                           call_record.full(*part.shape, value=part.fill, dtype=part.dtype, device=device))
             bases[first_part + index] = own[index].data_ptr()
         arguments = list(step.arguments)
-        for position, source, offset in step.pointers:
-            arguments[position] = bases[source] + offset
+        for position, source, offset, descriptor in step.pointers:
+            address = bases[source] + offset
+            arguments[position] = address if descriptor is None else descriptor.at(address)
         compiled = step.compiled
         compiled.run(*step.dims, stream, compiled.function, compiled.packed_metadata, None, None, None, *arguments)
 

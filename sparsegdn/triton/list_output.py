@@ -24,10 +24,11 @@ against it: an sm_90 device, 16-bit inputs, K = V = 128, the vectors stored by p
 Tinv stored too (STORE_INVERSE) or a band of 0 or 1, which the kernel then solves itself from the k tile
 (gluon_band_solve: band_solve's batched products and roundings, so chunk_output solving on chip is the twin), q, k,
 v contiguous (the 2-D views TMA reads: tokens x heads x dim), B = 1 or T a multiple of 64 (a chunk never crosses
-into the next batch row), FOLD_SCALES off. Anything else takes chunk_output. A call through this path gets no
-launch plan: the lists are made by torch's ops and their TMA descriptors hold the call's tensors, so its key is refused
-(call_record.note_unreplayable) and the host launches each call's kernels itself (each kernel through launch.Launcher,
-which skips Triton's argument binding, but ~1.1 ms of host work a call in all on the H200's host: batch 24).
+into the next batch row), FOLD_SCALES off. Anything else takes chunk_output. A call through this path gets a
+launch plan (call_plans.py) as the one launch's does: the lists are made by two small kernels (make_chunk_lists), every
+kernel goes through launch.Launcher, and a plan rebuilds the TMA descriptors from its pointers at each replay. Without
+a plan (the first call of a key, or SIDE_STREAM, whose second stream a plan cannot replay) the host needed ~1.1 ms to
+issue a call on the H200's host (batch 24, before the plans).
 
 With OVERLAP_LISTS both lists run beside the chain pass on the call's stream (programmatic dependent launches; the
 list with a state waits tile by tile on the chain pass's progress counts, as state_output's output programs do).
@@ -40,11 +41,12 @@ import functools
 import os
 
 import torch
+import triton
 import triton.language as tl
 
 from . import call_record
 from .launch import Launcher
-from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET, solve_precision
+from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET, cdiv, solve_precision
 from .gluon_band_solve import band_inverse_batched, band_zero_blocks
 
 # Off by default. On the H200 (benchmarks/config_probe.py --timed, backend entry, benchmark inputs, budget 0.29,
@@ -141,9 +143,80 @@ def eligible(q, k, v, t_inv, vectors, snapshot_dtype, band) -> str | None:
     return None
 
 
+LIST_BLOCK = 1024      # list positions a program of make_chunk_lists' kernels orders
+
+
+def make_chunk_lists(schedule, zero_start):
+    """chunk_lists' two tensors made by two small kernels (a count of zero-state chunks per block of LIST_BLOCK
+    positions, then each block's ranks placed), so that a launch plan can replay them (torch's ops cannot be)."""
+    snapshot_of_chunk = schedule.snapshot_of_chunk
+    batch, heads, n_chunks = snapshot_of_chunk.shape
+    total = batch * heads * n_chunks
+    device = snapshot_of_chunk.device
+    n_blocks = cdiv(total, LIST_BLOCK)
+    counts = call_record.empty(n_blocks, dtype=torch.int32, device=device)
+    tiles = call_record.empty(total, dtype=torch.int32, device=device)
+    own_count = call_record.empty(1, dtype=torch.int32, device=device)
+    launch_list_counts((n_blocks,), snapshot_of_chunk, counts, total, heads, n_chunks, ZERO_START=zero_start,
+                       BLOCK=LIST_BLOCK)
+    launch_list_place((n_blocks,), snapshot_of_chunk, counts, tiles, own_count, total, n_blocks, heads, n_chunks,
+                      ZERO_START=zero_start, BLOCK=LIST_BLOCK, BLOCKS=triton.next_power_of_2(n_blocks))
+    return tiles, own_count
+
+
+@triton.jit
+def _list_position(snapshot_of_chunk_ptr, position, total, HV, NC, ZERO_START: tl.constexpr):
+    """For list positions in chunk-major order ((b, c, hv), hv fastest): the tile ((b * HV + hv) * NC + c), whether
+    it starts from a state (see chunk_lists) and whether the position exists."""
+    live = position < total
+    hv = position % HV
+    c = (position // HV) % NC
+    row = position // (HV * NC) * HV + hv
+    tile = row * NC + c
+    if ZERO_START:
+        first = tl.load(snapshot_of_chunk_ptr + row * NC, mask=live, other=0)
+        has_state = tl.load(snapshot_of_chunk_ptr + tile, mask=live, other=0) != first
+    else:
+        has_state = live
+    return tile, has_state & live, live
+
+
+@triton.jit
+def list_counts_kernel(snapshot_of_chunk_ptr, counts_ptr, total, HV, NC, ZERO_START: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    """counts[block]: the zero-state chunks among this block's list positions."""
+    position = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    _, has_state, live = _list_position(snapshot_of_chunk_ptr, position, total, HV, NC, ZERO_START)
+    tl.store(counts_ptr + tl.program_id(0), tl.sum((live & ~has_state).to(tl.int32), axis=0))
+
+
+@triton.jit
+def list_place_kernel(snapshot_of_chunk_ptr, counts_ptr, tiles_ptr, own_count_ptr, total, n_blocks, HV, NC,
+                      ZERO_START: tl.constexpr, BLOCK: tl.constexpr, BLOCKS: tl.constexpr):
+    """This block's tiles at their places: the zero-state ones after those of earlier blocks, the others after every
+    zero-state one and those of earlier blocks; block 0 writes the zero-state count."""
+    block = tl.program_id(0)
+    blocks = tl.arange(0, BLOCKS)
+    counts = tl.load(counts_ptr + blocks, mask=blocks < n_blocks, other=0)
+    own_total = tl.sum(counts, axis=0)
+    own_before = tl.sum(tl.where(blocks < block, counts, 0), axis=0)
+    position = block * BLOCK + tl.arange(0, BLOCK)
+    tile, has_state, live = _list_position(snapshot_of_chunk_ptr, position, total, HV, NC, ZERO_START)
+    own = live & ~has_state
+    own_rank = own_before + tl.cumsum(own.to(tl.int32), axis=0) - 1
+    state_rank = block * BLOCK - own_before + tl.cumsum(has_state.to(tl.int32), axis=0) - 1
+    tl.store(tiles_ptr + tl.where(has_state, own_total + state_rank, own_rank), tile.to(tl.int32), mask=live)
+    tl.store(own_count_ptr + tl.arange(0, 1), tl.full([1], 0, tl.int32) + own_total, mask=tl.arange(0, 1) == block)
+
+
+launch_list_counts = Launcher(list_counts_kernel)
+launch_list_place = Launcher(list_place_kernel)
+
+
 def chunk_lists(schedule, zero_start):
-    """int32 [B * HV * NC] tiles ((b * HV + hv) * NC + c), chunk-major within each batch row, the zero-state chunks
-    first and then the chunks with a state (each kind in that order), and int32 [1]: how many of the first kind.
+    """In torch's ops, the reference of make_chunk_lists (tests/test_list_output.py): int32 [B * HV * NC] tiles
+    ((b * HV + hv) * NC + c), chunk-major within each batch row, the zero-state chunks first and then the chunks
+    with a state (each kind in that order), and int32 [1]: how many of the first kind.
     zero_start: no initial state (chunk_output.zero_start), so a chunk that starts from its head pair's snapshot 0
     has no state; else every chunk has one."""
     snapshot_of_chunk = schedule.snapshot_of_chunk
@@ -172,7 +245,8 @@ class ListCall:
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
                  band, overlap=False):
-        call_record.note_unreplayable()         # these launches are not Launcher's: no plan may replay this key
+        if SIDE_STREAM and not overlap:         # a plan launches on the call's stream only: this key is launched
+            call_record.note_unreplayable()
         batch, tokens, key_heads, _ = q.shape
         value_heads = v.shape[2]
         self.q, self.beta, self.vectors, self.schedule, self.flags = q, beta, vectors, schedule, flags
@@ -182,8 +256,8 @@ class ListCall:
         self.solve = t_inv is None              # Tinv's bands 0 to `band` solved in the kernel (not stored)
         self.band = band
         if self.solve:                          # no Tinv read: a stand-in of the type for its descriptor
-            t_inv = torch.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
-        self.tiles, self.own_count = chunk_lists(schedule, zero_start)
+            t_inv = call_record.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
+        self.tiles, self.own_count = make_chunk_lists(schedule, zero_start)
         self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
         # each list's next position (CLAIM) and its programs that have ended (overlap); unread without either
         self.claims = (call_record.zeros(4, dtype=torch.int32, device=q.device) if CLAIM or overlap
@@ -199,8 +273,9 @@ class ListCall:
             TensorDescriptor.from_tensor(t_inv.view(-1, CHUNK_SIZE), [CHUNK_SIZE, CHUNK_SIZE], square),
             TensorDescriptor.from_tensor(self.o.view(rows, value_heads * HEAD_DIM), [CHUNK_SIZE, HEAD_DIM], wide))
         self.sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-        self.ready = torch.cuda.Event()
-        self.ready.record()                     # the lists and every input exist from here on the call's stream
+        if SIDE_STREAM and not overlap:         # the lists and every input exist from here on the call's stream
+            self.ready = torch.cuda.Event()
+            self.ready.record()
         self.side = None
 
     def own(self):
@@ -229,7 +304,7 @@ class ListCall:
         from .chunk_loads import FLAG_OUTPUT
         stages, per_sm = launch
         if snapshots is None:                   # the zero-state list reads no snapshot: a stand-in of the type
-            stand_in = torch.empty(HEAD_DIM, HEAD_DIM, dtype=self.q.dtype, device=self.q.device)
+            stand_in = call_record.empty(HEAD_DIM, HEAD_DIM, dtype=self.q.dtype, device=self.q.device)
             snapshots_desc = self._state_descriptor(stand_in)
         else:
             snapshots_desc = self._state_descriptor(snapshots.view(-1, HEAD_DIM))

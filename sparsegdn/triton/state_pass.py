@@ -27,6 +27,7 @@ import triton.language.extra.cuda as cuda_extra
 
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, INTERPRET, any_2d, cdiv, length_bucket,
                           mma, not_finite, padded, raise_flag, round_to)
+from . import call_record
 from .commit_pairs import commit_pair
 from .launch import Launcher
 
@@ -348,16 +349,16 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     commit_pairs.pair_prepare (whole chains only: the caller pairs only when it walks them whole).
     warm_up > 0 (with segment > 0): each segment walks its entering state from a warm-up of the commits
     before it (walk_chain, warm_up_begin) instead of segment_scan's maps; any key head size.
-    progress: zeroed int32 counts (progress_counts) that the chains publish every `publish` commits (walk_chain's
-    PUBLISH), for a kernel launched next as this one's programmatic dependent; None publishes nothing.
+    progress: zeroed int32 counts (progress_counts_shape of them) that the chains publish every `publish` commits
+    (walk_chain's PUBLISH), for a kernel launched next as this one's programmatic dependent; None publishes nothing.
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
     n_events = schedule.max_events
-    snapshots = (torch.full if POISON else torch.empty)(
-        (batch, n_events + heads, key_dim, value_dim), *((float("nan"),) if POISON else ()), device=w.device,
-        dtype=w.dtype)
-    final_state = (torch.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
+    shape = (batch, n_events + heads, key_dim, value_dim)     # allocated as a launch plan can make them again
+    snapshots = (call_record.full(*shape, value=float("nan"), device=w.device, dtype=w.dtype) if POISON
+                 else call_record.empty(*shape, device=w.device, dtype=w.dtype))
+    final_state = (call_record.empty(batch, heads, key_dim, value_dim, device=w.device, dtype=torch.float32)
                    if store_final else snapshots)
     starts = None
     segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
