@@ -189,8 +189,8 @@ VARIANTS = {
     "list-outputs-overlap-solved-claim": {"env": {"SPARSEGDN_STORE_VECTORS": "1", "SPARSEGDN_LIST_OVERLAP": "1",
                                                   "SPARSEGDN_LIST_CLAIM": "1"},
                                           "overlap": False, "store": False, "list_outputs": True},
-    # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised): the list calls get no launch plan (their
-    # launches are not Launcher's), so without a graph the host launches every kernel of each call.
+    # Replayed from a CUDA graph at 32K (graphs.MAX_TOKENS raised). Measured in batch 23, when the list calls got no
+    # launch plan (their launches were not Launcher's; they have one since batch 24, call 11).
     "list-outputs-warm-up-256-graph-32k": {"env": {"SPARSEGDN_STORE_VECTORS": "1"}, "overlap": False, "store": True,
                                            "list_outputs": True, "segment": 256, "warm_up": 20.0, "graph": True,
                                            "graph_max_tokens": 32768, "timing_only": True},

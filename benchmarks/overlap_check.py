@@ -137,7 +137,8 @@ def main():
                                        "o_nan": int(torch.isnan(o).sum()),
                                        "s_max_abs": float((s - s_serial).abs().nan_to_num(1e30).max()),
                                        "flags": flags.tolist()})
-            row["lists_ran"] = calls[:1] == [False] and calls[1:] == [True] * args.repeats
+            # the lists ran serial and overlapped (a call replayed from its key's launch plan makes no ListCall)
+            row["lists_ran"] = calls[:1] == [False] and True in calls[1:] and False not in calls[1:]
             row["bit_equal"] = not mismatches
             row["mismatches"] = mismatches
             failed |= bool(mismatches) or not row["lists_ran"]

@@ -468,8 +468,8 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
 # it). Arrangements: "" the defaults, "claim" chunks claimed from a counter (list_output.CLAIM), "stages" one stage
 # for the zero-state list (q's buffer the solve's scratch) and two for the list with a state, "overlap" the lists
 # beside the chain pass (list_output.OVERLAP_LISTS: programmatic dependent launches, the list with a state waiting on
-# the chains' progress counts), with claims, with segments of 4 commits from segment_scan's maps, or with warm-up
-# segments of 16 commits (forward.WARM_UP 20).
+# the chains' progress counts), with claims, with segments of 2 commits from segment_scan's maps, or with warm-up
+# segments of 4 commits (forward.WARM_UP 20), so that chains cross segments.
 LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for side_stream in (True, False)]
               + [(LIST_SHAPES[1], True, False, True, ""), (LIST_SHAPES[2], False, False, True, "")]    # raw keys
               + [(shape, False, True, False, "") for shape in LIST_SHAPES]
@@ -512,10 +512,10 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
         from sparsegdn.triton import state_pass
         monkeypatch.setattr(list_output, "OVERLAP_LISTS", True)
         monkeypatch.setattr(state_pass, "POISON", True)
-        if arrangement == "overlap-segments":
+        if arrangement == "overlap-segments":     # head pairs of up to 4 events here: up to two segments
+            monkeypatch.setattr(forward, "COMMIT_SEGMENT", 2)
+        if arrangement == "overlap-warm-up":      # ~13 events a head pair: up to four segments
             monkeypatch.setattr(forward, "COMMIT_SEGMENT", 4)
-        if arrangement == "overlap-warm-up":
-            monkeypatch.setattr(forward, "COMMIT_SEGMENT", 16)
             monkeypatch.setattr(forward, "WARM_UP", 20.0)
     ran = []
     real_call, real_empty = list_output.ListCall, call_record.empty

@@ -235,7 +235,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
                                         warm_up=warm_up, progress=progress,
-                                        publish=state_output_module.publish_every(paired))
+                                        publish=state_output_module.publish_every(paired) if progress is not None
+                                        else 1)
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()
     del w, u, k_commit    # not needed past the recurrence (freed here unless a plan's recording holds them)

@@ -48,6 +48,7 @@ from . import call_record
 from .launch import Launcher
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET, cdiv, solve_precision
 from .gluon_band_solve import band_inverse_batched, band_zero_blocks
+from .state_pass import PROGRESS_BV
 
 # Off by default. On the H200 (benchmarks/config_probe.py --timed, backend entry, benchmark inputs, budget 0.29,
 # band 1, one stream, fixed shares) the two launches with these outputs took at 128K 4.77 ms with Tinv stored and
@@ -101,6 +102,7 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
 OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
+PROGRESS_COLUMNS = tl.constexpr(PROGRESS_BV)     # the value columns of one progress count (state_pass's)
 
 try:                        # Triton 3.6's Gluon; absent or unusable elsewhere (then `eligible` says so)
     from triton.experimental import gluon
@@ -246,7 +248,7 @@ class ListCall:
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
                  band, overlap=False):
         if SIDE_STREAM and not overlap:         # a plan launches on the call's stream only: this key is launched
-            call_record.note_unreplayable()
+            call_record.note_unreplayable()     # (otherwise every launch is a Launcher's and a plan replays them)
         batch, tokens, key_heads, _ = q.shape
         value_heads = v.shape[2]
         self.q, self.beta, self.vectors, self.schedule, self.flags = q, beta, vectors, schedule, flags
@@ -545,7 +547,7 @@ if GLUON_PROBLEM is None:
         """Spin until every value block of head pair `row`'s chain (of its segment, SEGMENTED) has published
         snapshot `snapshot` (chunk_output.wait_for_snapshot's counts and its relaxed poll: volatile loads, then one
         acquire), then fence the generic proxy's stores before the async proxy's (TMA) read of it."""
-        BLOCKS: gl.constexpr = V // 16                              # state_pass.PROGRESS_BV
+        BLOCKS: gl.constexpr = V // PROGRESS_COLUMNS
         needed = snapshot.to(gl.int64) - (b * (E + HV) + gl.load(first_event_ptr + row).to(gl.int64) + hv) + 1
         counter = row.to(gl.int64)
         if SEGMENTED:

@@ -54,17 +54,13 @@ PROGRESS_BV = 16
 # multiprocessor: the long chains walk alone. On the H200 (2026-12-04, benchmarks/overlap_check.py --chain-stages,
 # lists beside the chains at 128K; analysis/results/overlap/batch24, calls 2 and 5) 4-6 stages were no faster than 3
 # (4.38-4.42 ms against 4.38 stored, 4.70-4.75 against 4.28 solved; with claims 4.17 against 3.89): the chains walk
-# faster alone (1.82 ms against 2.18) but the lists then start later. SPARSEGDN_CHAIN_STAGES sets it (read with the
-# autotuner on, as on a GPU by default: with SPARSEGDN_AUTOTUNE=0 the first config, 3 stages, runs).
+# faster alone (1.82 ms against 2.18) but the lists then start later. SPARSEGDN_CHAIN_STAGES sets it.
 PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
 
 
 def _prune(configs, named_args, **kwargs):
-    """No value block wider than the (padded) value head: such a program would be mostly masked. With progress
-    counts published, blocks of PROGRESS_BV columns only."""
+    """No value block wider than the (padded) value head: such a program would be mostly masked."""
     widest = padded(named_args["V"])
-    if kwargs.get("PUBLISH", named_args.get("PUBLISH", 0)):
-        return [triton.Config({"BV": PROGRESS_BV}, num_warps=4, num_stages=PROGRESS_STAGES)]
     kept = [config for config in configs if config.kwargs["BV"] <= widest]
     return kept or configs[:1]
 
@@ -337,6 +333,11 @@ def launch_dependents():
 
 
 launch_state_pass = Launcher(state_pass_kernel)
+# The publishing chain pass (progress counts for the lists launched after it) runs the plain kernel at one config,
+# blocks of PROGRESS_BV columns, PROGRESS_STAGES stages: not through the autotuner, which in Triton 3.6 benchmarks even
+# a lone config (some 100 runs of the chain pass before the real one, so that in a key's first call the lists would
+# find every count final and never wait).
+launch_publishing_chains = Launcher(state_pass_kernel.fn)
 
 
 def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
@@ -377,14 +378,18 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
             raise ValueError(f"state_pass: progress needs {expected} int32 counts, got {progress.numel()} "
                              f"{progress.dtype}")
     grid = lambda meta: (cdiv(value_dim, meta["BV"]), batch * heads, cdiv(n_chunks, segment))  # noqa: E731
-    launch_state_pass(
-        grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
-        schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots, final_state,
-        flags, starts if starts is not None else snapshots, progress if progress is not None else flags, n_chunks,
-        length_bucket(n_chunks), n_events, segment, heads, key_dim, value_dim,
-        BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-        HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0,
-        PUBLISH=publish if progress is not None else 0)
+    arguments = (grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
+                 schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots,
+                 final_state, flags, starts if starts is not None else snapshots,
+                 progress if progress is not None else flags, n_chunks, length_bucket(n_chunks), n_events, segment,
+                 heads, key_dim, value_dim)
+    constants = dict(BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
+                     HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0)
+    if progress is None:
+        launch_state_pass(*arguments, **constants, PUBLISH=0)
+    else:
+        launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
+                                 num_stages=PROGRESS_STAGES)
     return snapshots, (final_state if store_final else None)
 
 
