@@ -449,6 +449,17 @@ def test_chain_pass_publishes_its_progress(segment, warm_up):
         for part in range(max(cdiv(count, cut), 1) if cut else 1):
             end = min(count, (part + 1) * cut) if cut else count
             assert (counts[row, part] == end + 1).all(), (row, part, counts[row, part].tolist(), end + 1)
+    # every chunk's wait as list_output's Gluon kernel forms it (_wait_for_snapshot, mirrored here: it cannot run in
+    # the interpreter) finds its count published: the snapshot's place in its head pair's chain, plus one, at most
+    flat = schedule.snapshot_of_chunk.cpu()
+    for b in range(batch):
+        for hv in range(value_heads):
+            row = b * value_heads + hv
+            first = int(schedule.first_event.flatten()[row])
+            for c in range(n_chunks):
+                needed = int(flat[b, hv, c]) - (b * (schedule.max_events + value_heads) + first + hv) + 1
+                part = max(needed - 2, 0) // cut if cut else 0
+                assert 1 <= needed and (counts[row, part] >= needed).all(), (b, hv, c, needed, part)
     with pytest.raises(ValueError, match="progress needs"):
         state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress[:1], **options)
 

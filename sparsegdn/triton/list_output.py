@@ -91,15 +91,14 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # waits tile by tile for its snapshot's progress count (as state_output's output programs do). Every chain program
 # has started before any list program can wait, and chains wait on nothing, so every wait ends; a driver that starts
 # a dependent only when the kernel before it ends loses the overlap, not the result. Off: on the H200 (2026-12-04,
-# benchmarks/overlap_check.py, benchmark inputs, budget 0.29, band 1, whole chains; analysis/results/overlap/batch24)
-# with CLAIM the backend entry took 3.87-3.89 ms at 128K with Tinv stored and 3.98-4.03 solved, against the default
-# one launch's 4.38-4.51 (1.99-2.05 against 2.22 at 64K, 1.05-1.09 against 1.14 at 32K in the rounds the host kept
-# up), its outputs equal to the serial lists' bit for bit; with fixed shares 4.28-4.39 at 128K (the list with a
-# state starts late and each program walks its share in order); with warm-up segments it loses (4.07-4.32). But the
-# list path has no launch plan: the host takes ~1.1 ms to issue a call (call 7; 1.7-2.3 on a slower host, call 9),
-# which is the call at 32K and is exposed after each public call's sync (public call at 128K 4.14-4.33 ms stored,
-# 4.16-4.50 solved, against the default's 4.51-4.55; at 32K 1.95-2.21 against 1.22-1.24).
-# SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
+# benchmark inputs, budget 0.29, band 1, whole chains; analysis/results/overlap/batch24) with CLAIM, Tinv solved
+# here and the calls launched from their plans (call 12: benchmarks/config_probe.py --timed baseline
+# list-outputs-overlap-solved-claim) the backend entry took 1.04 ms at 32K and 3.93-3.94 at 128K against the one
+# launch's 1.14 and 4.40 (-9% / -11%), the public call 4.02 against 4.49-4.58 at 128K but 1.22-1.24 against 1.19 at
+# 32K; its outputs equal the serial lists' bit for bit (benchmarks/overlap_check.py). With fixed shares it gained
+# less (4.28-4.39 at 128K: the list with a state starts late and each program walks its share in order); with
+# warm-up segments it loses (4.07-4.32). Not yet the default: the final build's GPU matrix and the full benchmark at
+# every length are owed first. SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
 OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
 PROGRESS_COLUMNS = tl.constexpr(PROGRESS_BV)     # the value columns of one progress count (state_pass's)
@@ -261,6 +260,9 @@ class ListCall:
             t_inv = call_record.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = make_chunk_lists(schedule, zero_start)
         self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
+        if overlap and STATE_LAUNCH[0] != 1:
+            raise ValueError(f"list_output: the list with a state waits before its loads, so beside the chain pass it "
+                             f"runs one stage (STATE_LAUNCH is {STATE_LAUNCH})")
         # each list's next position (CLAIM) and its programs that have ended (overlap); unread without either
         self.claims = (call_record.zeros(4, dtype=torch.int32, device=q.device) if CLAIM or overlap
                        else self.tiles)
@@ -318,7 +320,8 @@ class ListCall:
             self.schedule.snapshot_of_chunk, self.schedule.log_decay_since, self.flags, self.scale, self.tokens,
             n_chunks, self.key_heads, self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state,
             FLAG_OUTPUT.value, self.solve, min(self.band, 1) if self.solve else 1, self.claims, CLAIM,
-            progress if progress is not None else self.tiles, self.schedule.first_event, self.schedule.max_events,
+            progress if progress is not None else self.tiles, self.schedule.first_event,
+            self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap)
 
     def _state_descriptor(self, rows):
