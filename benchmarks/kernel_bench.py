@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from sparsegdn import STAGES, SparseConfig     # noqa: E402
-from sparsegdn.triton import call_plans, forward, graphs   # noqa: E402
+from sparsegdn.triton import call_plans, forward, graphs, list_output   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
 # Timed rounds of every contender, interleaved. Two until 2026-12-01; five since the public call's figure was seen
@@ -51,7 +51,16 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # 64 chunks); on the H200 (2026-11-30) it computed correctly but its state pass was slower than the whole
 # chain's (analysis/results/state_pass_designs.json). It only runs when asked for (--designs).
 # "by_band" is the default since 2026-12-02 (forward.store_inverse: on chip for band 1, stored for bands 2 and 3).
-DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64)}
+# "lists_overlap": the two-launch form with the outputs by the Gluon lists beside the chain pass (list_output.py:
+# OVERLAP_LISTS with CLAIM, the vectors stored, Tinv by band: solved in the lists at band 1; Hopper, K = V = 128,
+# else the lists refuse and chunk_output writes the outputs after the chains), off by default (batch 24).
+DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
+           "lists_overlap": (None, 0, "lists")}
+# The switches a "lists" design sets; set_design puts back what they were when the next other design is set.
+LIST_SWITCHES = ((forward, "OVERLAP"), (forward, "STORE_VECTORS"), (list_output, "LIST_OUTPUTS"),
+                 (list_output, "OVERLAP_LISTS"), (list_output, "CLAIM"))
+LIST_VALUES = (False, True, True, True, True)
+_saved_switches = None      # the list switches' values before a "lists" design set them
 DEFAULT_DESIGNS = ("by_band",)
 
 
@@ -124,7 +133,19 @@ def design_of(config: SparseConfig, default_setting) -> str | None:
 
 
 def set_design(design):
-    forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design
+    """forward's switches for `design` (a DESIGNS value); a "lists" design also sets LIST_SWITCHES, and the next
+    other design puts back what they were (a probe's own settings of them stay as the probe made them)."""
+    global _saved_switches
+    forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design[:2]
+    lists = design[2:] == ("lists",)
+    if lists and _saved_switches is None:
+        _saved_switches = tuple(getattr(module, name) for module, name in LIST_SWITCHES)
+        for (module, name), value in zip(LIST_SWITCHES, LIST_VALUES):
+            setattr(module, name, value)
+    elif not lists and _saved_switches is not None:
+        for (module, name), value in zip(LIST_SWITCHES, _saved_switches):
+            setattr(module, name, value)
+        _saved_switches = None
 
 
 def with_design(design, fn):
