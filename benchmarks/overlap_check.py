@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_bench  # noqa: E402
 from sparsegdn import SparseConfig  # noqa: E402
-from sparsegdn.triton import forward, list_output  # noqa: E402
+from sparsegdn.triton import call_plans, forward, list_output  # noqa: E402
 
 ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-warm-up-256": (True, 256, 20.0),
                 "solved-warm-up-256": (False, 256, 20.0)}
@@ -123,6 +123,7 @@ def main():
                    "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH}
             configure(store, segment, warm_up, False)
             calls.clear()
+            call_plans.clear()          # each arrangement's first calls launched (and recorded): ListCall runs
             serial = entry()
             torch.cuda.synchronize()
             o_serial, s_serial, flags_serial = serial[0].clone(), serial[1].clone(), serial[-1].clone()

@@ -383,7 +383,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     selector without the final state. Graphs off, so that the short cases take the plans too. "-lists": the outputs
     by the Gluon lists (list_output.py, Hopper; Tinv solved by them, claimed chunks) after the chain pass, or beside
     it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses."""
-    from sparsegdn.triton import call_plans, forward, graphs, list_output
+    from sparsegdn.triton import call_plans, forward, graphs, list_output, state_pass
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
                                               "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
@@ -401,6 +401,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
         monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
         monkeypatch.setattr(list_output, "CLAIM", True)
         monkeypatch.setattr(list_output, "OVERLAP_LISTS", case.endswith("overlap"))
+        monkeypatch.setattr(state_pass, "POISON", True)   # a snapshot read before its chain stored it: NaN
         real_call = list_output.ListCall
 
         def spy(*args, **kwargs):
@@ -494,9 +495,10 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     o within 2e-4 (the same products and roundings; 1.4e-5 measured), the final state bit for bit (the lists do not
     touch it), both within the tolerance of the torch backend; the list launches ran (a spy, which also sees whether
     they solve) and wrote every chunk (o's allocation filled with NaN); the zero-state list beside the chain pass on
-    its own stream or after it. The stage hook syncs after every pass, so the call is made again without it (twice:
-    the first call of a key is recorded for a plan, the list launches refuse it, the second is launched) and must
-    give the same o bit for bit: a missing join of the side stream would show there."""
+    its own stream or after it. The stage hook syncs after every pass, so the call is made again without it (twice;
+    given events, so launched, never from a plan: test_gpu_planned_calls_equal_the_launches plans the lists) and must
+    give the same o bit for bit: a missing join of the side stream, or an overlapped list that read a snapshot before
+    its chain stored it, would show there."""
     from sparsegdn.triton import call_record, forward, list_output
     if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the list outputs need Gluon on an sm_90 device")

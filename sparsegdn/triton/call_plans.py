@@ -20,7 +20,10 @@ arguments, and for each pointer the buffer it points into and the offset there. 
   workspace, each part at a 256-byte boundary; each returned tensor is allocated just before the first launch
   that uses it;
 - launches the compiled kernels in the recorded order, each pointer the input's data_ptr or its buffer's
-  address plus the recorded offset (ints: Triton's launcher then asks the driver nothing about them);
+  address plus the recorded offset (ints: Triton's launcher then asks the driver nothing about them); a TMA
+  descriptor argument (list_output's Gluon kernels) is remade around such an address with its recorded shape,
+  strides, block shape, layout and padding, its base found in an input (a view inside exactly one input counts)
+  or a recorded allocation;
 - returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
 
 The key is graphs.call_key: every tensor's shape, strides, dtype, device and 16-byte alignment, every option's
@@ -211,11 +214,13 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
         if id(x) in input_source:
             return input_source[id(x)], 0
         address = x.data_ptr()
-        if views:
-            for name in input_names:
-                start, span = tensors[name].data_ptr(), extent_bytes(tensors[name])
-                if start <= address < start + max(span, 1):
-                    return input_source[id(tensors[name])], address - start
+        if views:           # inside exactly one input (inside two, as with aliased inputs: which is unknowable)
+            inside = [(input_source[id(tensors[name])], address - tensors[name].data_ptr()) for name in input_names
+                      if 0 <= address - tensors[name].data_ptr() < max(extent_bytes(tensors[name]), 1)]
+            if len(inside) > 1:
+                return None
+            if inside:
+                return inside[0]
         for index, tensor in enumerate(allocated):
             start = tensor.data_ptr()
             if start <= address < start + max(parts[index].nbytes, 1):
@@ -231,8 +236,8 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
                 found = source_of(x.base, views=True) if descriptor else source_of(x)
                 if found is None:
                     return None
-                template = (Descriptor(tuple(x.shape), tuple(x.strides), tuple(x.block_shape), x.layout, x.padding)
-                            if descriptor else None)
+                template = (Descriptor(tuple(x.shape), tuple(x.strides), tuple(x.block_shape),
+                                       getattr(x, "layout", None), x.padding) if descriptor else None)
                 pointers.append((position, *found, template))
                 kept[position] = None
                 part = found[0] - len(input_names)
