@@ -370,6 +370,27 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         graphs.clear()
 
 
+def _list_outputs_on(monkeypatch, **switches):
+    """The two launches with the vectors stored and the outputs by list_output's Gluon lists (skipped without Gluon
+    on an sm_90 device), list_output's other `switches` as given. Returns the list each ListCall made appends
+    (whether it solves Tinv, its band) to: a call replayed from a plan makes none."""
+    from sparsegdn.triton import forward, list_output
+    if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the list outputs need Gluon on an sm_90 device")
+    monkeypatch.setattr(forward, "OVERLAP", False)
+    monkeypatch.setattr(forward, "STORE_VECTORS", True)
+    for name, value in switches.items():
+        monkeypatch.setattr(list_output, name, value)
+    made, real_call = [], list_output.ListCall
+
+    def spy(*args, **kwargs):
+        call = real_call(*args, **kwargs)
+        made.append((call.solve, call.band))
+        return call
+    monkeypatch.setattr(list_output, "ListCall", spy)
+    return made
+
+
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
                                   "B1-T3000-all-no_final_state", "B1-T9000-HV8-lists", "B1-T9000-HV8-lists-overlap",
                                   "B2-T4096-s0-lists-overlap"])
@@ -383,7 +404,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     selector without the final state. Graphs off, so that the short cases take the plans too. "-lists": the outputs
     by the Gluon lists (list_output.py, Hopper; Tinv solved by them, claimed chunks) after the chain pass, or beside
     it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses."""
-    from sparsegdn.triton import call_plans, forward, graphs, list_output, state_pass
+    from sparsegdn.triton import call_plans, graphs, state_pass
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
                                               "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
@@ -394,20 +415,8 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
                                               "B2-T4096-s0-lists-overlap": (2, 4096, 2, 4, 128)}[case]
     lists = []
     if "-lists" in case:
-        if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
-            pytest.skip("the list outputs need Gluon on an sm_90 device")
-        monkeypatch.setattr(forward, "OVERLAP", False)
-        monkeypatch.setattr(forward, "STORE_VECTORS", True)
-        monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
-        monkeypatch.setattr(list_output, "CLAIM", True)
-        monkeypatch.setattr(list_output, "OVERLAP_LISTS", case.endswith("overlap"))
+        lists = _list_outputs_on(monkeypatch, LIST_OUTPUTS=True, CLAIM=True, OVERLAP_LISTS=case.endswith("overlap"))
         monkeypatch.setattr(state_pass, "POISON", True)   # a snapshot read before its chain stored it: NaN
-        real_call = list_output.ListCall
-
-        def spy(*args, **kwargs):
-            lists.append(1)
-            return real_call(*args, **kwargs)
-        monkeypatch.setattr(list_output, "ListCall", spy)
     initial = case.endswith("strided_v") or "-s0-" in case
     strided = case.endswith("strided_v")
     selector = "all" if "-all" in case else "score"
@@ -500,13 +509,8 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     give the same o bit for bit: a missing join of the side stream, or an overlapped list that read a snapshot before
     its chain stored it, would show there."""
     from sparsegdn.triton import call_record, forward, list_output
-    if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the list outputs need Gluon on an sm_90 device")
-    monkeypatch.setattr(forward, "OVERLAP", False)
+    ran = _list_outputs_on(monkeypatch, SIDE_STREAM=side_stream, CLAIM=arrangement.endswith("claim"))
     monkeypatch.setattr(forward, "STORE_INVERSE", stored)
-    monkeypatch.setattr(forward, "STORE_VECTORS", True)
-    monkeypatch.setattr(list_output, "SIDE_STREAM", side_stream)
-    monkeypatch.setattr(list_output, "CLAIM", arrangement.endswith("claim"))
     if arrangement == "stages":
         monkeypatch.setattr(list_output, "OWN_LAUNCH", (1, 2))
         monkeypatch.setattr(list_output, "STATE_LAUNCH", (2, 1))
@@ -519,18 +523,11 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
         if arrangement == "overlap-warm-up":      # ~13 events a head pair: up to four segments
             monkeypatch.setattr(forward, "COMMIT_SEGMENT", 4)
             monkeypatch.setattr(forward, "WARM_UP", 20.0)
-    ran = []
-    real_call, real_empty = list_output.ListCall, call_record.empty
-
-    def spy(*args, **kwargs):
-        call = real_call(*args, **kwargs)
-        ran.append((call.solve, call.band))
-        return call
+    real_empty = call_record.empty
 
     def poisoned(*shape, dtype, device):
         tensor = real_empty(*shape, dtype=dtype, device=device)
         return tensor.fill_(float("nan")) if dtype.is_floating_point else tensor
-    monkeypatch.setattr(list_output, "ListCall", spy)
     monkeypatch.setattr(call_record, "empty", poisoned)
     batch, tokens, key_heads, value_heads, key_dim, value_dim, band, initial, dtype = shape
     inputs = random_inputs(batch, tokens, key_heads, value_heads, key_dim, value_dim, dtype=dtype,

@@ -116,11 +116,6 @@ class _ReplayedDescriptor:
     padding: str
 
 
-def is_descriptor(x) -> bool:
-    """A TMA descriptor argument (duck-typed as Triton's launcher reads it)."""
-    return hasattr(x, "block_shape") and hasattr(x, "base") and hasattr(x, "strides")
-
-
 @dataclass(frozen=True)
 class Plan:
     input_names: tuple  # sources 0.. are these inputs' data_ptr; the parts follow
@@ -231,7 +226,7 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
     for compiled, dims, arguments in record.launches:
         kept, pointers, allocate = list(arguments), [], []
         for position, x in enumerate(arguments):
-            descriptor = is_descriptor(x)
+            descriptor = launch.is_descriptor(x)
             if isinstance(x, torch.Tensor) or descriptor:
                 found = source_of(x.base, views=True) if descriptor else source_of(x)
                 if found is None:

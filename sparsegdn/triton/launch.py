@@ -40,10 +40,15 @@ def argument_key(value):
         return value.dtype, value.data_ptr() % 16 == 0
     if kind is float:
         return float               # a runtime float is passed as float32 whatever its value
-    if hasattr(value, "block_shape") and hasattr(value, "base"):   # a TMA descriptor (Gluon's TensorDescriptor):
-        return kind, value.base.dtype, tuple(value.block_shape), repr(value.layout), value.padding  # as Triton keys it
+    if is_descriptor(value):       # a TMA descriptor (Gluon's TensorDescriptor): as Triton keys it
+        return kind, value.base.dtype, tuple(value.block_shape), repr(getattr(value, "layout", None)), value.padding
     return kind, value             # bools, None: by type and value (True == 1, but not for Triton)
 
+
+
+def is_descriptor(x) -> bool:
+    """A TMA descriptor argument (duck-typed as Triton's launcher reads it: base, shape, strides, block shape)."""
+    return hasattr(x, "block_shape") and hasattr(x, "base") and hasattr(x, "strides")
 
 
 def ordered_arguments(arg_names, args, constants, config_kwargs, defaults):

@@ -306,7 +306,7 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET", "PUBLISH"],
+                 key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
