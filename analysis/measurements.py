@@ -34,7 +34,7 @@ KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "select
                   "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
                   "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
                   "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean, "call_plans": pl.Boolean,
-                  "api_wall_ms": pl.Float64}
+                  "api_wall_ms": pl.Float64, "output_lists": pl.Boolean, "lists_from": pl.Int64}
 PROVENANCE = ("device", "date", "command", "build")
 
 
@@ -167,7 +167,23 @@ def _graphed(rows: pl.DataFrame) -> str:
                  "(sparsegdn/triton/call_plans.py: the host's work done once, the tensors read in place)"
                  + (f"; the {', '.join(f'`{s}`' for s in launched)} rows' calls were launched through Python "
                     "(that build did not plan them)." if launched else "."))
-    return note
+    return note + _lists(rows)
+
+
+def _lists(rows: pl.DataFrame) -> str:
+    """At which lengths the default design's calls wrote their outputs by the Gluon lists beside the chain pass,
+    when the file says."""
+    default = rows.filter(pl.col("default_design").fill_null(True))
+    lists = default.filter(pl.col("output_lists").fill_null(False))
+    if not lists.height:
+        return ""
+    lengths = lists["T"].unique(maintain_order=True).to_list()
+    threshold = lists["lists_from"].drop_nulls().unique().to_list()
+    where = "every length" if len(lengths) == default["T"].n_unique() else ", ".join(_tokens(t) for t in lengths)
+    return (f" At {where} the default design's calls wrote their outputs by the Gluon lists beside the chain pass "
+            "(sparsegdn/triton/list_output.py"
+            + (f"; from {threshold[0]:,} head chunks on, forward.LISTS_FROM" if len(threshold) == 1 else "")
+            + "), elsewhere by the one launch of the chains and the outputs.")
 
 
 def kernel_report(path: Path) -> str:

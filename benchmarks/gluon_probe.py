@@ -15,7 +15,10 @@ Triton: measurements for the next design (the product's path grown from them is 
 2. `--output-pass`: the product's output pass (`chunk_output`: stored Tinv, vectors and snapshots, the benchmark's
    selection at budget 0.29, random snapshots) against the same products and roundings over two chunk lists (the
    zero-state chunks, then those with a state), persistent, in Triton (`output_list_kernel`) and in Gluon
-   (`output_list_gluon_kernel`).
+   (`output_list_gluon_kernel`); with band 1's Tinv solved on chip, block row by block row in
+   `output_list_gluon_kernel` (RECOMPUTE) and batched in the product's own list kernel
+   (`list_output.list_output_kernel`, launched through its ListCall: `product_output_lists`), which grew from this
+   probe's batched form and replaced it (the rows `gluon_on_chip_batched_*` and `*_batched_solve` time it).
 Gluon kernels do not run under TRITON_INTERPRET: their outputs are checked on the GPU against the Triton kernels'
 and torch's; `--interpret-check` checks the Triton twins on the CPU, the list twin bit for bit against the product's
 output pass. Shapes: the kernel benchmark's (B = 1, H = 16, HV = 32, K = V = 128, bf16); T a multiple of 64; no
@@ -25,8 +28,8 @@ Gluon 1.14-1.18x the Triton kernel's time; persistent with two TMA stages 0.74-0
 0.64x chunk_output's (1.29 against 2.01 ms at 128K), the Triton twin with TMA descriptors 0.85x; with band 1's Tinv
 solved in the Gluon kernels (RECOMPUTE) 6.38 ms by whole-tile tf32 products, 2.99 block row by block row
 (`band1_inverse`), against the product's on-chip pass 2.44 (kernel_bench.notes.md, batch 22); batched as band_solve
-batches it (BATCHED, the product's gluon_band_solve) 1.87 ms, 0.495 at 32K (batch 23, `--output-pass
---on-chip-only`, analysis/results/overlap/batch23).
+batches it (then the probe kernel's BATCHED form, the product's gluon_band_solve) 1.87 ms, 0.495 at 32K (batch 23,
+`--output-pass --on-chip-only`, analysis/results/overlap/batch23).
 """
 import argparse
 import json
@@ -48,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import kernel_bench                                             # noqa: E402
 from sparsegdn.config import CHUNK_SIZE as CHUNK               # noqa: E402
-from sparsegdn.triton.gluon_band_solve import band_inverse_batched, band_zero_blocks  # noqa: E402
+from sparsegdn.triton import list_output                      # noqa: E402  (the product's list kernel)
 from sparsegdn.triton.chunk_loads import mma, mma_into, round_to  # noqa: E402  (the interpreter's bf16 products)
 from sparsegdn.reference import relative_error                # noqa: E402
 
@@ -227,19 +230,19 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
                              vectors_ptr, snapshot_of_chunk_ptr, log_decay_since_ptr, scale, NC,
                              H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr,
                              STAGES: gl.constexpr, HAS_STATE: gl.constexpr, num_warps: gl.constexpr,
-                             RECOMPUTE: gl.constexpr = False, BATCHED: gl.constexpr = True):
+                             RECOMPUTE: gl.constexpr = False):
     """output_list_kernel in Gluon (the same products and roundings): persistent over a chunk list, q, k, v, Tinv
     (and the snapshot, HAS_STATE) brought by TMA into STAGES stages, the next tiles' loads issued before this
     tile's products. X = round(beta e^gamma k_scale K) and round(beta V) are written over k and v in shared memory
     (k and v are used up by then); o leaves through TMA from q's buffer. RECOMPUTE: Tinv is not loaded but solved
-    here, band 1, and written into a Tinv buffer of its own for the product: with BATCHED as band_solve batches it
-    (one warp a 16 x 16 block: the product's gluon_band_solve), else block row by block row (band1_inverse)."""
+    here, band 1, block row by block row (band1_inverse), into the stage's Tinv buffer for the product. The batched
+    solve (one warp a 16 x 16 block, as band_solve batches it) is not here: the product's list kernel
+    (list_output.list_output_kernel with SOLVE) is that form, and the probe times it (product_output_lists)."""
     CHUNK: gl.constexpr = CHUNK_TOKENS
     q_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, K], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, V], v_desc.layout)
-    T_BUFFERS: gl.constexpr = 1 if (RECOMPUTE and BATCHED) else STAGES      # solved here: one buffer
-    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [T_BUFFERS, CHUNK, CHUNK], t_desc.layout)
+    t_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, CHUNK, CHUNK], t_desc.layout)
     INVERSE_BYTES: gl.constexpr = 0 if RECOMPUTE else 2 * CHUNK * CHUNK
     if HAS_STATE:
         s_bufs = gl.allocate_shared_memory(gl.bfloat16, [STAGES, K, V], s_desc.layout)
@@ -253,8 +256,6 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for st in gl.static_range(STAGES):
         mbarrier.init(bars.index(st), count=1)
-    if RECOMPUTE and BATCHED:
-        band_zero_blocks(t_bufs.index(0), 1, num_warps)          # the blocks outside band 1, once
     pid = gl.program_id(0)
     programs = gl.num_programs(0)
     my_tiles = (n_tiles - pid + programs - 1) // programs
@@ -312,17 +313,14 @@ def output_list_gluon_kernel(q_desc, k_desc, v_desc, t_desc, s_desc, o_desc, til
                 scratch = solve_scratch
             else:               # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
                 scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK], plain)
-            if BATCHED:
-                band_inverse_batched(a, scratch, t_bufs.index(0), 1, num_warps)
-            else:
-                band1_inverse(a, scratch, num_warps)
-                t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
+            band1_inverse(a, scratch, num_warps)
+            t_bufs.index(stage).store(scratch.load(rows_layout).to(gl.bfloat16))
             fence_async_shared()
             gl.thread_barrier()
         q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
         p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
         p_op = gl.convert_layout(p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
-        m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
+        m = warpgroup_mma(p_op, t_bufs.index(stage), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                           use_acc=False, is_async=True)
         gl.thread_barrier()                                     # every warp's read of v done
         v_smem.store(values)                                    # round(beta V) over v
@@ -448,17 +446,27 @@ def gluon_list_descriptors(q, k, v, t_inv, snapshots, o):
 
 
 def gluon_output_lists(descriptors, lists, beta, vectors, schedule, scale, n_chunks, *, variants, sms,
-                       recompute=False, batched=True):
+                       recompute=False):
     """The output pass in Gluon: one persistent launch a list (variants: (stages, programs an SM) for each);
-    recompute: band 1's Tinv solved in the kernel instead of read (batched: one warp a block, else block row by
-    block row)."""
+    recompute: band 1's Tinv solved in the kernel, block row by block row, instead of read (solved batched:
+    product_output_lists)."""
     for has_state, (tiles, (stages, per_sm)) in enumerate(zip(lists, variants)):
         n_tiles = tiles.numel()
         if n_tiles:
             output_list_gluon_kernel[(min(n_tiles, per_sm * sms),)](
                 *descriptors, tiles, n_tiles, beta, vectors, schedule.snapshot_of_chunk, schedule.log_decay_since,
-                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4, RECOMPUTE=recompute,
-                BATCHED=batched)
+                scale, n_chunks, H, HV, DIM, DIM, stages, bool(has_state), num_warps=4, RECOMPUTE=recompute)
+
+
+def product_output_lists(call, snapshots, variants, lists=(0, 1)):
+    """The product's list kernel (list_output.list_output_kernel) over `call`'s lists (a list_output.ListCall), each
+    launched as ListCall launches it but at the probe's (stages, programs an SM): variants[0] for the zero-state list,
+    variants[1] for the other; `lists`: which of the two run (0, 1). ListCall's own launches (own, with_state) take
+    only list_output's OWN_LAUNCH and STATE_LAUNCH, hence its _launch here."""
+    for has_state in lists:
+        if call.claim:           # a ListCall's claim counters serve one call: zeroed as a new call's are
+            call.claims.zero_()
+        call._launch(snapshots if has_state else None, bool(has_state), variants[has_state])
 
 
 def own_output_gluon(q, k, v, beta, t_inv, vectors, o, scale):
@@ -696,14 +704,13 @@ def compile_only():
                                                  CHUNK, stages, bool(has_state), num_warps=4, grid=(1,))
             reports.append(compile_report.kernel_report(f"output list stages {stages} state {bool(has_state)}",
                                                         {"num_warps": 4, "num_stages": stages}, compiled))
-    forms = ((False, 2, False, False), (True, 1, False, False), (True, 2, False, False), (False, 2, True, False),
-             (True, 1, True, False), (False, 2, True, True), (True, 1, True, True))
-    for has_state, stages, recompute, batched in forms:
+    # the batched on-chip solve is the product's list kernel with SOLVE: list_output_compile compiles it
+    forms = ((False, 2, False), (True, 1, False), (True, 2, False), (False, 2, True), (True, 1, True))
+    for has_state, stages, recompute in forms:
         compiled = output_list_gluon_kernel.warmup(*gluon_list_descriptors(q, q, v, t_inv, snapshots, o), schedule_int,
                                                    4, beta, vectors, schedule_int, vectors, 0.1, 2, H, HV, DIM, DIM,
-                                                   stages, has_state, num_warps=4, RECOMPUTE=recompute,
-                                                   BATCHED=batched, grid=(1,))
-        solve = (" on-chip Tinv" + (" batched" if batched else " by block rows")) if recompute else ""
+                                                   stages, has_state, num_warps=4, RECOMPUTE=recompute, grid=(1,))
+        solve = " on-chip Tinv by block rows" if recompute else ""
         reports.append(compile_report.kernel_report(f"gluon output list stages {stages} state {has_state}" + solve,
                                                     {"num_warps": 4, "STAGES": stages}, compiled))
     reports += list_output_compile(q, v, t_inv, snapshots, beta, vectors, schedule_int)
@@ -715,7 +722,6 @@ def compile_only():
 def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
     """The product's list kernel (sparsegdn.triton.list_output) as it launches each list, bf16 and fp16."""
     import compile_report
-    from sparsegdn.triton import list_output
     reports = []
     flags = torch.empty(3, dtype=torch.int32)
     for dtype, element in ((torch.bfloat16, gl.bfloat16), (torch.float16, gl.float16)):
@@ -916,7 +922,8 @@ def measure_output_pass(tokens_list, on_chip_only=False):
     """The product's output pass (chunk_output: every chunk, stored Tinv, vectors and snapshots, autotuned) against
     the persistent descriptor twin over the two chunk lists, on the benchmark's inputs and selection (budget 0.29);
     the snapshots are random (the chain pass is not run: only the outputs' work is timed). on_chip_only: the
-    product's pass and the Gluon lists, each reading Tinv and solving it (block rows, batched), nothing else."""
+    product's pass and the Gluon lists, each reading Tinv and solving it (block rows in the probe's kernel, batched
+    in the product's list kernel), nothing else."""
     from sparsegdn.triton import chunk_loads
     from sparsegdn.triton.chunk_output import chunk_output
 
@@ -961,22 +968,28 @@ def measure_output_pass(tokens_list, on_chip_only=False):
             torch.cuda.synchronize()
             runs["gluon_own{}x{}_state{}x{}".format(*variants[0], *variants[1])] = (run, relative_error(o_twin,
                                                                                                         o_product))
-        # band 1's Tinv on chip: the product's output pass solving it (t_inv None) against Gluon's whole-tile solve
+        # band 1's Tinv on chip: the product's output pass solving it (t_inv None) against the Gluon lists solving
+        # it, block row by block row (the probe's kernel) and batched (the product's list kernel, over the same
+        # lists: zero_start splits them as chunk_lists does; its o is its own)
         def run_product_on_chip():
             return chunk_output(q, k, v, g, beta, None, snapshots, schedule, flags, scale=scale, normalize=True,
                                 out_dtype=torch.bfloat16, band=1, has_initial=False, vectors=vectors)
         o_on_chip = run_product_on_chip()
         runs["product_on_chip"] = (run_product_on_chip, relative_error(o_on_chip, o_product))
+        solving = list_output.ListCall(q, k, v, beta, None, vectors, schedule, flags, scale=scale, normalize=True,
+                                       out_dtype=torch.bfloat16, zero_start=True, band=1)
 
-        for batched in (False, True):
-            def run_gluon_on_chip(batched=batched):
-                gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
-                                   variants=GLUON_LIST_VARIANTS[0], sms=sms, recompute=True, batched=batched)
-            o_twin.fill_(float("nan"))
-            run_gluon_on_chip()
+        def run_rows_on_chip():
+            gluon_output_lists(gluon_descriptors, lists, beta, vectors, schedule, scale, n_chunks,
+                               variants=GLUON_LIST_VARIANTS[0], sms=sms, recompute=True)
+
+        def run_batched_on_chip():
+            product_output_lists(solving, snapshots, GLUON_LIST_VARIANTS[0])
+        for form, run, o_lists in (("rows", run_rows_on_chip, o_twin), ("batched", run_batched_on_chip, solving.o)):
+            o_lists.fill_(float("nan"))
+            run()
             torch.cuda.synchronize()
-            runs["gluon_on_chip_{}_own2x2_state1x2".format("batched" if batched else "rows")] = (
-                run_gluon_on_chip, relative_error(o_twin, o_on_chip))
+            runs[f"gluon_on_chip_{form}_own2x2_state1x2"] = (run, relative_error(o_lists, o_on_chip))
         parts = {}                                     # each list alone, to see which one the pass waits for
         for has_state, variant in [] if on_chip_only else ([(0, LIST_VARIANTS[0][0])] +
                                                            [(1, state) for _, state in LIST_VARIANTS]):
@@ -986,13 +999,16 @@ def measure_output_pass(tokens_list, on_chip_only=False):
                              per_sm=variant[1], sms=sms, warps=variant[2])
             parts[("state" if has_state else "own") + "_list_{}x{}w{}".format(*variant)] = part
         for has_state, variant in [(0, GLUON_LIST_VARIANTS[0][0])] + [(1, v[1]) for v in GLUON_LIST_VARIANTS]:
-            for recompute in (False, True):
-                def part(has_state=has_state, variant=variant, recompute=recompute):
-                    chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
-                    gluon_output_lists(gluon_descriptors, chosen, beta, vectors, schedule, scale, n_chunks,
-                                       variants=(variant, variant), sms=sms, recompute=recompute)
-                parts[("gluon_state" if has_state else "gluon_own") + "_list_{}x{}".format(*variant)
-                      + ("_batched_solve" if recompute else "")] = part
+            def part(has_state=has_state, variant=variant):
+                chosen = (lists[0], lists[1][:0]) if has_state == 0 else (lists[0][:0], lists[1])
+                gluon_output_lists(gluon_descriptors, chosen, beta, vectors, schedule, scale, n_chunks,
+                                   variants=(variant, variant), sms=sms)
+
+            def solved(has_state=has_state, variant=variant):          # the product's list kernel, Tinv solved
+                product_output_lists(solving, snapshots, (variant, variant), lists=(has_state,))
+            name = ("gluon_state" if has_state else "gluon_own") + "_list_{}x{}".format(*variant)
+            parts[name] = part
+            parts[name + "_batched_solve"] = solved
         timings = {"product_output_pass_ms": [], **{name + "_ms": [] for name in runs},
                    **{name + "_ms": [] for name in parts}}
         for _ in range(2):

@@ -150,6 +150,15 @@ def set_design(design):
         _saved_switches = None
 
 
+def takes_lists(inputs, config: SparseConfig, design) -> bool:
+    """Whether the public call of `config` runs the output lists beside the chain pass in `design`: by its switches
+    (the lists designs) or by forward.LISTS_FROM where the one launch is on."""
+    set_design(design)
+    q, k, v = inputs[:3]
+    return (list_output.LIST_OUTPUTS and list_output.OVERLAP_LISTS) or forward.lists_by_default(
+        q, k, v, config.band, v.dtype)
+
+
 def with_design(design, fn):
     def run():
         set_design(design)
@@ -333,6 +342,8 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,   # the benchmark's B is 1
                 # the public call launched from a recorded plan (sparsegdn/triton/call_plans.py), as seen after the timing
                 "call_plans": planned.get(name),
+                # the outputs by the Gluon lists beside the chain pass (forward.LISTS_FROM, or the lists design)
+                "output_lists": takes_lists(inputs, config, setting), "lists_from": forward.LISTS_FROM,
                 "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
             })
             r = rows[-1]

@@ -114,3 +114,54 @@ def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
                                                         output_final_state=True, backend="triton")
     assert not called
     assert torch.equal(out[True][0], out[False][0]) and torch.equal(out[True][1], out[False][1])
+
+
+def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
+    """forward.lists_by_default: the lists beside the chains from LISTS_FROM head chunks (batch rows x value heads x
+    chunks) on, where list_output can serve the inputs (asked with Tinv solved for bands 0 and 1, stored above, as
+    store_inverse decides); never with LISTS_FROM 0, the one launch switched off or LIST_OUTPUTS set explicitly;
+    and where list_output refuses the inputs (here the interpreter or a CPU, whichever runs this test)."""
+    from sparsegdn.triton import forward
+    q, k, v = (torch.zeros(2, 130, heads, 128, dtype=torch.bfloat16) for heads in (2, 2, 6))
+    head_chunks = 2 * 6 * 3
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)       # refused by eligible_inputs: CPU
+    asked = []
+    monkeypatch.setattr(list_output, "eligible_inputs", lambda *args: asked.append(args[3:]))   # None: served
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    monkeypatch.setattr(list_output, "LIST_OUTPUTS", False)
+    monkeypatch.setattr(forward, "STORE_INVERSE", None)
+    for threshold, expected in ((head_chunks, True), (head_chunks + 1, False), (1, True), (0, False)):
+        monkeypatch.setattr(forward, "LISTS_FROM", threshold)
+        assert forward.lists_by_default(q, k, v, 1, torch.bfloat16) is expected, threshold
+    assert asked == [(True, torch.bfloat16, 1)] * 2
+    asked.clear()
+    monkeypatch.setattr(forward, "LISTS_FROM", head_chunks)
+    assert forward.lists_by_default(q, k, v, 3, torch.bfloat16) and asked == [(False, torch.bfloat16, 3)]
+    monkeypatch.setattr(forward, "OVERLAP", False)
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)
+
+
+@pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter shapes; the GPU matrix covers GPUs")
+def test_a_call_taking_the_lists_runs_the_two_launches(monkeypatch):
+    """Where forward.lists_by_default says yes (made to here: the interpreter never takes the lists), the forward
+    runs the two launches with the vectors stored: pass 1 asked to store them, the one launch not run, and the outputs
+    (chunk_output's, since `eligible` still refuses the interpreter at the ListCall) within the one launch's."""
+    from sparsegdn.triton import forward
+    q, k, v, g, beta, _ = random_inputs(1, 200, 2, 4, 16, 16, dtype=torch.float32, seed=4)
+    events = random_events(1, 4, sparsegdn.num_chunks(200), seed=5, p=0.5)
+    options = dict(events=events, band=1, output_final_state=True, backend="triton")
+    reference = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    stored, one_launch = [], []
+    real_intra, real_state_output = forward.intra_chunk, forward.state_output
+    monkeypatch.setattr(forward, "intra_chunk", lambda *a, **kw: stored.append(kw["store_vectors"])
+                        or real_intra(*a, **kw))
+    monkeypatch.setattr(forward, "state_output", lambda *a, **kw: one_launch.append(1) or real_state_output(*a, **kw))
+    monkeypatch.setattr(forward, "lists_by_default", lambda *args: True)
+    out = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    assert stored == [True] and not one_launch
+    assert torch.allclose(out[0], reference[0], rtol=1e-4, atol=1e-5)
+    assert torch.allclose(out[1], reference[1], rtol=1e-4, atol=1e-5)

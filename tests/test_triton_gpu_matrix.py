@@ -370,22 +370,24 @@ def test_gpu_graph_replay_equals_the_launches(selector, strided_v, monkeypatch):
         graphs.clear()
 
 
-def _list_outputs_on(monkeypatch, **switches):
+def _list_outputs_on(monkeypatch, by_default=False, **switches):
     """The two launches with the vectors stored and the outputs by list_output's Gluon lists (skipped without Gluon
-    on an sm_90 device), list_output's other `switches` as given. Returns the list each ListCall made appends
-    (whether it solves Tinv, its band) to: a call replayed from a plan makes none."""
+    on an sm_90 device), list_output's other `switches` as given; by_default: the switches left as they are, the
+    lists taken by forward.LISTS_FROM. Returns the list each ListCall made appends (whether it solves Tinv, its band;
+    with by_default also whether it runs beside the chains and claims) to: a call replayed from a plan makes none."""
     from sparsegdn.triton import forward, list_output
     if list_output.GLUON_PROBLEM or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the list outputs need Gluon on an sm_90 device")
-    monkeypatch.setattr(forward, "OVERLAP", False)
-    monkeypatch.setattr(forward, "STORE_VECTORS", True)
+    if not by_default:
+        monkeypatch.setattr(forward, "OVERLAP", False)
+        monkeypatch.setattr(forward, "STORE_VECTORS", True)
     for name, value in switches.items():
         monkeypatch.setattr(list_output, name, value)
     made, real_call = [], list_output.ListCall
 
     def spy(*args, **kwargs):
         call = real_call(*args, **kwargs)
-        made.append((call.solve, call.band))
+        made.append((call.solve, call.band, call.overlap, call.claim) if by_default else (call.solve, call.band))
         return call
     monkeypatch.setattr(list_output, "ListCall", spy)
     return made
@@ -393,7 +395,7 @@ def _list_outputs_on(monkeypatch, **switches):
 
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
                                   "B1-T3000-all-no_final_state", "B1-T9000-HV8-lists", "B1-T9000-HV8-lists-overlap",
-                                  "B2-T4096-s0-lists-overlap"])
+                                  "B2-T4096-s0-lists-overlap", "B2-T4096-s0-default-lists"])
 def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     """call_plans.CALL_PLANS: calls of one key launched from its recorded plan return what the same calls'
     launches return, bit for bit (the same compiled kernels with the same arguments). Four inputs in a row, each
@@ -403,7 +405,8 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     initial state, B > 1 with deferred checks (a model's layers), a length past the CUDA graphs', and the `all`
     selector without the final state. Graphs off, so that the short cases take the plans too. "-lists": the outputs
     by the Gluon lists (list_output.py, Hopper; Tinv solved by them, claimed chunks) after the chain pass, or beside
-    it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses."""
+    it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses;
+    "-default-lists": the lists beside the chains taken by the defaults (forward.LISTS_FROM lowered to the case)."""
     from sparsegdn.triton import call_plans, graphs, state_pass
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
@@ -412,9 +415,15 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
                                               "B1-T3000-all-no_final_state": (1, 3000, 2, 4, 128),
                                               "B1-T9000-HV8-lists": (1, 9000, 4, 8, 128),
                                               "B1-T9000-HV8-lists-overlap": (1, 9000, 4, 8, 128),
-                                              "B2-T4096-s0-lists-overlap": (2, 4096, 2, 4, 128)}[case]
+                                              "B2-T4096-s0-lists-overlap": (2, 4096, 2, 4, 128),
+                                              "B2-T4096-s0-default-lists": (2, 4096, 2, 4, 128)}[case]
     lists = []
-    if "-lists" in case:
+    if "-default-lists" in case:        # the switches as they are: the lists by forward.LISTS_FROM (2 x 4 x 64)
+        from sparsegdn.triton import forward
+        lists = _list_outputs_on(monkeypatch, by_default=True)
+        monkeypatch.setattr(forward, "LISTS_FROM", batch * value_heads * sparsegdn.num_chunks(tokens))
+        monkeypatch.setattr(state_pass, "POISON", True)
+    elif "-lists" in case:
         lists = _list_outputs_on(monkeypatch, LIST_OUTPUTS=True, CLAIM=True, OVERLAP_LISTS=case.endswith("overlap"))
         monkeypatch.setattr(state_pass, "POISON", True)   # a snapshot read before its chain stored it: NaN
     initial = case.endswith("strided_v") or "-s0-" in case
@@ -458,6 +467,8 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
                 kept, third = o.clone(), o
         assert len(replays) == 3 and len(call_plans._plans) == 1, (len(replays), len(call_plans._plans))
         assert len(lists) == (5 if "-lists" in case else 0), len(lists)    # 4 launched, 1 recorded, 3 replayed
+        if "-default-lists" in case:        # Tinv solved (band 1), beside the chains, claimed chunks
+            assert set(lists) == {(True, 1, True, True)}, lists
         assert torch.equal(third, kept), "a later call changed an earlier call's output"
         with pytest.raises(ValueError):         # the planned call's value flags reach the check
             call(5, poison=True)
@@ -559,3 +570,32 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
                                                               output_final_state=True, backend="triton", **options)
         assert torch.equal(o_free, o) and torch.equal(s_free, s)
     assert ran == ([(not stored, band)] * 3 if used else [])
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
+def test_gpu_default_takes_the_lists_from_lists_from(initial, monkeypatch):
+    """forward.LISTS_FROM with the switches as they are: a call of the benchmark's heads (H 16, HV 32, K = V = 128,
+    band 1, budget 0.29's selection) of at least LISTS_FROM head chunks runs the Gluon lists beside the chain pass,
+    solving Tinv and claiming chunks (a spy), and a call one head chunk short of it the one launch (no lists); both
+    within the torch backend's tolerance given the call's events, and the lists' call the same again without the
+    stage hook's syncs (a list that read a snapshot before its chain stored it would differ: they are poisoned)."""
+    from sparsegdn.triton import forward, state_pass
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(state_pass, "POISON", True)
+    q, k, v, g, beta, s0 = random_inputs(1, 2048, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=initial,
+                                         device="cuda", seed=5)
+    head_chunks = 32 * sparsegdn.num_chunks(2048)
+    options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
+    for threshold, lists in ((head_chunks, [(True, 1, True, True)]), (head_chunks + 1, [])):
+        monkeypatch.setattr(forward, "LISTS_FROM", threshold)
+        made.clear()
+        o, s, info = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
+            q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+        assert made == lists, (threshold, made)
+        o_torch, s_torch, _ = sparsegdn.sparse_gated_delta_rule(
+            q, k, v, g, beta, initial_state=s0, output_final_state=True, events=info.events, band=1, backend="torch")
+        assert rel_err(o, o_torch) <= TOLERANCE[torch.bfloat16], f"output rel err {rel_err(o, o_torch):.2e}"
+        assert rel_err(s, s_torch) <= TOLERANCE[torch.bfloat16], f"state rel err {rel_err(s, s_torch):.2e}"
+        if lists:
+            o_free, s_free, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", **options)
+            assert torch.equal(o_free, o) and torch.equal(s_free, s)

@@ -124,6 +124,21 @@ STORE_VECTORS = os.environ.get("SPARSEGDN_STORE_VECTORS", "0") == "1"
 # SPARSEGDN_PAIRED=1 turns it on (whole chains only, not with COMMIT_SEGMENT; not for float32 lists on a GPU,
 # whose paired chain needs more shared memory than an SM has: benchmarks/pair_check.py at K = V = 128).
 PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
+# From LISTS_FROM head chunks on (batch rows x value heads x chunks of 64 tokens), a call that list_output can serve
+# (list_output.eligible_inputs: an sm_90 device, 16-bit inputs, K = V = 128, q, k and v contiguous, ...) runs the two
+# launches with the Gluon output lists beside the chain pass instead of the one launch: the vectors stored, Tinv by
+# band (solved in the lists at bands 0 and 1), list_output's OVERLAP_LISTS with CLAIM. On the H200 (2026-12-04,
+# benchmarks/kernel_bench.py --configs 0.29/1/score --designs by_band lists_overlap, one process; budget 0.29, band
+# 1, H 16, HV 32; analysis/results/overlap/batch25 call 3) the public call took, one launch against the lists:
+# 0.268 / 0.296 ms at 4K, 0.528 / 0.485 at 8K, 0.716 / 0.711 at 16K, 1.385 / 1.276 at 32K, 2.518 / 2.305 at 64K and
+# 4.724 / 4.216 at 128K; the backend entry 0.195 / 0.234, 0.334 / 0.384, 0.608 / 0.556, 1.149 / 1.043, 2.226 / 2.012
+# and 4.409 / 3.949. The lists win the entry from 16K tokens on, so 8,192 head chunks (16K tokens at 32 value heads)
+# is the default; shorter calls keep the one launch. Explicit settings win: SPARSEGDN_OVERLAP=0 or
+# SPARSEGDN_LIST_OUTPUTS=1 leave the choice to those switches. SPARSEGDN_LISTS_FROM sets it (0: never).
+_LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
+if not (_LISTS_SETTING.isdigit()):
+    raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
+LISTS_FROM = int(_LISTS_SETTING)
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -167,7 +182,18 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
-            list_output_module.SIDE_STREAM, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+            list_output_module.SIDE_STREAM, LISTS_FROM, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+
+
+def lists_by_default(q, k, v, band: int, dtype) -> bool:
+    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM (see there): q, k and v as pass 1
+    reads them, dtype the one its lists are written in. False wherever the switches were set otherwise."""
+    if LISTS_FROM <= 0 or not OVERLAP or list_output_module.LIST_OUTPUTS:
+        return False
+    batch, tokens, value_heads = v.shape[:3]
+    if batch * value_heads * num_chunks(tokens) < LISTS_FROM:
+        return False
+    return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
 
 def store_inverse(band: int) -> bool:
@@ -188,10 +214,11 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     n_chunks = num_chunks(v.shape[1])
     hook = stage_hook or (lambda name: None)
     flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
+    by_lists = lists_by_default(q, k, v, band, dtype)     # the lists beside the chains, not the one launch
 
     t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
         k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,
-        num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS)
+        num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS or by_lists)
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:
@@ -208,7 +235,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     hook(STAGES[2])
     warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
-    if OVERLAP:
+    if OVERLAP and not by_lists:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
@@ -220,12 +247,13 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     lists = None
-    if (list_output_module.LIST_OUTPUTS
-            and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype, band) is None):
+    if (list_output_module.LIST_OUTPUTS or by_lists) \
+            and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype, band) is None:
         lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
                                             normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
                                             zero_start=chunk_output_module.zero_start(initial_state is not None),
-                                            band=band, overlap=list_output_module.OVERLAP_LISTS)
+                                            band=band, overlap=list_output_module.OVERLAP_LISTS or by_lists,
+                                            claim=list_output_module.CLAIM or by_lists)
     progress, segment = None, 0
     if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
         if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):

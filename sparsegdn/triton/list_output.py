@@ -119,9 +119,15 @@ def eligible(q, k, v, t_inv, vectors, snapshot_dtype, band) -> str | None:
     tensors' own conditions first, then the machine's. t_inv None: bands 0 and 1 are solved here."""
     if vectors is None:
         return "the chunk vectors are not stored by pass 1"
-    if t_inv is None and band > 1:
+    return eligible_inputs(q, k, v, t_inv is None, snapshot_dtype, band)
+
+
+def eligible_inputs(q, k, v, solved, snapshot_dtype, band) -> str | None:
+    """`eligible` before pass 1 has run, for a design that stores the vectors: `solved` when pass 1 will not store
+    Tinv (forward.store_inverse), snapshot_dtype the dtype of the lists pass 3 will write."""
+    if solved and band > 1:
         return "Tinv not stored by pass 1 for a band above 1 (solved here only for bands 0 and 1)"
-    if t_inv is None and solve_precision(q.dtype) != "tf32":
+    if solved and solve_precision(q.dtype) != "tf32":
         return "Tinv solved at a precision other than tf32 (SPARSEGDN_SOLVE_PRECISION; solved here in tf32 only)"
     if FOLD_SCALES:
         return "FOLD_SCALES rounds M differently"
@@ -245,7 +251,7 @@ class ListCall:
     the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
-                 band, overlap=False):
+                 band, overlap=False, claim=None):
         if SIDE_STREAM and not overlap:         # a plan launches on the call's stream only: this key is launched
             call_record.note_unreplayable()     # (otherwise every launch is a Launcher's and a plan replays them)
         batch, tokens, key_heads, _ = q.shape
@@ -260,11 +266,12 @@ class ListCall:
             t_inv = call_record.empty(CHUNK_SIZE, CHUNK_SIZE, dtype=q.dtype, device=q.device)
         self.tiles, self.own_count = make_chunk_lists(schedule, zero_start)
         self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
+        self.claim = CLAIM if claim is None else claim      # chunks claimed from a counter (CLAIM)
         if overlap and STATE_LAUNCH[0] != 1:
             raise ValueError(f"list_output: the list with a state waits before its loads, so beside the chain pass it "
                              f"runs one stage (STATE_LAUNCH is {STATE_LAUNCH})")
         # each list's next position (CLAIM) and its programs that have ended (overlap); unread without either
-        self.claims = (call_record.zeros(4, dtype=torch.int32, device=q.device) if CLAIM or overlap
+        self.claims = (call_record.zeros(4, dtype=torch.int32, device=q.device) if self.claim or overlap
                        else self.tiles)
         self.element = element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
         wide = _layout(CHUNK_SIZE, HEAD_DIM, element)
@@ -319,7 +326,7 @@ class ListCall:
             self.tiles, self.own_count, self.tiles.numel(), self.beta, *self.beta.stride(), self.vectors,
             self.schedule.snapshot_of_chunk, self.schedule.log_decay_since, self.flags, self.scale, self.tokens,
             n_chunks, self.key_heads, self.value_heads, HEAD_DIM, HEAD_DIM, self.normalize, stages, has_state,
-            FLAG_OUTPUT.value, self.solve, min(self.band, 1) if self.solve else 1, self.claims, CLAIM,
+            FLAG_OUTPUT.value, self.solve, min(self.band, 1) if self.solve else 1, self.claims, self.claim,
             progress if progress is not None else self.tiles, self.schedule.first_event,
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap)

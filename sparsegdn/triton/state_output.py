@@ -41,7 +41,7 @@ from . import call_record
 from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, starts_from_zero, zero_start
 from .launch import Launcher
-from .state_pass import segmented_chains, walk_chain
+from .state_pass import publish_interval, segmented_chains, walk_chain
 
 # Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
 # roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
@@ -252,11 +252,10 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
 
 def publish_every(paired):
     """Commits between two progress counts: PUBLISH, made even for paired chains (a run of commits must
-    start on a pair's first event, state_pass.commit_run). Below 1 nothing would be published before the
-    end of a chain, and output programs would spin on a GPU until it ends (or forever if they hold its SMs)."""
-    if PUBLISH < 1:
-        raise ValueError(f"state_output.PUBLISH must be at least 1 (got {PUBLISH})")
-    return PUBLISH + PUBLISH % 2 if paired else PUBLISH
+    start on a pair's first event, state_pass.commit_run), checked as state_pass checks its `publish`
+    (state_pass.publish_interval: at least 1). PUBLISH is a setting, not a call's argument: rounded up
+    for paired chains rather than refused."""
+    return publish_interval(PUBLISH + PUBLISH % 2 if paired else PUBLISH, paired, "state_output.PUBLISH")
 
 
 def ready_order(schedule):

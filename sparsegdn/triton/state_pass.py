@@ -371,8 +371,7 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     elif not segmented:
         segment = max(n_chunks, 1)
     if progress is not None:
-        if publish < 1 or (paired and publish % 2):
-            raise ValueError(f"state_pass: publish must be at least 1 (even for paired lists), got {publish}")
+        publish_interval(publish, paired, "state_pass: publish")
         expected = progress_counts_shape(schedule, value_dim, segment if segmented else 0)
         if progress.dtype != torch.int32 or progress.numel() < expected:
             raise ValueError(f"state_pass: progress needs {expected} int32 counts, got {progress.numel()} "
@@ -391,6 +390,17 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
         launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
                                  num_stages=PROGRESS_STAGES)
     return snapshots, (final_state if store_final else None)
+
+
+def publish_interval(publish, paired, name) -> int:
+    """`publish`, the commits between two progress counts of a chain program (walk_chain's PUBLISH), once checked;
+    `name` says where it came from (for the error). At least 1: below, nothing would be published before a chain's
+    end, and the programs that wait on its counts would spin on a GPU until it ends (forever if they hold its SMs).
+    Even for paired chains (commit_pairs.pair_prepare): each run of commits must start on a pair's first event
+    (commit_run; walk_chain asserts it too, but only as a compile error)."""
+    if publish < 1 or (paired and publish % 2):
+        raise ValueError(f"{name} must be at least 1 (even for paired lists), got {publish}")
+    return publish
 
 
 def progress_counts_shape(schedule, value_dim, segment) -> int:
