@@ -155,8 +155,9 @@ def takes_lists(inputs, config: SparseConfig, design) -> bool:
     (the lists designs) or by forward.LISTS_FROM where the one launch is on."""
     set_design(design)
     q, k, v = inputs[:3]
+    kept = 1.0 if config.selector == "all" else config.budget
     return (list_output.LIST_OUTPUTS and list_output.OVERLAP_LISTS) or forward.lists_by_default(
-        q, k, v, config.band, v.dtype)
+        q, k, v, config.band, v.dtype, kept)
 
 
 def with_design(design, fn):

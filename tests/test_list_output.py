@@ -118,13 +118,14 @@ def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
 
 def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     """forward.lists_by_default: the lists beside the chains from LISTS_FROM head chunks (batch rows x value heads x
-    chunks) on, where list_output can serve the inputs (asked with Tinv solved for bands 0 and 1, stored above, as
-    store_inverse decides); never with LISTS_FROM 0, the one launch switched off or LIST_OUTPUTS set explicitly;
-    and where list_output refuses the inputs (here the interpreter or a CPU, whichever runs this test)."""
+    chunks) on, where the selection keeps at most LISTS_MAX_BUDGET of the events and list_output can serve the inputs
+    (asked with Tinv solved for bands 0 and 1, stored above, as store_inverse decides); never with LISTS_FROM 0,
+    given events, the one launch switched off or LIST_OUTPUTS set explicitly; and where list_output refuses the
+    inputs (here the interpreter or a CPU, whichever runs this test)."""
     from sparsegdn.triton import forward
     q, k, v = (torch.zeros(2, 130, heads, 128, dtype=torch.bfloat16) for heads in (2, 2, 6))
     head_chunks = 2 * 6 * 3
-    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)       # refused by eligible_inputs: CPU
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)       # refused by eligible_inputs: CPU
     asked = []
     monkeypatch.setattr(list_output, "eligible_inputs", lambda *args: asked.append(args[3:]))   # None: served
     monkeypatch.setattr(forward, "OVERLAP", True)
@@ -132,16 +133,19 @@ def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     monkeypatch.setattr(forward, "STORE_INVERSE", None)
     for threshold, expected in ((head_chunks, True), (head_chunks + 1, False), (1, True), (0, False)):
         monkeypatch.setattr(forward, "LISTS_FROM", threshold)
-        assert forward.lists_by_default(q, k, v, 1, torch.bfloat16) is expected, threshold
+        assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29) is expected, threshold
     assert asked == [(True, torch.bfloat16, 1)] * 2
     asked.clear()
     monkeypatch.setattr(forward, "LISTS_FROM", head_chunks)
-    assert forward.lists_by_default(q, k, v, 3, torch.bfloat16) and asked == [(False, torch.bfloat16, 3)]
+    assert forward.lists_by_default(q, k, v, 3, torch.bfloat16, 0.29) and asked == [(False, torch.bfloat16, 3)]
+    for kept, expected in ((forward.LISTS_MAX_BUDGET, True), (forward.LISTS_MAX_BUDGET + 0.01, False), (1.0, False),
+                           (None, False)):      # the share of events the selection keeps; None: events given
+        assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, kept) is expected, kept
     monkeypatch.setattr(forward, "OVERLAP", False)
-    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
     monkeypatch.setattr(forward, "OVERLAP", True)
     monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
-    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16)
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
 
 
 @pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")

@@ -7,6 +7,7 @@
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output
     4 + 5            state_output (both, one launch)        the default (OVERLAP), timed as state_pass
+    4 beside 5       state_pass + list_output (Gluon lists)  the default from LISTS_FROM on (Hopper, K = V = 128)
 
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
@@ -23,7 +24,9 @@ against 4.782 at 128K) and on chip keeps the smaller peak extra memory at 128K (
 
 OVERLAP runs passes 4 and 5 as one launch (state_output.py): output programs start while the long
 commit chains still run, each waiting for its own snapshot. Its time is counted as the state_pass
-stage; the output stage then reads about zero. Without OVERLAP, list_output.LIST_OUTPUTS writes the
+stage; the output stage then reads about zero. Long calls whose selection keeps at most half of the events
+(LISTS_FROM, LISTS_MAX_BUDGET) take the lists beside the chain pass instead, where list_output can run them.
+Without OVERLAP, list_output.LIST_OUTPUTS writes the
 outputs over chunk lists in Gluon (Hopper), after the chain pass or, with list_output.OVERLAP_LISTS, beside
 it: the chain pass then publishes progress counts (state_pass's progress) that the list with a state waits
 on, the way the one launch's output programs wait. SPARSEGDN_OVERLAP=0/1 overrides it. With segments
@@ -133,12 +136,19 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # 0.268 / 0.296 ms at 4K, 0.528 / 0.485 at 8K, 0.716 / 0.711 at 16K, 1.385 / 1.276 at 32K, 2.518 / 2.305 at 64K and
 # 4.724 / 4.216 at 128K; the backend entry 0.195 / 0.234, 0.334 / 0.384, 0.608 / 0.556, 1.149 / 1.043, 2.226 / 2.012
 # and 4.409 / 3.949. The lists win the entry from 16K tokens on, so 8,192 head chunks (16K tokens at 32 value heads)
-# is the default; shorter calls keep the one launch. Explicit settings win: SPARSEGDN_OVERLAP=0 or
-# SPARSEGDN_LIST_OUTPUTS=1 leave the choice to those switches. SPARSEGDN_LISTS_FROM sets it (0: never).
+# is the default; shorter calls keep the one launch. Only where the selection keeps at most LISTS_MAX_BUDGET of the
+# events: with every event kept the lists lost to the one launch (backend entry, the one launch in a second process
+# of the same build, batch 25 calls 6-8: budget 1, band 1 at 16K / 32K / 64K / 128K 1.016 / 1.977 / 3.891 / 7.785 ms
+# against 0.987 / 1.931 / 3.818 / 7.695; dense semantics, band 3 and `all`, 1.113 / 2.190 / 4.332 / 8.557 against
+# 1.066 / 2.110 / 4.182 / 8.398), at budget 0.5 they won (32K 1.319 against 1.383, 64K 2.579 against 2.706), at 0.15
+# by 21-22%. Given events (no selection in the call) keep the one launch: their share is on the device. Explicit
+# settings win: SPARSEGDN_OVERLAP=0 or SPARSEGDN_LIST_OUTPUTS=1 leave the choice to those switches.
+# SPARSEGDN_LISTS_FROM sets the head chunks (0: never).
 _LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
 if not (_LISTS_SETTING.isdigit()):
     raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
 LISTS_FROM = int(_LISTS_SETTING)
+LISTS_MAX_BUDGET = 0.5
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -182,13 +192,16 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
-            list_output_module.SIDE_STREAM, LISTS_FROM, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
-def lists_by_default(q, k, v, band: int, dtype) -> bool:
-    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM (see there): q, k and v as pass 1
-    reads them, dtype the one its lists are written in. False wherever the switches were set otherwise."""
+def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
+    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and LISTS_MAX_BUDGET (see there): q,
+    k and v as pass 1 reads them, dtype the one its lists are written in, kept the share of events its selection
+    keeps (None: events given). False wherever the switches were set otherwise."""
     if LISTS_FROM <= 0 or not OVERLAP or list_output_module.LIST_OUTPUTS:
+        return False
+    if kept is None or kept > LISTS_MAX_BUDGET:
         return False
     batch, tokens, value_heads = v.shape[:3]
     if batch * value_heads * num_chunks(tokens) < LISTS_FROM:
@@ -214,7 +227,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     n_chunks = num_chunks(v.shape[1])
     hook = stage_hook or (lambda name: None)
     flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
-    by_lists = lists_by_default(q, k, v, band, dtype)     # the lists beside the chains, not the one launch
+    kept = None if events is not None else 1.0 if selector == "all" else budget      # the events' share selected
+    by_lists = lists_by_default(q, k, v, band, dtype, kept)     # the lists beside the chains, not the one launch
 
     t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
         k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,

@@ -19,7 +19,8 @@ solves it (on chip in both), and FOLD_SCALES off, so
 chunk_output is this path's twin: the interpreter and CPU machines run that (Gluon needs a GPU), and the GPU
 matrix checks the two against each other and against the torch backend.
 
-Used by forward.py for the two launches (OVERLAP off) when LIST_OUTPUTS is on and `eligible` finds nothing
+Used by forward.py for the two launches when LIST_OUTPUTS is on (OVERLAP off) or forward.LISTS_FROM takes
+the lists for a long call by default (beside the chain pass, claimed chunks), and `eligible` finds nothing
 against it: an sm_90 device, 16-bit inputs, K = V = 128, the vectors stored by pass 1 (forward's STORE_VECTORS),
 Tinv stored too (STORE_INVERSE) or a band of 0 or 1, which the kernel then solves itself from the k tile
 (gluon_band_solve: band_solve's batched products and roundings, so chunk_output solving on chip is the twin), q, k,
@@ -97,8 +98,9 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # launch's 1.14 and 4.40 (-9% / -11%), the public call 4.02 against 4.49-4.58 at 128K but 1.22-1.24 against 1.19 at
 # 32K; its outputs equal the serial lists' bit for bit (benchmarks/overlap_check.py). With fixed shares it gained
 # less (4.28-4.39 at 128K: the list with a state starts late and each program walks its share in order); with
-# warm-up segments it loses (4.07-4.32). Not yet the default: the final build's GPU matrix and the full benchmark at
-# every length are owed first. SPARSEGDN_LIST_OVERLAP=1 turns it on (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
+# warm-up segments it loses (4.07-4.32). Off as a switch: forward.LISTS_FROM takes these lists (with CLAIM) by default
+# for long calls whose selection keeps at most half of the events (batch 25: they lose at 4K-8K and with every event
+# kept). SPARSEGDN_LIST_OVERLAP=1 turns it on for every call (with LIST_OUTPUTS; SIDE_STREAM is then ignored).
 OVERLAP_LISTS = os.environ.get("SPARSEGDN_LIST_OVERLAP", "0") == "1"
 HEAD_DIM = 128
 PROGRESS_COLUMNS = tl.constexpr(PROGRESS_BV)     # the value columns of one progress count (state_pass's)
