@@ -38,7 +38,11 @@ for path in files:
     st.dataframe(tables.readable(bench.select(
         "T", "budget", "band", "selector", "design", "api_ms", "api_ms_low", "api_ms_high", "api_wall_ms",
         "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
-        "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb")), hide_index=True)
+        "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb", "output_lists")), hide_index=True)
+    if bench["output_lists"].any():
+        st.caption("`outputs by the Gluon lists`: the call wrote its outputs by the Gluon lists beside the chain pass "
+                   "(sparsegdn/triton/list_output.py), not by the one launch; which calls take them is "
+                   "sparsegdn/triton/forward.py's LISTS_FROM and LISTS_MAX_BUDGET as of the run's build.")
 
 st.subheader("FlashQLA with and without its context parallelism")
 st.write("Where FlashQLA's lead above 16K comes from: the same inputs timed with its segments joined by decay "
