@@ -171,19 +171,23 @@ def _graphed(rows: pl.DataFrame) -> str:
 
 
 def _lists(rows: pl.DataFrame) -> str:
-    """At which lengths the default design's calls wrote their outputs by the Gluon lists beside the chain pass,
-    when the file says."""
+    """Which of the default design's calls wrote their outputs by the Gluon lists beside the chain pass (each
+    configuration at which lengths), when the file says."""
     default = rows.filter(pl.col("default_design").fill_null(True))
     lists = default.filter(pl.col("output_lists").fill_null(False))
     if not lists.height:
         return ""
-    lengths = lists["T"].unique(maintain_order=True).to_list()
+    where = []
+    for (budget, band, selector), group in lists.group_by(["budget", "band", "selector"], maintain_order=True):
+        lengths = group["T"].unique(maintain_order=True).to_list()
+        where.append(f"budget {budget:g}, band {band}, `{selector}` at {', '.join(_tokens(t) for t in lengths)}")
     threshold = lists["lists_from"].drop_nulls().unique().to_list()
-    where = "every length" if len(lengths) == default["T"].n_unique() else ", ".join(_tokens(t) for t in lengths)
-    return (f" At {where} the default design's calls wrote their outputs by the Gluon lists beside the chain pass "
-            "(sparsegdn/triton/list_output.py"
-            + (f"; from {threshold[0]:,} head chunks on, forward.LISTS_FROM" if len(threshold) == 1 else "")
-            + "), elsewhere by the one launch of the chains and the outputs.")
+    return (" The default design's calls wrote their outputs by the Gluon lists beside the chain pass "
+            f"(sparsegdn/triton/list_output.py) for {'; '.join(where)}"
+            + (f" (forward.LISTS_FROM {threshold[0]:,} head chunks and the conditions beside it in that build)"
+               if len(threshold) == 1 else "")
+            + "; every other call by the one launch of the chains and the outputs. Those calls' stage times are "
+            "the stage hook's serialized passes: the lists' overlap with the chains is not in them.")
 
 
 def kernel_report(path: Path) -> str:

@@ -29,8 +29,12 @@ CASES = [  # (B, T, H, HV, K, V, band, dtype, initial state)
 HEAD32_CASES = [(1, 333, 2, 4, 32, 32, 1, "bfloat16", True), (1, 300, 2, 4, 32, 128, 1, "bfloat16", True)]
 # A variant: "configs" forces one config per kernel (kwargs, warps, stages[, most registers a thread: maxnreg]);
 # "env" an environment setting (its own process only); "head32" adds the head-size-32 cases.
+IMPORTED = "imported"        # a variant's value for a switch: the one imported (the library's default)
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
+    # The library's default as it is: long calls whose selection keeps at most half of the events take the Gluon
+    # lists beside the chain pass (forward.LISTS_FROM); "baseline" and every other variant run the one launch.
+    "default-lists": {"lists_from": IMPORTED},
     "head32": {"head32": True},
     # The state pass's commit loop is a for loop since 2026-11-30 (pipelined loads, no spills at K = 128 in
     # benchmarks/compile_report.py); the configs that faulted with the while loop are tried again.
@@ -253,8 +257,14 @@ DESIGN_SWITCHES = {"overlap": ("forward", "OVERLAP"), "paired": ("forward", "PAI
                    "split": ("forward", "SPLIT_OUTPUTS"),
                    "delta_maps": ("segment_maps", "DELTA_MAPS"), "publish": ("state_output", "PUBLISH"),
                    "select_kernel": ("schedule", "SELECT_KERNEL"), "graph_max_tokens": ("graphs", "MAX_TOKENS"),
-                   "call_plans": ("call_plans", "CALL_PLANS"), "list_outputs": ("list_output", "LIST_OUTPUTS")}
-DESIGN_DEFAULTS = {}
+                   "call_plans": ("call_plans", "CALL_PLANS"), "list_outputs": ("list_output", "LIST_OUTPUTS"),
+                   "lists_from": ("forward", "LISTS_FROM")}
+# The switches' values a variant that does not name them runs under: as imported (the library's defaults, or the
+# environment's), except forward.LISTS_FROM, which is 0 here, so that every variant's long calls run the one launch
+# it studies, as in the batches before the lists became the default for long calls (batch 25); the variant
+# "default-lists" keeps the imported value (IMPORTED), the library's own choice.
+PROBE_DEFAULTS = {"lists_from": 0}
+DESIGN_DEFAULTS = {}        # the imported values, read once before any variant
 TIMED_SHAPE = dict(B=1, H=16, HV=32, K=128, V=128)     # the benchmark's (benchmarks/kernel_bench.py)
 
 
@@ -275,8 +285,9 @@ def apply_variant(name):
     call_plans.clear()      # a plan replays the compiled kernels it recorded: none may outlive a forced config
     for key, (module_name, attribute) in DESIGN_SWITCHES.items():
         module = modules[module_name]
-        default = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # as imported, before any variant
-        setattr(module, attribute, variant.get(key, default))
+        imported = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # before any variant
+        value = variant.get(key, PROBE_DEFAULTS.get(key, imported))
+        setattr(module, attribute, imported if value is IMPORTED else value)
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
         if not hasattr(kernel, "original_configs"):

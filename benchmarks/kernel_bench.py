@@ -53,16 +53,21 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # "by_band" is the default since 2026-12-02 (forward.store_inverse: on chip for band 1, stored for bands 2 and 3).
 # "lists_overlap": the two-launch form with the outputs by the Gluon lists beside the chain pass (list_output.py:
 # OVERLAP_LISTS with CLAIM, the vectors stored, Tinv by band: solved in the lists at band 1; Hopper, K = V = 128,
-# else the lists refuse and chunk_output writes the outputs after the chains), off by default (batch 24). Its stage
-# times are indicative only: the stage hook's events sit between the chain pass and the lists (and no plan serves a
-# hooked call), so the overlap they time is not the timed call's.
+# else the lists refuse and chunk_output writes the outputs after the chains) at every length and budget; "by_band"
+# takes the same lists by default for long calls whose selection keeps at most half of the events (forward.LISTS_FROM,
+# batch 25), "one_launch" never (LISTS_FROM 0: the one launch everywhere, the default before batch 25), so that one
+# process can time the default against both. The lists' stage times are indicative only: the stage hook's events sit
+# between the chain pass and the lists (and no plan serves a hooked call), so the overlap they time is not the timed
+# call's.
 DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
-           "lists_overlap": (None, 0, "lists")}
-# The switches a "lists" design sets; set_design puts back what they were when the next other design is set.
-LIST_SWITCHES = ((forward, "OVERLAP"), (forward, "STORE_VECTORS"), (list_output, "LIST_OUTPUTS"),
-                 (list_output, "OVERLAP_LISTS"), (list_output, "CLAIM"))
-LIST_VALUES = (False, True, True, True, True)
-_saved_switches = None      # the list switches' values before a "lists" design set them
+           "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch")}
+# The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
+# design without that tag is set.
+TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
+                             ((list_output, "LIST_OUTPUTS"), True), ((list_output, "OVERLAP_LISTS"), True),
+                             ((list_output, "CLAIM"), True)),
+                   "one_launch": (((forward, "LISTS_FROM"), 0),)}
+_saved_switches = {}        # tag: the values its switches had before the tag's design set them
 DEFAULT_DESIGNS = ("by_band",)
 
 
@@ -135,19 +140,18 @@ def design_of(config: SparseConfig, default_setting) -> str | None:
 
 
 def set_design(design):
-    """forward's switches for `design` (a DESIGNS value); a "lists" design also sets LIST_SWITCHES, and the next
-    other design puts back what they were (a probe's own settings of them stay as the probe made them)."""
-    global _saved_switches
+    """forward's switches for `design` (a DESIGNS value); a tagged design also sets its TAGGED_SWITCHES, and the next
+    design without the tag puts back what they were (a probe's own settings of them stay as the probe made them)."""
     forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design[:2]
-    lists = design[2:] == ("lists",)
-    if lists and _saved_switches is None:
-        _saved_switches = tuple(getattr(module, name) for module, name in LIST_SWITCHES)
-        for (module, name), value in zip(LIST_SWITCHES, LIST_VALUES):
-            setattr(module, name, value)
-    elif not lists and _saved_switches is not None:
-        for (module, name), value in zip(LIST_SWITCHES, _saved_switches):
-            setattr(module, name, value)
-        _saved_switches = None
+    tag = design[2] if len(design) > 2 else None
+    for name, switches in TAGGED_SWITCHES.items():
+        if name == tag and name not in _saved_switches:
+            _saved_switches[name] = tuple(getattr(module, attribute) for (module, attribute), _ in switches)
+            for (module, attribute), value in switches:
+                setattr(module, attribute, value)
+        elif name != tag and name in _saved_switches:
+            for ((module, attribute), _), value in zip(switches, _saved_switches.pop(name)):
+                setattr(module, attribute, value)
 
 
 def takes_lists(inputs, config: SparseConfig, design) -> bool:
@@ -155,9 +159,8 @@ def takes_lists(inputs, config: SparseConfig, design) -> bool:
     (the lists designs) or by forward.LISTS_FROM where the one launch is on."""
     set_design(design)
     q, k, v = inputs[:3]
-    kept = 1.0 if config.selector == "all" else config.budget
     return (list_output.LIST_OUTPUTS and list_output.OVERLAP_LISTS) or forward.lists_by_default(
-        q, k, v, config.band, v.dtype, kept)
+        q, k, v, config.band, v.dtype, forward.selected_share(None, config.budget, config.selector))
 
 
 def with_design(design, fn):

@@ -156,7 +156,7 @@ def run(tokens, variant):
     if unset:            # read at import or compile time: start this process with the setting
         raise SystemExit(f"{variant} needs {unset} in this process's environment")
     config_probe.apply_variant(variant)
-    if not forward.OVERLAP:
+    if not forward.OVERLAP or forward.LISTS_FROM:      # config_probe's variants set LISTS_FROM 0 but default-lists
         raise SystemExit(f"{variant}: two launches, no timeline (state_output.TIMELINE is the one launch's)")
     if state_output.READY_ORDER or forward.COMMIT_SEGMENT:     # tickets map otherwise: summarize does not read them
         raise SystemExit(f"{variant}: outputs in readiness order or chains in segments: not summarized here")

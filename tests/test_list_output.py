@@ -118,19 +118,20 @@ def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
 
 def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     """forward.lists_by_default: the lists beside the chains from LISTS_FROM head chunks (batch rows x value heads x
-    chunks) on, where the selection keeps at most LISTS_MAX_BUDGET of the events and list_output can serve the inputs
-    (asked with Tinv solved for bands 0 and 1, stored above, as store_inverse decides); never with LISTS_FROM 0,
-    given events, the one launch switched off or LIST_OUTPUTS set explicitly; and where list_output refuses the
-    inputs (here the interpreter or a CPU, whichever runs this test)."""
+    chunks) on, in rows of at least LISTS_MIN_ROW_CHUNKS chunks, where the selection keeps at most LISTS_MAX_BUDGET
+    of the events and list_output can serve the inputs (asked with Tinv solved for bands 0 and 1, stored above, as
+    store_inverse decides); never with LISTS_FROM 0, given events, the one launch switched off, segments or paired
+    chains; and where list_output refuses the inputs (here the interpreter or a CPU, whichever runs this test)."""
     from sparsegdn.triton import forward
     q, k, v = (torch.zeros(2, 130, heads, 128, dtype=torch.bfloat16) for heads in (2, 2, 6))
     head_chunks = 2 * 6 * 3
-    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)       # refused by eligible_inputs: CPU
+    for name, value in (("OVERLAP", True), ("COMMIT_SEGMENT", 0), ("PAIRED", False), ("STORE_INVERSE", None),
+                        ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 3)):
+        monkeypatch.setattr(forward, name, value)
+    assert list_output.eligible_inputs(q, k, v, True, torch.bfloat16, 1) is not None    # this machine: refused
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
     asked = []
     monkeypatch.setattr(list_output, "eligible_inputs", lambda *args: asked.append(args[3:]))   # None: served
-    monkeypatch.setattr(forward, "OVERLAP", True)
-    monkeypatch.setattr(list_output, "LIST_OUTPUTS", False)
-    monkeypatch.setattr(forward, "STORE_INVERSE", None)
     for threshold, expected in ((head_chunks, True), (head_chunks + 1, False), (1, True), (0, False)):
         monkeypatch.setattr(forward, "LISTS_FROM", threshold)
         assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29) is expected, threshold
@@ -141,11 +142,27 @@ def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     for kept, expected in ((forward.LISTS_MAX_BUDGET, True), (forward.LISTS_MAX_BUDGET + 0.01, False), (1.0, False),
                            (None, False)):      # the share of events the selection keeps; None: events given
         assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, kept) is expected, kept
-    monkeypatch.setattr(forward, "OVERLAP", False)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 4)         # rows of 3 chunks: too short
     assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
-    monkeypatch.setattr(forward, "OVERLAP", True)
-    monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)
-    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 3)
+    for name, value in (("OVERLAP", False), ("COMMIT_SEGMENT", 64), ("PAIRED", True)):
+        before = getattr(forward, name)
+        monkeypatch.setattr(forward, name, value)
+        assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29), name
+        monkeypatch.setattr(forward, name, before)
+    monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)      # the two-launch switch alone: the lists still taken
+    assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
+
+
+def test_selected_share_is_known_where_the_host_selects():
+    """forward.selected_share: 1 for `all`, the budget where the call selects (no events given) or the API selected
+    before it (`random`, `oracle`), None for events given with another selector."""
+    from sparsegdn.triton.forward import selected_share
+    events = torch.ones(1, 2, 3, dtype=torch.bool)
+    assert selected_share(None, 0.29, "score") == 0.29 and selected_share(None, 0.29, "uniform") == 0.29
+    assert selected_share(events, 0.29, "all") == 1.0 and selected_share(None, 0.29, "all") == 1.0
+    assert selected_share(events, 0.15, "random") == 0.15 and selected_share(events, 0.15, "oracle") == 0.15
+    assert selected_share(events, 0.29, "score") is None
 
 
 @pytest.mark.skipif(not sparsegdn.config.triton_available(), reason="needs triton with CUDA or TRITON_INTERPRET=1")

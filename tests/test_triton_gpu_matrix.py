@@ -422,6 +422,7 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
         from sparsegdn.triton import forward
         lists = _list_outputs_on(monkeypatch, by_default=True)
         monkeypatch.setattr(forward, "LISTS_FROM", batch * value_heads * sparsegdn.num_chunks(tokens))
+        monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", sparsegdn.num_chunks(tokens))
         monkeypatch.setattr(state_pass, "POISON", True)
     elif "-lists" in case:
         lists = _list_outputs_on(monkeypatch, LIST_OUTPUTS=True, CLAIM=True, OVERLAP_LISTS=case.endswith("overlap"))
@@ -575,18 +576,21 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
 @pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
 def test_gpu_default_takes_the_lists_from_lists_from(initial, monkeypatch):
     """forward.LISTS_FROM with the switches as they are: a call of the benchmark's heads (H 16, HV 32, K = V = 128,
-    band 1, budget 0.29's selection) of at least LISTS_FROM head chunks runs the Gluon lists beside the chain pass,
-    solving Tinv and claiming chunks (a spy), and a call one head chunk short of it the one launch (no lists); both
-    within the torch backend's tolerance given the call's events, and the lists' call the same again without the
-    stage hook's syncs (a list that read a snapshot before its chain stored it would differ: they are poisoned)."""
+    band 1, budget 0.29's selection) of at least LISTS_FROM head chunks (its rows' floor LISTS_MIN_ROW_CHUNKS lowered
+    to the case) runs the Gluon lists beside the chain pass, solving Tinv and claiming chunks (a spy), and a call one
+    head chunk short of it, or keeping every event (budget 1), the one launch (no lists); each within the torch
+    backend's tolerance given the call's events, and the lists' call the same again without the stage hook's syncs
+    (a list that read a snapshot before its chain stored it would differ: they are poisoned)."""
     from sparsegdn.triton import forward, state_pass
     made = _list_outputs_on(monkeypatch, by_default=True)
     monkeypatch.setattr(state_pass, "POISON", True)
     q, k, v, g, beta, s0 = random_inputs(1, 2048, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=initial,
                                          device="cuda", seed=5)
     head_chunks = 32 * sparsegdn.num_chunks(2048)
-    options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
-    for threshold, lists in ((head_chunks, [(True, 1, True, True)]), (head_chunks + 1, [])):
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", sparsegdn.num_chunks(2048))
+    for threshold, budget, lists in ((head_chunks, 0.29, [(True, 1, True, True)]), (head_chunks + 1, 0.29, []),
+                                     (head_chunks, 1.0, [])):
+        options = dict(initial_state=s0, output_final_state=True, budget=budget, selector="score", band=1)
         monkeypatch.setattr(forward, "LISTS_FROM", threshold)
         made.clear()
         o, s, info = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(

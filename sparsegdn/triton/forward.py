@@ -7,7 +7,7 @@
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output
     4 + 5            state_output (both, one launch)        the default (OVERLAP), timed as state_pass
-    4 beside 5       state_pass + list_output (Gluon lists)  the default from LISTS_FROM on (Hopper, K = V = 128)
+    4 beside 5       state_pass + list_output (Gluon lists)  the default for long calls (LISTS_FROM, see there)
 
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
@@ -62,6 +62,8 @@ caller decides when to read them back (one sync for the public call, none inside
 Memory beyond the output: Tinv (8 KB per chunk and head pair, half the size of v at V = 128) and,
 proportional to the budget, the w / u / k_commit lists and one snapshot per commit.
 """
+import re
+
 import torch
 
 from ..config import STAGES, num_chunks
@@ -141,14 +143,20 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # of the same build, batch 25 calls 6-8: budget 1, band 1 at 16K / 32K / 64K / 128K 1.016 / 1.977 / 3.891 / 7.785 ms
 # against 0.987 / 1.931 / 3.818 / 7.695; dense semantics, band 3 and `all`, 1.113 / 2.190 / 4.332 / 8.557 against
 # 1.066 / 2.110 / 4.182 / 8.398), at budget 0.5 they won (32K 1.319 against 1.383, 64K 2.579 against 2.706), at 0.15
-# by 21-22%. Given events (no selection in the call) keep the one launch: their share is on the device. Explicit
-# settings win: SPARSEGDN_OVERLAP=0 or SPARSEGDN_LIST_OUTPUTS=1 leave the choice to those switches.
-# SPARSEGDN_LISTS_FROM sets the head chunks (0: never).
+# by 21-22%. Given events keep the one launch (their share is on the device), but for the `random` and `oracle`
+# selectors, whose events the API selects by the budget before the call (selected_share). Only where each batch row
+# has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
+# was measured. Not with COMMIT_SEGMENT or PAIRED: segments lost beside the lists (batch 24: 4.07-4.32 ms at 128K
+# against 3.93) and paired chains were never run with progress counts. The one launch's own switches (SPLIT_OUTPUTS,
+# state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a call that takes the lists.
+# SPARSEGDN_OVERLAP=0 leaves the choice to the two-launch switches (list_output.LIST_OUTPUTS and the rest).
+# SPARSEGDN_LISTS_FROM sets the head chunks (0: never); the budget and row conditions are constants.
 _LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
-if not (_LISTS_SETTING.isdigit()):
+if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
 LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
+LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -192,19 +200,30 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
-            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS,
+            os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
+
+
+def selected_share(events, budget, selector) -> float | None:
+    """The share of the events a call keeps where the host knows it: 1 for `all`, the budget where a selection by it
+    ran or runs (no events given, or the `random` and `oracle` selectors, whose events the API selects before the
+    call), else None (given events: their share is on the device)."""
+    if selector == "all":
+        return 1.0
+    return budget if events is None or selector in ("random", "oracle") else None
 
 
 def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
-    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and LISTS_MAX_BUDGET (see there): q,
-    k and v as pass 1 reads them, dtype the one its lists are written in, kept the share of events its selection
-    keeps (None: events given). False wherever the switches were set otherwise."""
-    if LISTS_FROM <= 0 or not OVERLAP or list_output_module.LIST_OUTPUTS:
+    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and the conditions beside it: q, k
+    and v as pass 1 reads them, dtype the one its lists are written in, kept the call's selected_share. False wherever
+    the switches were set otherwise."""
+    if LISTS_FROM <= 0 or not OVERLAP or COMMIT_SEGMENT or PAIRED:
         return False
     if kept is None or kept > LISTS_MAX_BUDGET:
         return False
     batch, tokens, value_heads = v.shape[:3]
-    if batch * value_heads * num_chunks(tokens) < LISTS_FROM:
+    n_chunks = num_chunks(tokens)
+    if n_chunks < LISTS_MIN_ROW_CHUNKS or batch * value_heads * n_chunks < LISTS_FROM:
         return False
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
@@ -227,8 +246,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     n_chunks = num_chunks(v.shape[1])
     hook = stage_hook or (lambda name: None)
     flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
-    kept = None if events is not None else 1.0 if selector == "all" else budget      # the events' share selected
-    by_lists = lists_by_default(q, k, v, band, dtype, kept)     # the lists beside the chains, not the one launch
+    by_lists = lists_by_default(q, k, v, band, dtype, selected_share(events, budget, selector))    # not the one launch
 
     t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
         k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,

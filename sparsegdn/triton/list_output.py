@@ -84,7 +84,7 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # Tinv stored and whole chains, claims took 4.25-4.28 in two processes of three and 5.91-5.97 in the third, fixed
 # shares 5.72-5.80 (calls 4, 9): claims open a faster mode, but the arrangement does not hold it. With OVERLAP_LISTS
 # claims are what makes the overlap pay (batch 24 call 4: 3.89 against 4.38 ms at 128K with fixed shares).
-# SPARSEGDN_LIST_CLAIM=1 turns it on.
+# SPARSEGDN_LIST_CLAIM=1 turns it on; the lists forward.LISTS_FROM takes by default claim whatever it says.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the

@@ -38,7 +38,7 @@ import triton.language as tl
 import triton.language.extra.cuda as cuda_extra
 
 from . import call_record
-from .chunk_loads import AUTOTUNE, CHUNK, INTERPRET, cdiv, length_bucket, padded, solve_precision
+from .chunk_loads import AUTOTUNE, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, starts_from_zero, zero_start
 from .launch import Launcher
 from .state_pass import publish_interval, segmented_chains, walk_chain
