@@ -33,7 +33,8 @@ IMPORTED = "imported"        # a variant's value for a switch: the one imported 
 VARIANTS = {
     "baseline": {}, "no-autotune": {"env": {"SPARSEGDN_AUTOTUNE": "0"}},
     # The library's default as it is: long calls whose selection keeps at most half of the events take the Gluon
-    # lists beside the chain pass (forward.LISTS_FROM); "baseline" and every other variant run the one launch.
+    # lists beside the chain pass (forward.LISTS_FROM); "baseline" and every other variant run the one launch. Only
+    # --time reaches the lists: the check's cases are short and given events, so its rows repeat baseline's.
     "default-lists": {"lists_from": IMPORTED},
     "head32": {"head32": True},
     # The state pass's commit loop is a for loop since 2026-11-30 (pipelined loads, no spills at K = 128 in
@@ -287,7 +288,7 @@ def apply_variant(name):
         module = modules[module_name]
         imported = DESIGN_DEFAULTS.setdefault(key, getattr(module, attribute))     # before any variant
         value = variant.get(key, PROBE_DEFAULTS.get(key, imported))
-        setattr(module, attribute, imported if value is IMPORTED else value)
+        setattr(module, attribute, imported if value == IMPORTED else value)
     for kernel_name, module in kernels().items():
         kernel = getattr(module, f"{kernel_name}_kernel")
         if not hasattr(kernel, "original_configs"):

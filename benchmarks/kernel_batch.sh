@@ -83,7 +83,8 @@ fi
 if has timed; then
   # Two processes: a CUDA fault ends its process, so the variants that faulted before (the paired ones) are timed
   # in a second one and cannot take the default's and the timing-only rows with them.
-  timeout ${TIMED_LIMIT:-240} python benchmarks/config_probe.py --timed baseline $TIMED_ONLY $SAFE --time $LENGTHS > "$WORK/timed.log" 2>&1
+  # baseline: the one launch at every length; default-lists: the library's default (the Gluon lists for long calls)
+  timeout ${TIMED_LIMIT:-240} python benchmarks/config_probe.py --timed baseline default-lists $TIMED_ONLY $SAFE --time $LENGTHS > "$WORK/timed.log" 2>&1
   summary "timed rc $? at ${SECONDS}s"
   : > "$WORK/timed_risky.log"
   if [ -n "$RISKY_ASKED" ]; then

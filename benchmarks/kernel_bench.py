@@ -159,8 +159,11 @@ def takes_lists(inputs, config: SparseConfig, design) -> bool:
     (the lists designs) or by forward.LISTS_FROM where the one launch is on."""
     set_design(design)
     q, k, v = inputs[:3]
-    return (list_output.LIST_OUTPUTS and list_output.OVERLAP_LISTS) or forward.lists_by_default(
-        q, k, v, config.band, v.dtype, forward.selected_share(None, config.budget, config.selector))
+    if list_output.LIST_OUTPUTS and list_output.OVERLAP_LISTS:      # where list_output can serve them
+        solved = not forward.store_inverse(config.band)
+        return list_output.eligible_inputs(q, k, v, solved, v.dtype, config.band) is None
+    return forward.lists_by_default(q, k, v, config.band, v.dtype,
+                                    forward.selected_share(None, config.budget, config.selector))
 
 
 def with_design(design, fn):

@@ -8,7 +8,8 @@ four arrangements: Tinv stored by pass 1 or solved by the lists, whole chains or
 Each runs with the lists after the chain pass (serial) and beside it (overlapped). The overlapped call's outputs and
 final state must equal the serial call's bit for bit, `repeats` times over: the same kernels and roundings, so a
 snapshot read before its chain stored it, or a list that ended before the chains, would show. Then both are timed
-(do_bench medians, interleaved, two rounds), with the one launch for scale (the default below forward.LISTS_FROM).
+(do_bench medians, interleaved, two rounds), with the one launch for scale (the default below forward.LISTS_FROM;
+its row key `default_one_launch_ms` is older than the lists' default).
 One JSON row per length and arrangement; a mismatch is reported in its row (and the exit status is 1), not hidden.
 """
 import argparse

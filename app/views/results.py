@@ -42,7 +42,8 @@ for path in files:
     if bench["output_lists"].any():
         st.caption("`outputs by the Gluon lists`: the call wrote its outputs by the Gluon lists beside the chain pass "
                    "(sparsegdn/triton/list_output.py), not by the one launch; which calls take them is "
-                   "sparsegdn/triton/forward.py's LISTS_FROM and LISTS_MAX_BUDGET as of the run's build.")
+                   "sparsegdn/triton/forward.py's LISTS_FROM and the conditions beside it (lists_by_default) as of "
+                   "the run's build.")
 
 st.subheader("FlashQLA with and without its context parallelism")
 st.write("Where FlashQLA's lead above 16K comes from: the same inputs timed with its segments joined by decay "

@@ -143,8 +143,8 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # of the same build, batch 25 calls 6-8: budget 1, band 1 at 16K / 32K / 64K / 128K 1.016 / 1.977 / 3.891 / 7.785 ms
 # against 0.987 / 1.931 / 3.818 / 7.695; dense semantics, band 3 and `all`, 1.113 / 2.190 / 4.332 / 8.557 against
 # 1.066 / 2.110 / 4.182 / 8.398), at budget 0.5 they won (32K 1.319 against 1.383, 64K 2.579 against 2.706), at 0.15
-# by 21-22%. Given events keep the one launch (their share is on the device), but for the `random` and `oracle`
-# selectors, whose events the API selects by the budget before the call (selected_share). Only where each batch row
+# by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
+# selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
 # has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
 # was measured. Not with COMMIT_SEGMENT or PAIRED: segments lost beside the lists (batch 24: 4.07-4.32 ms at 128K
 # against 3.93) and paired chains were never run with progress counts. The one launch's own switches (SPLIT_OUTPUTS,
@@ -205,12 +205,12 @@ def design_switches() -> tuple:
 
 
 def selected_share(events, budget, selector) -> float | None:
-    """The share of the events a call keeps where the host knows it: 1 for `all`, the budget where a selection by it
-    ran or runs (no events given, or the `random` and `oracle` selectors, whose events the API selects before the
-    call), else None (given events: their share is on the device)."""
+    """The share of the events a call keeps where the host knows it: 1 for `all`, the budget where the call selects
+    by it (no events given), else None (given events, the `random` and `oracle` selectors' included: the API hands
+    those over as given events, and a caller's own events may be any share; theirs is on the device)."""
     if selector == "all":
         return 1.0
-    return budget if events is None or selector in ("random", "oracle") else None
+    return budget if events is None else None
 
 
 def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
