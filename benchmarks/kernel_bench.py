@@ -56,17 +56,21 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # else the lists refuse and chunk_output writes the outputs after the chains) at every length and budget; "by_band"
 # takes the same lists by default for long calls whose selection keeps at most half of the events (forward.LISTS_FROM,
 # batch 25), "one_launch" never (LISTS_FROM 0: the one launch everywhere, the default before batch 25), so that one
-# process can time the default against both. The lists' stage times are indicative only: the stage hook's events sit
+# process can time the default against both. "folded" and "one_launch_folded": by_band and one_launch with the commits
+# folded (forward.FOLD_COMMITS). The lists' stage times are indicative only: the stage hook's events sit
 # between the chain pass and the lists (and no plan serves a hooked call), so the overlap they time is not the timed
 # call's.
 DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
-           "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch")}
+           "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch"),
+           "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold")}
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
                              ((list_output, "LIST_OUTPUTS"), True), ((list_output, "OVERLAP_LISTS"), True),
                              ((list_output, "CLAIM"), True)),
-                   "one_launch": (((forward, "LISTS_FROM"), 0),)}
+                   "one_launch": (((forward, "LISTS_FROM"), 0),),
+                   "fold": (((forward, "FOLD_COMMITS"), True),),
+                   "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True))}
 _saved_switches = {}        # tag: the values its switches had before the tag's design set them
 DEFAULT_DESIGNS = ("by_band",)
 
@@ -144,14 +148,15 @@ def set_design(design):
     design without the tag puts back what they were (a probe's own settings of them stay as the probe made them)."""
     forward.STORE_INVERSE, forward.COMMIT_SEGMENT = design[:2]
     tag = design[2] if len(design) > 2 else None
-    for name, switches in TAGGED_SWITCHES.items():
-        if name == tag and name not in _saved_switches:
-            _saved_switches[name] = tuple(getattr(module, attribute) for (module, attribute), _ in switches)
-            for (module, attribute), value in switches:
-                setattr(module, attribute, value)
-        elif name != tag and name in _saved_switches:
+    for name, switches in TAGGED_SWITCHES.items():     # first what other tags set is put back (tags share switches)
+        if name != tag and name in _saved_switches:
             for ((module, attribute), _), value in zip(switches, _saved_switches.pop(name)):
                 setattr(module, attribute, value)
+    if tag is not None and tag not in _saved_switches:
+        switches = TAGGED_SWITCHES[tag]
+        _saved_switches[tag] = tuple(getattr(module, attribute) for (module, attribute), _ in switches)
+        for (module, attribute), value in switches:
+            setattr(module, attribute, value)
 
 
 def takes_lists(inputs, config: SparseConfig, design) -> bool:

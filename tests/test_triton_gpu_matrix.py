@@ -603,3 +603,52 @@ def test_gpu_default_takes_the_lists_from_lists_from(initial, monkeypatch):
         if lists:
             o_free, s_free, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", **options)
             assert torch.equal(o_free, o) and torch.equal(s_free, s)
+
+
+@pytest.mark.parametrize("design,key_dim", [("one-launch", 128), ("one-launch", 64), ("two-launches", 128),
+                                            ("warm-up", 128), ("lists", 128), ("key-256-unfolded", 256)])
+def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
+    """forward.FOLD_COMMITS: the chains walk event_prepare's folded tiles (one product on the state a commit) in
+    the one launch, in two launches, in warm-up segments and beside the Gluon lists (the default for long calls,
+    LISTS_FROM lowered to the case), each within the torch backend's tolerance given the call's events and within
+    it of the same call unfolded; at K = 256 (too wide for a folded stage) the call stays unfolded and runs. The
+    snapshots are poisoned: a list or output reading one its chain never stored would show it."""
+    from sparsegdn.triton import event_prepare, forward, state_output, state_pass
+    monkeypatch.setattr(state_pass, "POISON", True)
+    monkeypatch.setattr(state_output, "POISON", True)
+    made = []
+    if design == "lists":
+        made = _list_outputs_on(monkeypatch, by_default=True)
+        monkeypatch.setattr(forward, "LISTS_FROM", 1)
+        monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    else:
+        monkeypatch.setattr(forward, "LISTS_FROM", 0)
+    monkeypatch.setattr(forward, "OVERLAP", design != "two-launches")
+    if design == "warm-up":
+        monkeypatch.setattr(forward, "COMMIT_SEGMENT", 8)
+        monkeypatch.setattr(forward, "WARM_UP", 20.0)
+    folds, real_prepare = [], event_prepare.event_prepare
+
+    def spy(*args, **kwargs):
+        folds.append(kwargs.get("folded", False))
+        return real_prepare(*args, **kwargs)
+    monkeypatch.setattr(forward, "event_prepare", spy)
+    heads, value_heads = (16, 32) if design == "lists" else (2, 4)
+    q, k, v, g, beta, s0 = random_inputs(1, 3000, heads, value_heads, key_dim, key_dim, dtype=torch.bfloat16,
+                                         initial_state=True, device="cuda", seed=9)
+    options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
+    out = {}
+    for folded in (False, True):
+        monkeypatch.setattr(forward, "FOLD_COMMITS", folded)
+        out[folded] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
+            q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+    assert folds == [False, key_dim <= state_pass.FOLD_MAX_KEY_DIM], folds
+    if design == "lists":
+        assert len(made) == 2, made
+    o, s, info = out[True]
+    assert torch.equal(info.events, out[False][2].events)
+    o_torch, s_torch, _ = sparsegdn.sparse_gated_delta_rule(
+        q, k, v, g, beta, initial_state=s0, output_final_state=True, events=info.events, band=1, backend="torch")
+    for got, unfolded, expected, name in ((o, out[False][0], o_torch, "output"), (s, out[False][1], s_torch, "state")):
+        assert rel_err(got, expected) <= TOLERANCE[torch.bfloat16], f"{name} rel err {rel_err(got, expected):.2e}"
+        assert rel_err(got, unfolded) <= TOLERANCE[torch.bfloat16], f"{name} against unfolded"

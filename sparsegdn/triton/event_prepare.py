@@ -35,6 +35,7 @@ from .chunk_loads import (CHUNK, INTERPRET, inverse_norm, load_gates, load_rows,
 from .launch import Launcher
 
 NUM_WARPS = 4
+FOLD_WARPS = 8
 FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "1") == "1")
 _MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "128")
 if not (_MAXNREG.isdigit() and (int(_MAXNREG) == 0 or 24 <= int(_MAXNREG) <= 255)):
@@ -59,7 +60,9 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
                          T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                          H: tl.constexpr, HV: tl.constexpr, K, V,
                          BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
-                         BAND: tl.constexpr, PRECISION: tl.constexpr):
+                         BAND: tl.constexpr, PRECISION: tl.constexpr, FOLDED: tl.constexpr):
+    # FOLDED (folded commits, see event_prepare): w_ptr takes -k_commit^T w [K, K] and u_ptr k_commit^T u [K, V] of
+    # each event, k_commit_ptr is not written.
     e = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1).to(tl.int64)
     flat = tl.load(event_chunks_ptr + b * E + e).to(tl.int64)
@@ -78,10 +81,10 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
         beta = load_gates(beta_ptr + b * beta_sb + hv * beta_sh, t0, T, beta_st, CHUNK)
         k_scale = inverse_norm(k_raw, NORMALIZE)
         gamma = tl.cumsum(g, axis=0)
-        # k_commit first: stored before the solve, so that no float32 copy of k stays live through it
-        k_commit = (k_scale * tl.exp(log_decay_between(last_of(gamma), gamma)))[:, None] * k_raw.to(tl.float32)
-        tl.store(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(k_commit, dot_dtype),
-                 mask=(ck < K)[None, :])
+        if not FOLDED:  # k_commit first: stored before the solve, so that no float32 copy of k stays live through it
+            k_commit = commit_keys(k_raw, k_scale, gamma)
+            tl.store(k_commit_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(k_commit, dot_dtype),
+                     mask=(ck < K)[None, :])
         if RECOMPUTE:
             t_inv = band_inverse(k_raw, k_scale, beta, gamma, BAND, PRECISION)
             if not FOLD_SCALES:
@@ -94,33 +97,63 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
             w = mma(round_to(t_inv * (beta * tl.exp(gamma) * k_scale)[None, :], dot_dtype), k_raw)
         else:
             w = mma(t_inv, round_to((beta * tl.exp(gamma) * k_scale)[:, None] * k_raw.to(tl.float32), dot_dtype))
-        tl.store(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(w, dot_dtype), mask=(ck < K)[None, :])
+        if FOLDED:      # k_commit formed after the solve (from k as loaded, live for w anyway), in the lists' dtype
+            k_commit = round_to(commit_keys(k_raw, k_scale, gamma), dot_dtype)
+            m = mma(tl.trans(k_commit), round_to(w, dot_dtype))
+            tl.store(w_ptr + slot * K * K + ck[:, None] * K + ck[None, :], round_to(-m, dot_dtype),
+                     mask=(ck < K)[:, None] & (ck < K)[None, :])
+        else:
+            tl.store(w_ptr + slot * CHUNK * K + rows[:, None] * K + ck[None, :], round_to(w, dot_dtype),
+                     mask=(ck < K)[None, :])
         if FOLD_SCALES:
             v = load_rows_stored(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
             u = mma(round_to(t_inv * beta[None, :], dot_dtype), v)
         else:
             v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
             u = mma(t_inv, round_to((beta[:, None] * v), dot_dtype))
-        tl.store(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], round_to(u, dot_dtype), mask=(cv < V)[None, :])
+        if FOLDED:
+            c = mma(tl.trans(k_commit), round_to(u, dot_dtype))
+            tl.store(u_ptr + slot * K * V + ck[:, None] * V + cv[None, :], round_to(c, dot_dtype),
+                     mask=(ck < K)[:, None] & (cv < V)[None, :])
+        else:
+            tl.store(u_ptr + slot * CHUNK * V + rows[:, None] * V + cv[None, :], round_to(u, dot_dtype),
+                     mask=(cv < V)[None, :])
+
+
+@triton.jit
+def commit_keys(k_raw, k_scale, gamma):
+    """float32 k_commit = k e^(gamma_L - gamma), k's rows scaled by k_scale (normalised where asked)."""
+    return (k_scale * tl.exp(log_decay_between(last_of(gamma), gamma)))[:, None] * k_raw.to(tl.float32)
 
 
 launch_event_prepare = Launcher(event_prepare_kernel)
 
 
-def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band):
-    """Returns w, k_commit [B,E,64,K] and u [B,E,64,V] in k.dtype for the events in event_chunks [B,E].
-    t_inv: the stored inverses of pass 1, or None to solve them here."""
+def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band, folded=False):
+    """Returns w, u, k_commit for the events in event_chunks [B,E], in k.dtype: w and k_commit [B,E,64,K], u
+    [B,E,64,V]. t_inv: the stored inverses of pass 1, or None to solve them here.
+
+    folded (folded commits, state_pass's FOLDED): instead the commit's two products folded into one, m = -k_commit^T w
+    [B,E,K,K] and c = k_commit^T u [B,E,K,V], returned as (m, c, None): a commit is then S <- e^(gamma_L) S + m S + c
+    for the decayed state S, one dependent product on the chain instead of two (16 KB more a event at K = V = 128)."""
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
-    chunk = CHUNK.value
-    w = call_record.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
-    u = call_record.empty(batch, n_events, chunk, value_dim, device=k.device, dtype=k.dtype)
-    k_commit = call_record.empty(batch, n_events, chunk, key_dim, device=k.device, dtype=k.dtype)
+    rows = key_dim if folded else CHUNK.value
+    w = call_record.empty(batch, n_events, rows, key_dim, device=k.device, dtype=k.dtype)
+    u = call_record.empty(batch, n_events, rows, value_dim, device=k.device, dtype=k.dtype)
+    k_commit = None if folded else call_record.empty(batch, n_events, rows, key_dim, device=k.device, dtype=k.dtype)
+    options = fold_options() if folded else dict(num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
     launch_event_prepare(
-        (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u, k_commit, tokens,
+        (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u,
+        k_commit if k_commit is not None else w, tokens,
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
-        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype),
-        num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
+        RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), FOLDED=folded, **options)
     return w, u, k_commit
+
+
+def fold_options() -> dict:
+    """The folded pass's launch: FOLD_WARPS warps and no register cap (its K x K product's float32 accumulator alone
+    is 128 registers a thread at four warps, K = 128)."""
+    return {"num_warps": FOLD_WARPS}

@@ -4,6 +4,7 @@
     1 intra_solve    intra_chunk (parallel, all chunks)     score statistics, gate checks, [Tinv]
     2 selection      score_scan + select_kernel + schedule  event scores, events, event lists, decays
     3 event_prepare  event_prepare (parallel, events)       w, u, k_commit of the selected chunks only
+                                                            (or their folded products, FOLD_COMMITS)
     4 state_pass     state_pass (sequential, events)        commits and snapshots
     5 output         chunk_output (parallel, all chunks)    every token's output
     4 + 5            state_output (both, one launch)        the default (OVERLAP), timed as state_pass
@@ -60,7 +61,7 @@ read anyway and raise flags (chunk_loads.FLAG_*) instead of separate passes over
 caller decides when to read them back (one sync for the public call, none inside a model).
 
 Memory beyond the output: Tinv (8 KB per chunk and head pair, half the size of v at V = 128) and,
-proportional to the budget, the w / u / k_commit lists and one snapshot per commit.
+proportional to the budget, the w / u / k_commit lists (or the folded m / c) and one snapshot per commit.
 """
 import re
 
@@ -151,6 +152,13 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a call that takes the lists.
 # SPARSEGDN_OVERLAP=0 leaves the choice to the two-launch switches (list_output.LIST_OUTPUTS and the rest).
 # SPARSEGDN_LISTS_FROM sets the head chunks (0: never); the budget and row conditions are constants.
+# Folded commits (event_prepare's folded, state_pass.commit_folded): pass 3 forms each event's m = -k_commit^T w
+# [K, K] and c = k_commit^T u [K, V] in place of w, u and k_commit, and a commit is S e^(gamma_L) + m S + c: one
+# product waits on the state instead of two with a rounding and a shared-memory round trip between them (the chain
+# is a latency-bound walk; the same arithmetic, rounded at other points). 16 KB more a selected event at K = V = 128.
+# Not for paired chains or segment_scan's maps (they read the unfolded lists): there the lists stay unfolded.
+# Off until measured on the GPU; SPARSEGDN_FOLD_COMMITS=1 turns it on.
+FOLD_COMMITS = os.environ.get("SPARSEGDN_FOLD_COMMITS", "0") == "1"
 _LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
 if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
@@ -194,7 +202,7 @@ def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
-    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED,
+    return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, FOLD_COMMITS,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
@@ -228,6 +236,17 @@ def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
 
+def folded_commits(paired: bool, n_chunks: int, key_dim: int, warm_up: float, dtype=torch.bfloat16,
+                   on_gpu=True) -> bool:
+    """Whether this call's events are prepared folded (FOLD_COMMITS): not for paired chains or chains cut into
+    segments whose entering states come from segment_scan's maps (warm-up segments walk folded lists), and on a GPU
+    only for 16-bit lists of keys up to state_pass.FOLD_MAX_KEY_DIM (a stage of the chain's pipeline holds a K x K
+    tile: 32 KB at K = 128 in bfloat16, 128 KB at K = 256, 64 KB for float32 at 128)."""
+    maps = state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, key_dim, warm_up) and not warm_up > 0
+    fits = not on_gpu or (dtype != torch.float32 and key_dim <= state_pass_module.FOLD_MAX_KEY_DIM)
+    return FOLD_COMMITS and not paired and not maps and fits
+
+
 def store_inverse(band: int) -> bool:
     """Whether pass 1 stores Tinv for this band (the module's docstring says why), or STORE_INVERSE where set."""
     return band >= STORED_FROM_BAND if STORE_INVERSE is None else STORE_INVERSE
@@ -259,19 +278,20 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     else:
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
     hook(STAGES[1])
+    paired = PAIRED and COMMIT_SEGMENT == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
+    warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
+    folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
-                                   num_value_heads=value_heads, num_chunks=n_chunks, band=band)
-    paired = PAIRED and COMMIT_SEGMENT == 0 and not (w.is_cuda and w.dtype == torch.float32)   # see PAIRED
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=band, folded=folded)
     if paired:
         pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])
-    warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
     if OVERLAP and not by_lists:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
-                                      warm_up=warm_up, skip_own=split, vectors=vectors)
+                                      warm_up=warm_up, skip_own=split, vectors=vectors, folded=folded)
         hook(STAGES[3])
         if split:           # the zero-state chunks the one launch left
             own_outputs(q, k, v, g, beta, t_inv, schedule, flags, o, scale=scale, normalize=use_qk_l2norm_in_kernel,
@@ -296,7 +316,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
                                         warm_up=warm_up, progress=progress,
                                         publish=state_output_module.publish_every(paired) if progress is not None
-                                        else 1)
+                                        else 1, folded=folded)
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()
     del w, u, k_commit    # not needed past the recurrence (freed here unless a plan's recording holds them)

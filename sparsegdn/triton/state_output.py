@@ -41,7 +41,7 @@ from . import call_record
 from .chunk_loads import AUTOTUNE, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, starts_from_zero, zero_start
 from .launch import Launcher
-from .state_pass import publish_interval, segmented_chains, walk_chain
+from .state_pass import check_folded, publish_interval, segmented_chains, walk_chain
 
 # Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
 # roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
@@ -85,7 +85,7 @@ def _prune(configs, named_args, **kwargs):
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
                  key=["K", "V", "H", "HV", "RECOMPUTE", "BAND", "READY", "PAIRED", "RELAXED_POLL", "CHAIN_ONLY",
-                      "HAS_STARTS", "WARM_UP", "SKIP_OWN", "VECTORS", "LENGTH_BUCKET"],
+                      "HAS_STARTS", "WARM_UP", "SKIP_OWN", "VECTORS", "FOLDED", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["ticket_ptr"])
 @triton.jit
 def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
@@ -102,7 +102,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
                         VP: tl.constexpr, READY: tl.constexpr, PAIRED: tl.constexpr, RELAXED_POLL: tl.constexpr,
                         CHAIN_ONLY: tl.constexpr, HAS_STARTS: tl.constexpr, WARM_UP: tl.constexpr,
                         ZERO_START: tl.constexpr, SKIP_OWN: tl.constexpr, VECTORS: tl.constexpr,
-                        TIMELINE: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
+                        TIMELINE: tl.constexpr, FOLDED: tl.constexpr, STATE_BV: tl.constexpr, BV: tl.constexpr):
     # SKIP_OWN (split outputs, ZERO_START): the output programs of the chunks that start from a zero state return
     # at once (chunk_output.own_outputs writes them in a launch of its own); the others wait for their snapshots.
     tl.static_assert(not SKIP_OWN or ZERO_START)
@@ -126,7 +126,7 @@ def state_output_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_even
         walk_chain(ticket % state_blocks, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                    first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                    final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, STATE_BV,
-                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP)
+                   HAS_INITIAL, STORE_FINAL, HAS_STARTS, PUBLISH_EVERY, PAIRED, WARM_UP, FOLDED)
     elif not CHAIN_ONLY:
         pid = ticket - n_chain
         n_blocks = tl.cdiv(V, BV)
@@ -177,7 +177,7 @@ def sm_id():
 
 def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags, *,
                  store_final, scale, normalize, out_dtype, band, paired=False, segment=0, warm_up=0.0,
-                 skip_own=False, vectors=None):
+                 skip_own=False, vectors=None, folded=False):
     """Passes 4 and 5 in one launch. Returns o [B,T,HV,V] in out_dtype and the final state float32
     [B,HV,K,V] or None, as state_pass and chunk_output together; the snapshots live only for the launch.
     paired: the lists were rewritten by commit_pairs.pair_prepare. segment > 0: each chain cut into runs of
@@ -186,7 +186,8 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     warm_up > 0 each segment walks its entering state from a warm-up instead (state_pass.warm_up_begin).
     skip_own (no initial state, chunk_output.SKIP_ZERO_STATE on): the chunks that start from a zero state are left
     unwritten in o, for chunk_output.own_outputs to write. vectors: pass 1's chunk vectors for the output programs
-    to read (intra_chunk with store_vectors), or None to compute them there."""
+    to read (intra_chunk with store_vectors), or None to compute them there. folded: w and u are event_prepare's
+    folded tiles (state_pass.state_pass says where they serve)."""
     if skip_own and not zero_start(initial_state is not None):
         raise ValueError("state_output(skip_own=True) leaves the zero-state chunks to chunk_output.own_outputs: it "
                          "needs them (no initial state, SKIP_ZERO_STATE on)")
@@ -198,6 +199,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
     segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
     if segmented and paired:
         raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
+    check_folded(folded, paired, segmented, warm_up)
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -246,7 +248,7 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
         RELAXED_POLL=RELAXED_POLL, CHAIN_ONLY=CHAIN_ONLY, HAS_STARTS=segmented,
         WARM_UP=float(warm_up) if segmented else 0.0,
         ZERO_START=zero_start(initial_state is not None), SKIP_OWN=skip_own, VECTORS=vectors is not None,
-        TIMELINE=TIMELINE)
+        TIMELINE=TIMELINE, FOLDED=folded)
     return o, (final_state if store_final else None)
 
 

@@ -14,6 +14,9 @@ chain from the initial state. With segments, the events of a head pair are cut i
 and each run starts from its state computed by segment_scan.py (the commit chain's context
 parallelism): the chain a program walks is SEGMENT commits long, not the head pair's whole count.
 
+Folded (FOLDED, forward.FOLD_COMMITS): pass 3 writes m = -k_commit^T w [K, K] and c = k_commit^T u [K, V] in place
+of the three tiles, and a commit is S <- e^(gamma_L) S + m S + c for the decayed S: one product waits on the state.
+
 Snapshots are stored in the input dtype (pass 5 reads them as a dot operand); the running state and
 the final state stay float32.
 """
@@ -26,7 +29,7 @@ import triton.language as tl
 import triton.language.extra.cuda as cuda_extra
 
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, INTERPRET, any_2d, cdiv, length_bucket,
-                          mma, not_finite, padded, raise_flag, round_to)
+                          mma, mma_into, not_finite, padded, raise_flag, round_to)
 from . import call_record
 from .commit_pairs import commit_pair
 from .launch import Launcher
@@ -40,6 +43,8 @@ CONFIGS = [triton.Config({"BV": bv}, num_warps=4, num_stages=3) for bv in (16, 3
 # segment_scan multiplies each state block by a float32 K x K map: 256 KB at K = 256, more than the
 # H200's 227 KB of shared memory per program (OutOfResources in the GPU matrix, 2026-11-30).
 SEGMENT_MAX_KEY_DIM = 128
+# Folded commits (forward.FOLD_COMMITS) on a GPU: keys up to this wide (a pipeline stage holds the event's K x K tile).
+FOLD_MAX_KEY_DIM = 128
 # Tests only: snapshots filled with NaN before the launch, so that a store where none belongs (or a snapshot
 # never stored) shows (see state_output.POISON).
 POISON = False
@@ -97,6 +102,41 @@ def commit(state, decay, chunk_decay, w, u, k_commit):
     state = state * decay
     v_new = u.to(tl.float32) - mma(w, round_to(state, w.dtype))
     return state * chunk_decay + mma(tl.trans(k_commit), round_to(v_new, w.dtype))
+
+
+@triton.jit
+def load_folded(i, b, first, m_ptr, c_ptr, event_decays_ptr, E, K, V, ck, cv, present=True):
+    """The folded tiles of this head pair's i-th event (event_prepare's folded: m = -k_commit^T w [K, K] and this
+    program's columns of c = k_commit^T u [K, BV]) and its decays; with `present` false an empty event."""
+    slot, decay, chunk_decay = event_slot(i, b, first, event_decays_ptr, E, present)
+    keys = (ck < K) & present
+    m = tl.load(m_ptr + slot * K * K + (ck[:, None] * K + ck[None, :]), mask=keys[:, None] & (ck < K)[None, :],
+                other=0.0)
+    c = tl.load(c_ptr + slot * K * V + (ck[:, None] * V + cv[None, :]), mask=keys[:, None] & (cv < V)[None, :],
+                other=0.0)
+    return decay, chunk_decay, m, c
+
+
+@triton.jit
+def commit_folded(state, decay, chunk_decay, m, c):
+    """commit's arithmetic with its two products folded into one: S e^(gamma_L) + m S + c for S decayed since the
+    last commit (m S = -k_commit^T w S; only that product waits on the state)."""
+    state = state * decay
+    return mma_into(state * chunk_decay, m, round_to(state, m.dtype)) + c.to(tl.float32)
+
+
+@triton.jit
+def step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
+         FOLDED: tl.constexpr):
+    """The state after the chain's i-th event: its tiles loaded and committed, folded or not."""
+    if FOLDED:
+        decay, chunk_decay, m, c = load_folded(i, b, first, w_ptr, u_ptr, event_decays_ptr, E, K, V, ck, cv)
+        after = commit_folded(state, decay, chunk_decay, m, c)
+    else:
+        decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V,
+                                                 ck, cv, rows)
+        after = commit(state, decay, chunk_decay, w, u, k)
+    return after
 
 
 @triton.jit
@@ -170,8 +210,11 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
                progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
-               PAIRED: tl.constexpr, WARM_UP: tl.constexpr):
+               PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
+
+    FOLDED (whole chains or warm-up segments, not paired): w_ptr and u_ptr hold event_prepare's folded tiles (m, c),
+    k_commit_ptr is unread; each commit is one product on the state (commit_folded).
 
     PAIRED (whole chains only, lists rewritten by commit_pairs.pair_prepare): the events two at a time.
 
@@ -187,6 +230,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     # A paired run must start on a pair's first event: whole chains, cut (if at all) every even number of commits.
     tl.static_assert(not PAIRED or (PUBLISH % 2 == 0 and not HAS_STARTS))
     tl.static_assert(WARM_UP == 0 or (HAS_STARTS and not PAIRED))
+    tl.static_assert(not FOLDED or (not PAIRED and (WARM_UP > 0 or not HAS_STARTS)))
     count = tl.load(per_head_ptr + row).to(tl.int64)
     begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
     b = row // HV
@@ -210,9 +254,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                 origin = warm_up_begin(begin, b * E + first, event_decays_ptr, WARM_UP)
                 state = tl.where(origin == 0, state, 0.0)
                 for i in range(origin, begin):
-                    decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                                                             E, K, V, ck, cv, rows)
-                    state = commit(state, decay, chunk_decay, w, u, k)
+                    state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv,
+                                 rows, FOLDED)
         snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
         if segment == 0:
             store_snapshot(snapshot, 0, state, snapshot_ptr, K, V, state_offsets, state_mask)
@@ -228,12 +271,13 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
             for run in range(begin, end, PUBLISH):
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
-                                   state_offsets, state_mask, PAIRED)
+                                   state_offsets, state_mask, PAIRED, FOLDED)
                 publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         else:
             state = commit_run(state, begin, end, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
-                               snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED)
+                               snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED,
+                               FOLDED)
 
         if STORE_FINAL and segment == n_segments - 1:
             state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -243,7 +287,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
 
 @triton.jit
 def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
-               snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED: tl.constexpr):
+               snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED: tl.constexpr,
+               FOLDED: tl.constexpr):
     """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`).
 
     PAIRED: two at a time from `start`, which must be even (pairs are (0, 1), (2, 3), ... of the head pair,
@@ -264,19 +309,9 @@ def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, 
             store_snapshot(snapshot, i - begin + 2, state, snapshot_ptr, K, V, state_offsets, state_mask & second)
     else:
         for i in range(start, stop):
-            state = commit_one(state, i, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
-                               snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask)
-    return state
-
-
-@triton.jit
-def commit_one(state, i, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K,
-               V, ck, cv, rows, state_offsets, state_mask):
-    """Event i of the chain committed and stored as its snapshot."""
-    decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck,
-                                             cv, rows)
-    state = commit(state, decay, chunk_decay, w, u, k)
-    store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
+            state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
+                         FOLDED)
+            store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
     return state
 
 
@@ -306,14 +341,14 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
-                 key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "LENGTH_BUCKET"],
+                 key=["K", "V", "HAS_STARTS", "PAIRED", "WARM_UP", "FOLDED", "LENGTH_BUCKET"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
                       progress_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
                       BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
-                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr, PUBLISH: tl.constexpr):
+                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, PUBLISH: tl.constexpr):
     # PUBLISH > 0: progress counts for a kernel launched after this one as its programmatic dependent (list_output's
     # list with a state), which may start once every program here has started: each says so first.
     if PUBLISH > 0:
@@ -321,7 +356,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
-               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP)
+               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED)
 
 
 @triton.jit
@@ -341,7 +376,7 @@ launch_publishing_chains = Launcher(state_pass_kernel.fn)
 
 
 def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
-               paired=False, warm_up=0.0, progress=None, publish=16):
+               paired=False, warm_up=0.0, progress=None, publish=16, folded=False):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
@@ -352,6 +387,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     before it (walk_chain, warm_up_begin) instead of segment_scan's maps; any key head size.
     progress: zeroed int32 counts (progress_counts_shape of them) that the chains publish every `publish` commits
     (walk_chain's PUBLISH), for a kernel launched next as this one's programmatic dependent; None publishes nothing.
+    folded: w and u are event_prepare's folded tiles (m, c; k_commit unread): whole chains or warm-up segments, not
+    paired (segment_scan's maps read the unfolded lists).
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -365,6 +402,7 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     segmented = segmented_chains(segment, n_chunks, key_dim, warm_up)
     if paired and segmented:
         raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
+    check_folded(folded, paired, segmented, warm_up)
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -383,13 +421,21 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
                  progress if progress is not None else flags, n_chunks, length_bucket(n_chunks), n_events, segment,
                  heads, key_dim, value_dim)
     constants = dict(BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
-                     HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0)
+                     HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0, FOLDED=folded)
     if progress is None:
         launch_state_pass(*arguments, **constants, PUBLISH=0)
     else:
         launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
                                  num_stages=PROGRESS_STAGES)
     return snapshots, (final_state if store_final else None)
+
+
+def check_folded(folded, paired, segmented, warm_up):
+    """Folded lists (event_prepare's folded) walk whole chains or warm-up segments, one event at a time: paired
+    chains and segment_scan's maps need the unfolded w, u and k_commit."""
+    if folded and (paired or (segmented and not warm_up > 0)):
+        raise ValueError("folded commits need unpaired chains, whole or in warm-up segments (segment_scan's maps and "
+                         "commit_pairs read the unfolded lists)")
 
 
 def publish_interval(publish, paired, name) -> int:
