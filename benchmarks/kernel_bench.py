@@ -57,12 +57,14 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # takes the same lists by default for long calls whose selection keeps at most half of the events (forward.LISTS_FROM,
 # batch 25), "one_launch" never (LISTS_FROM 0: the one launch everywhere, the default before batch 25), so that one
 # process can time the default against both. "folded" and "one_launch_folded": by_band and one_launch with the commits
-# folded (forward.FOLD_COMMITS). The lists' stage times are indicative only: the stage hook's events sit
-# between the chain pass and the lists (and no plan serves a hooked call), so the overlap they time is not the timed
-# call's.
+# folded (forward.FOLD_COMMITS); "streamed": by_band with the events prepared while the chains beside the lists walk
+# (forward.STREAM_PREPARE; calls that run the one launch are unchanged). The lists' stage times are indicative only: the
+# stage hook's events sit between the chain pass and the lists (and no plan serves a hooked call), so the overlap they
+# time is not the timed call's.
 DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
            "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch"),
-           "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold")}
+           "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold"),
+           "streamed": (None, 0, "stream")}
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
@@ -70,7 +72,8 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                              ((list_output, "CLAIM"), True)),
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),
-                   "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True))}
+                   "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
+                   "stream": (((forward, "STREAM_PREPARE"), True),)}
 _saved_switches = {}        # tag: the values its switches had before the tag's design set them
 DEFAULT_DESIGNS = ("by_band",)
 

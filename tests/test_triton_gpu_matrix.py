@@ -645,10 +645,54 @@ def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
     assert folds == [False, key_dim <= state_pass.FOLD_MAX_KEY_DIM], folds
     if design == "lists":
         assert len(made) == 2, made
-    o, s, info = out[True]
-    assert torch.equal(info.events, out[False][2].events)
+    _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], TOLERANCE[torch.bfloat16], "folded")
+
+
+def _switched_matches_torch(inputs, switched, plain, agreement, label):
+    """A call with a switch on (`switched`: o, final state, info) against the same call with it off (`plain`): the
+    same events, within the torch backend's tolerance given them, and within `agreement` of the plain call."""
+    q, k, v, g, beta, s0 = inputs
+    assert torch.equal(switched[2].events, plain[2].events), label
     o_torch, s_torch, _ = sparsegdn.sparse_gated_delta_rule(
-        q, k, v, g, beta, initial_state=s0, output_final_state=True, events=info.events, band=1, backend="torch")
-    for got, unfolded, expected, name in ((o, out[False][0], o_torch, "output"), (s, out[False][1], s_torch, "state")):
-        assert rel_err(got, expected) <= TOLERANCE[torch.bfloat16], f"{name} rel err {rel_err(got, expected):.2e}"
-        assert rel_err(got, unfolded) <= TOLERANCE[torch.bfloat16], f"{name} against unfolded"
+        q, k, v, g, beta, initial_state=s0, output_final_state=True, events=switched[2].events, band=1,
+        backend="torch")
+    for got, off, expected, name in ((switched[0], plain[0], o_torch, "output"), (switched[1], plain[1], s_torch,
+                                                                                   "state")):
+        assert rel_err(got, expected) <= TOLERANCE[torch.bfloat16], f"{label} {name}: {rel_err(got, expected):.2e}"
+        assert rel_err(got, off) <= agreement, f"{label} {name} against the plain call: {rel_err(got, off):.2e}"
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
+def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
+    """forward.STREAM_PREPARE beside the Gluon lists (LISTS_FROM lowered to the case): pass 3's persistent programs
+    prepare the events in rounds while the chain pass, their programmatic dependent, walks the events already marked.
+    The launched call (stage hook), then three planned calls (no hook: launched back to back from the recorded plan,
+    the overlap as in a real call), each within the torch backend's tolerance given the events and within it of the
+    same call unstreamed. A chain that read an event before it was stored would read a list slot left over from the
+    call before (the allocator hands the same blocks back), and each call has fresh inputs, so that shows. The
+    snapshots are not poisoned here: the fill would be a kernel between pass 3 and the chain pass, which then could
+    not start early."""
+    from sparsegdn.triton import event_prepare, forward
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    streamed, real_prepare = [], event_prepare.event_prepare
+
+    def spy(*args, **kwargs):
+        streamed.append(kwargs.get("streamed") is not None)
+        return real_prepare(*args, **kwargs)
+    monkeypatch.setattr(forward, "event_prepare", spy)
+    for seed in range(4):
+        q, k, v, g, beta, s0 = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=initial,
+                                             device="cuda", seed=20 + seed)
+        options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
+        out = {}
+        for stream in (False, True):
+            monkeypatch.setattr(forward, "STREAM_PREPARE", stream)
+            if seed == 0:
+                out[stream] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
+                    q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+            else:
+                out[stream] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", **options)
+        _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], 1e-3, f"streamed, seed {seed}")
+    assert streamed[:2] == [False, True] and made, (streamed, made)

@@ -33,9 +33,15 @@ from .band_solve import band_inverse, last_of, log_decay_between
 from .chunk_loads import (CHUNK, INTERPRET, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
 from .launch import Launcher
+from .state_pass import launch_dependents
 
 NUM_WARPS = 4
 FOLD_WARPS = 8
+# The streamed preparation's persistent programs a multiprocessor (forward.STREAM_PREPARE): few enough that the chain
+# programs and the lists that run beside it still find room. SPARSEGDN_STREAM_PROGRAMS sets it.
+STREAM_PROGRAMS = int(os.environ.get("SPARSEGDN_STREAM_PROGRAMS", "1"))
+if STREAM_PROGRAMS < 1:
+    raise ValueError(f"SPARSEGDN_STREAM_PROGRAMS={STREAM_PROGRAMS}: at least 1 program a multiprocessor")
 FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "1") == "1")
 _MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "128")
 if not (_MAXNREG.isdigit() and (int(_MAXNREG) == 0 or 24 <= int(_MAXNREG) <= 255)):
@@ -61,10 +67,45 @@ def event_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_
                          H: tl.constexpr, HV: tl.constexpr, K, V,
                          BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
                          BAND: tl.constexpr, PRECISION: tl.constexpr, FOLDED: tl.constexpr):
-    # FOLDED (folded commits, see event_prepare): w_ptr takes -k_commit^T w [K, K] and u_ptr k_commit^T u [K, V] of
-    # each event, k_commit_ptr is not written.
-    e = tl.program_id(0).to(tl.int64)
-    b = tl.program_id(1).to(tl.int64)
+    prepare_slot(tl.program_id(0).to(tl.int64), tl.program_id(1).to(tl.int64), k_ptr, v_ptr, g_ptr, beta_ptr,
+                 t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr, T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh,
+                 v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND,
+                 PRECISION, FOLDED)
+
+
+@triton.jit
+def streamed_prepare_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
+                            per_head_ptr, first_event_ptr, ready_ptr, ROWS,
+                            T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
+                            beta_sh, H: tl.constexpr, HV: tl.constexpr, K, V,
+                            BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr, RECOMPUTE: tl.constexpr,
+                            BAND: tl.constexpr, PRECISION: tl.constexpr, FOLDED: tl.constexpr):
+    """The events in rounds (streamed, see event_prepare): persistent programs take items t = pid, pid + P, ... of
+    (round i, row) with the rows fastest, row = batch row x head pair; an item whose head pair has more than i events
+    prepares that head pair's i-th event, then marks it ready (ready[slot] = 1, release). Every program first lets
+    the next kernel start (its programmatic dependent: the chain pass, which waits on the marks)."""
+    launch_dependents()
+    for t in range(tl.program_id(0), ROWS * NC, tl.num_programs(0)):
+        row = t % ROWS
+        i = t // ROWS
+        if i < tl.load(per_head_ptr + row):
+            b = (row // HV).to(tl.int64)
+            e = tl.load(first_event_ptr + row).to(tl.int64) + i
+            prepare_slot(e, b, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
+                         T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st,
+                         beta_sh, H, HV, K, V, BK, BV, NORMALIZE, RECOMPUTE, BAND, PRECISION, FOLDED)
+            tl.debug_barrier()      # every thread's stores before the mark
+            tl.atomic_xchg(ready_ptr + b * E + e, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def prepare_slot(e, b, k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, event_chunks_ptr, w_ptr, u_ptr, k_commit_ptr,
+                 T, NC, E, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                 H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr, NORMALIZE: tl.constexpr,
+                 RECOMPUTE: tl.constexpr, BAND: tl.constexpr, PRECISION: tl.constexpr, FOLDED: tl.constexpr):
+    """w, u and k_commit of event slot e of batch row b (nothing for an empty slot).
+    FOLDED (folded commits, see event_prepare): w_ptr takes -k_commit^T w [K, K] and u_ptr k_commit^T u [K, V] of
+    each event, k_commit_ptr is not written."""
     flat = tl.load(event_chunks_ptr + b * E + e).to(tl.int64)
     if flat >= 0:
         hv = flat // NC
@@ -127,15 +168,22 @@ def commit_keys(k_raw, k_scale, gamma):
 
 
 launch_event_prepare = Launcher(event_prepare_kernel)
+launch_streamed_prepare = Launcher(streamed_prepare_kernel)
 
 
-def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band, folded=False):
+def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_heads, num_chunks, band, folded=False,
+                  streamed=None):
     """Returns w, u, k_commit for the events in event_chunks [B,E], in k.dtype: w and k_commit [B,E,64,K], u
     [B,E,64,V]. t_inv: the stored inverses of pass 1, or None to solve them here.
 
     folded (folded commits, state_pass's FOLDED): instead the commit's two products folded into one, m = -k_commit^T w
     [B,E,K,K] and c = k_commit^T u [B,E,K,V], returned as (m, c, None): a commit is then S <- e^(gamma_L) S + m S + c
-    for the decayed state S, one dependent product on the chain instead of two (16 KB more a event at K = V = 128)."""
+    for the decayed state S, one dependent product on the chain instead of two (16 KB more a event at K = V = 128).
+
+    streamed (STREAM_PREPARE): (schedule, ready), ready int32 zeros, one a slot of the lists ([B * E]): the events are
+    prepared by persistent programs in rounds (every head pair's first event, then every second, ...) and each marked
+    in `ready` once stored, for the chain pass launched next as this launch's programmatic dependent to wait on
+    (state_pass's `ready`): the long chains start while the events after their first ones are still prepared."""
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
@@ -144,13 +192,34 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     u = call_record.empty(batch, n_events, rows, value_dim, device=k.device, dtype=k.dtype)
     k_commit = None if folded else call_record.empty(batch, n_events, rows, key_dim, device=k.device, dtype=k.dtype)
     options = fold_options() if folded else dict(num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
-    launch_event_prepare(
-        (n_events, batch), k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u,
-        k_commit if k_commit is not None else w, tokens,
+    if streamed is not None:    # no register cap: under it the persistent loop spilled (compile_report: 332 local-
+        options.pop("maxnreg", None)    # memory instructions against 14), and its programs are few anyway
+    lists = (k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u,
+             k_commit if k_commit is not None else w)
+    if streamed is not None:
+        schedule, ready = streamed
+        head_rows = batch * num_value_heads
+        if ready.dtype != torch.int32 or ready.numel() < batch * n_events:
+            raise ValueError(f"event_prepare: ready needs {batch * n_events} int32 marks, got {ready.numel()} "
+                             f"{ready.dtype}")
+        launch = launch_streamed_prepare
+        grid = (max(1, min(stream_programs(k.device), head_rows * num_chunks)),)
+        lists = (*lists, schedule.per_head, schedule.first_event, ready, head_rows)
+    else:
+        launch, grid = launch_event_prepare, (n_events, batch)
+    launch(
+        grid, *lists, tokens,
         num_chunks, n_events, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), NORMALIZE=normalize,
         RECOMPUTE=t_inv is None, BAND=band, PRECISION=solve_precision(k.dtype), FOLDED=folded, **options)
     return w, u, k_commit
+
+
+def stream_programs(device) -> int:
+    """The streamed preparation's persistent programs: STREAM_PROGRAMS a multiprocessor (4 under the interpreter)."""
+    if INTERPRET.value or device.type != "cuda":
+        return 4
+    return STREAM_PROGRAMS * torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def fold_options() -> dict:

@@ -9,6 +9,7 @@
     5 output         chunk_output (parallel, all chunks)    every token's output
     4 + 5            state_output (both, one launch)        the default (OVERLAP), timed as state_pass
     4 beside 5       state_pass + list_output (Gluon lists)  the default for long calls (LISTS_FROM, see there)
+    3 beside 4       event_prepare streamed + state_pass     beside the lists, STREAM_PREPARE (off, see there)
 
 Tinv (band_solve.py) is either solved once in pass 1 and stored (read back by passes 3 and 5), or
 solved on chip where it is used (the selected chunks in pass 3, every chunk in pass 5), trading the
@@ -159,6 +160,12 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # Not for paired chains or segment_scan's maps (they read the unfolded lists): there the lists stay unfolded.
 # Off until measured on the GPU; SPARSEGDN_FOLD_COMMITS=1 turns it on.
 FOLD_COMMITS = os.environ.get("SPARSEGDN_FOLD_COMMITS", "0") == "1"
+# Streamed preparation (event_prepare's streamed, state_pass's ready), where the chains run beside the Gluon lists
+# (whole unpaired chains): pass 3 prepares the events in rounds (every head pair's first event, then its second, ...)
+# in persistent programs that let the chain pass start at once as their programmatic dependent; each chain waits
+# before every run of commits for its events' marks. Pass 3 took 0.51 ms at 128K (budget 0.29, batch 26) before the
+# chains could start. Off until measured on the GPU; SPARSEGDN_STREAM_PREPARE=1 turns it on.
+STREAM_PREPARE = os.environ.get("SPARSEGDN_STREAM_PREPARE", "0") == "1"
 _LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
 if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
@@ -203,6 +210,7 @@ def design_switches() -> tuple:
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, FOLD_COMMITS,
+            STREAM_PREPARE,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
@@ -281,13 +289,33 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     paired = PAIRED and COMMIT_SEGMENT == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
     warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
     folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda)
+    one_launch = OVERLAP and not by_lists
+    # The two launches' lists, progress counts and streamed marks are made before pass 3: no kernel may come between
+    # a streamed preparation and the chain pass it lets start early (STREAM_PREPARE).
+    lists = None
+    if not one_launch and (list_output_module.LIST_OUTPUTS or by_lists) \
+            and list_output_module.eligible(q, k, v, t_inv, vectors, k.dtype, band) is None:
+        lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
+                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
+                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
+                                            band=band, overlap=list_output_module.OVERLAP_LISTS or by_lists,
+                                            claim=list_output_module.CLAIM or by_lists)
+    progress, segment, ready = None, 0, None
+    if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
+        if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
+            segment = COMMIT_SEGMENT
+        progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
+                                     dtype=torch.int32, device=v.device)
+        if STREAM_PREPARE and segment == 0 and not paired:
+            ready = call_record.zeros(v.shape[0] * schedule.max_events, dtype=torch.int32, device=v.device)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
-                                   num_value_heads=value_heads, num_chunks=n_chunks, band=band, folded=folded)
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=band, folded=folded,
+                                   streamed=(schedule, ready) if ready is not None else None)
     if paired:
         pair_prepare(w, u, k_commit, schedule)
     hook(STAGES[2])
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
-    if OVERLAP and not by_lists:
+    if one_launch:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
                                       out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
@@ -298,25 +326,11 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                         band=band, vectors=vectors)
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
-    lists = None
-    if (list_output_module.LIST_OUTPUTS or by_lists) \
-            and list_output_module.eligible(q, k, v, t_inv, vectors, w.dtype, band) is None:
-        lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
-                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
-                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
-                                            band=band, overlap=list_output_module.OVERLAP_LISTS or by_lists,
-                                            claim=list_output_module.CLAIM or by_lists)
-    progress, segment = None, 0
-    if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
-        if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
-            segment = COMMIT_SEGMENT
-        progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
-                                     dtype=torch.int32, device=v.device)
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
                                         warm_up=warm_up, progress=progress,
                                         publish=state_output_module.publish_every(paired) if progress is not None
-                                        else 1, folded=folded)
+                                        else 1, folded=folded, ready=ready)
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()
     del w, u, k_commit    # not needed past the recurrence (freed here unless a plan's recording holds them)

@@ -17,6 +17,9 @@ parallelism): the chain a program walks is SEGMENT commits long, not the head pa
 Folded (FOLDED, forward.FOLD_COMMITS): pass 3 writes m = -k_commit^T w [K, K] and c = k_commit^T u [K, V] in place
 of the three tiles, and a commit is S <- e^(gamma_L) S + m S + c for the decayed S: one product waits on the state.
 
+Streamed (`ready`, forward.STREAM_PREPARE): launched as the programmatic dependent of pass 3's streamed preparation,
+each chain waits before every run of PUBLISH commits until pass 3 has marked those events stored (wait_prepared).
+
 Snapshots are stored in the input dtype (pass 5 reads them as a dot operand); the running state and
 the final state stay float32.
 """
@@ -210,8 +213,13 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
                progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
-               PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr):
+               PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, ready_ptr,
+               STREAMED: tl.constexpr):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
+
+    STREAMED (with PUBLISH, whole unpaired chains): the events are being prepared while the chain walks
+    (event_prepare's streamed); before each run of PUBLISH commits the program waits until their slots are marked
+    ready (wait_prepared).
 
     FOLDED (whole chains or warm-up segments, not paired): w_ptr and u_ptr hold event_prepare's folded tiles (m, c),
     k_commit_ptr is unread; each commit is one product on the state (commit_folded).
@@ -231,6 +239,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     tl.static_assert(not PAIRED or (PUBLISH % 2 == 0 and not HAS_STARTS))
     tl.static_assert(WARM_UP == 0 or (HAS_STARTS and not PAIRED))
     tl.static_assert(not FOLDED or (not PAIRED and (WARM_UP > 0 or not HAS_STARTS)))
+    tl.static_assert(not STREAMED or (PUBLISH > 0 and not PAIRED and not HAS_STARTS))
     count = tl.load(per_head_ptr + row).to(tl.int64)
     begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
     b = row // HV
@@ -269,6 +278,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         if PUBLISH > 0:
             counter = progress_row(row, segment, NC, SEGMENT, HAS_STARTS)
             for run in range(begin, end, PUBLISH):
+                if STREAMED:
+                    wait_prepared(ready_ptr, b * E + first, run, tl.minimum(run + PUBLISH, end))
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
                                    state_offsets, state_mask, PAIRED, FOLDED)
@@ -323,6 +334,21 @@ def store_snapshot(snapshot, index, state, snapshot_ptr, K, V, state_offsets, st
 
 
 @triton.jit
+def wait_prepared(ready_ptr, base, start, stop):
+    """Spin until events start .. stop - 1 of a chain (slots base + i) are marked ready by the streamed preparation
+    (event_prepare's streamed: 1 with release once stored), then acquire the marks; the barrier orders every thread's
+    loads of those events after it."""
+    for lo in range(start, stop, 16):
+        index = lo + tl.arange(0, 16)
+        live = index < stop
+        marks = tl.load(ready_ptr + base + index, mask=live, other=1, volatile=True)
+        while tl.min(marks, axis=0) == 0:
+            marks = tl.load(ready_ptr + base + index, mask=live, other=1, volatile=True)
+        tl.atomic_add(ready_ptr + base + index, 0, mask=live, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+
+
+@triton.jit
 def progress_row(row, segment, NC, SEGMENT, SEGMENTED: tl.constexpr):
     """The row of the progress counts ([rows, cdiv(V, BV)]) that head pair `row`'s `segment` publishes to and
     its outputs wait on: one a segment (SEGMENTED), else one a head pair."""
@@ -346,9 +372,10 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
-                      progress_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
+                      progress_ptr, ready_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
                       BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
-                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, PUBLISH: tl.constexpr):
+                      PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, PUBLISH: tl.constexpr,
+                      STREAMED: tl.constexpr):
     # PUBLISH > 0: progress counts for a kernel launched after this one as its programmatic dependent (list_output's
     # list with a state), which may start once every program here has started: each says so first.
     if PUBLISH > 0:
@@ -356,7 +383,17 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
-               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED)
+               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED)
+    if STREAMED:        # launched as the streamed preparation's dependent: end after it (its stores all visible)
+        wait_for_prior_grid()
+
+
+@triton.jit
+def wait_for_prior_grid():
+    """griddepcontrol.wait: until the kernel this one depends on has ended and its stores are visible. Nothing under
+    the interpreter (which runs kernels one after another)."""
+    if not INTERPRET:
+        cuda_extra.gdc_wait()
 
 
 @triton.jit
@@ -376,7 +413,7 @@ launch_publishing_chains = Launcher(state_pass_kernel.fn)
 
 
 def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, segment=0,
-               paired=False, warm_up=0.0, progress=None, publish=16, folded=False):
+               paired=False, warm_up=0.0, progress=None, publish=16, folded=False, ready=None):
     """Returns snapshots [B, E + HV, K, V] (the lists' dtype) and the final state float32 [B,HV,K,V] or None.
 
     segment > 0 cuts each head pair's commit chain into runs of that many events whose entering states
@@ -389,6 +426,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     (walk_chain's PUBLISH), for a kernel launched next as this one's programmatic dependent; None publishes nothing.
     folded: w and u are event_prepare's folded tiles (m, c; k_commit unread): whole chains or warm-up segments, not
     paired (segment_scan's maps read the unfolded lists).
+    ready: the marks of event_prepare's streamed preparation, launched just before: this pass is launched as its
+    programmatic dependent and each chain waits for its events' marks (with progress, whole unpaired chains only).
     """
     batch, heads, n_chunks = schedule.events.shape
     key_dim, value_dim = w.shape[-1], u.shape[-1]
@@ -403,6 +442,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     if paired and segmented:
         raise ValueError("paired lists (commit_pairs.pair_prepare) need whole chains: segment must be 0")
     check_folded(folded, paired, segmented, warm_up)
+    if ready is not None and (progress is None or paired or segmented):
+        raise ValueError("state_pass: streamed events (ready) need progress counts and whole unpaired chains")
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -418,15 +459,17 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     arguments = (grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
                  schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots,
                  final_state, flags, starts if starts is not None else snapshots,
-                 progress if progress is not None else flags, n_chunks, length_bucket(n_chunks), n_events, segment,
+                 progress if progress is not None else flags, ready if ready is not None else flags, n_chunks,
+                 length_bucket(n_chunks), n_events, segment,
                  heads, key_dim, value_dim)
     constants = dict(BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
                      HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0, FOLDED=folded)
     if progress is None:
-        launch_state_pass(*arguments, **constants, PUBLISH=0)
+        launch_state_pass(*arguments, **constants, PUBLISH=0, STREAMED=False)
     else:
         launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
-                                 num_stages=PROGRESS_STAGES)
+                                 num_stages=PROGRESS_STAGES, STREAMED=ready is not None,
+                                 **({"launch_pdl": True} if ready is not None else {}))
     return snapshots, (final_state if store_final else None)
 
 

@@ -1,0 +1,98 @@
+"""Streamed preparation (forward.STREAM_PREPARE): pass 3 prepares the events in rounds in persistent programs and marks
+each slot ready once stored; the publishing chain pass, launched as its programmatic dependent, waits for the marks
+of every run of commits before walking it. Interpreter shapes (TRITON_INTERPRET=1: the kernels run one after the
+other, so every mark is set before the chains look); the GPU matrix runs the overlap itself."""
+import pytest
+import torch
+from gdn_inputs import random_events, random_inputs
+
+import sparsegdn
+
+pytestmark = pytest.mark.skipif(not sparsegdn.config.triton_available(),
+                                reason="needs triton with CUDA or TRITON_INTERPRET=1")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+small_shapes = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter shapes; the GPU matrix covers GPUs")
+
+
+def _prepared(batch=2, value_heads=2, key_dim=16, value_dim=32, n_chunks=9, seed=3):
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks - 5, 1, value_heads, key_dim, value_dim,
+                                         dtype=torch.float32, seed=seed, initial_state=True, device=DEVICE)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    events = random_events(batch, value_heads, n_chunks, seed=seed, p=0.6)
+    events[0, 0] = True                 # a full chain
+    events[1, 1] = False                # an empty one
+    schedule = build_schedule(events.to(DEVICE), chunk_log_decay)
+    return (k, v, g, beta, t_inv, s0, flags, schedule), dict(normalize=True, num_value_heads=value_heads,
+                                                            num_chunks=n_chunks, band=1)
+
+
+@small_shapes
+def test_streamed_preparation_writes_the_same_lists_and_marks_every_event():
+    from sparsegdn.triton.event_prepare import event_prepare
+    (k, v, g, beta, t_inv, s0, flags, schedule), options = _prepared()
+    plain = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, **options)
+    batch, n_events = schedule.event_chunks.shape
+    ready = torch.zeros(batch * n_events, dtype=torch.int32, device=DEVICE)
+    streamed = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready), **options)
+    filled = (schedule.event_chunks >= 0).flatten()
+    assert int(filled.sum()) == int(schedule.per_head.sum()) > 0
+    assert torch.equal(ready.bool(), filled), "a mark is missing or set on a padding slot"
+    for ours, theirs in zip(streamed, plain):
+        assert torch.equal(ours.flatten(0, 1)[filled], theirs.flatten(0, 1)[filled])
+    with pytest.raises(ValueError, match="ready needs"):
+        event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready[:-1]), **options)
+
+
+@small_shapes
+def test_chains_waiting_on_the_marks_walk_the_same_chains():
+    """The publishing chain pass with `ready` (waits before each run of commits) stores the same snapshots, final
+    state and progress counts as without; it refuses `ready` where no run of commits could wait (no progress counts,
+    segments)."""
+    from sparsegdn.triton import state_pass
+    from sparsegdn.triton.event_prepare import event_prepare
+    (k, v, g, beta, t_inv, s0, flags, schedule), options = _prepared()
+    batch, n_events = schedule.event_chunks.shape
+    ready = torch.zeros(batch * n_events, dtype=torch.int32, device=DEVICE)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready), **options)
+    shape = state_pass.progress_counts_shape(schedule, v.shape[-1], 0)
+    runs = {}
+    for marks in (None, ready):
+        progress = torch.zeros(shape, dtype=torch.int32, device=DEVICE)
+        snapshots, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
+                                                 progress=progress, publish=2, ready=marks)
+        runs[marks is None] = snapshots, final, progress
+    for b in range(batch):
+        used = int(schedule.per_head[b].sum()) + v.shape[2]
+        assert torch.equal(runs[True][0][b, :used], runs[False][0][b, :used])
+    assert torch.equal(runs[True][1], runs[False][1]) and torch.equal(runs[True][2], runs[False][2])
+    with pytest.raises(ValueError, match="streamed events"):
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, ready=ready)
+    with pytest.raises(ValueError, match="streamed events"):
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, segment=3,
+                              progress=torch.zeros(shape * 3, dtype=torch.int32, device=DEVICE), ready=ready)
+
+
+def test_streamed_preparation_is_taken_only_beside_the_lists(monkeypatch):
+    """STREAM_PREPARE needs the chains' progress counts (the lists beside them): a call of the one launch or of the
+    two launches without the lists prepares as before (here on the CPU, where the lists never run)."""
+    if torch.cuda.is_available():
+        pytest.skip("the interpreter's route; the GPU matrix checks the lists' route")
+    from sparsegdn.triton import event_prepare as event_prepare_module
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(forward, "STREAM_PREPARE", True)
+    seen, real = [], event_prepare_module.event_prepare
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("streamed"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(forward, "event_prepare", spy)
+    q, k, v, g, beta, _ = random_inputs(1, 200, 1, 2, 16, 16, dtype=torch.float32, seed=1)
+    for overlap in (True, False):
+        monkeypatch.setattr(forward, "OVERLAP", overlap)
+        sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, budget=0.5, backend="triton")
+    assert seen == [None, None]
