@@ -61,11 +61,12 @@ summary "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | he
 
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
-# The steps fit one 600 s call each way: STEPS="matrix" (the matrix beside pair_check.py, about 360 s) and
+# The steps fit one 600 s call each way: STEPS="matrix" (the matrix beside pair_check.py: 450 s were too few for its
+# 300 cases on 2026-12-04, batch 26, hence 540) and
 # STEPS="probe timed" (config_probe's checks, then the variants timed alone on the GPU) in two back-to-back calls.
 if has matrix; then
   # -v: every case's outcome is in the log as it ends, also when the timeout stops the run.
-  timeout 450 python -m pytest -v -n 8 -p no:cacheprovider tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
+  timeout 540 python -m pytest -v -n 8 -p no:cacheprovider tests/test_triton_gpu_matrix.py tests/test_triton_kernels.py \
     tests/test_stages.py tests/test_triton_launch.py > "$WORK/gpu_matrix.log" 2>&1 &
   MATRIX=$!
   timeout 150 python benchmarks/pair_check.py > "$WORK/pair_check.log" 2>&1
