@@ -35,17 +35,20 @@ def _prepared(batch=2, value_heads=2, key_dim=16, value_dim=32, n_chunks=9, seed
 def test_streamed_preparation_writes_the_same_lists_and_marks_every_event():
     from sparsegdn.triton.event_prepare import event_prepare
     (k, v, g, beta, t_inv, s0, flags, schedule), options = _prepared()
+    from sparsegdn.triton.state_pass import ready_marks_shape
     plain = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, **options)
     batch, n_events = schedule.event_chunks.shape
-    ready = torch.zeros(batch * n_events, dtype=torch.int32, device=DEVICE)
+    ready = torch.zeros(ready_marks_shape(schedule), dtype=torch.int32, device=DEVICE)
+    assert ready.numel() == batch * n_events + 1
     streamed = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready), **options)
     filled = (schedule.event_chunks >= 0).flatten()
     assert int(filled.sum()) == int(schedule.per_head.sum()) > 0
-    assert torch.equal(ready.bool(), filled), "a mark is missing or set on a padding slot"
+    assert torch.equal(ready[:-1].bool(), filled), "a mark is missing or set on a padding slot"
+    assert ready[-1] == 0, "the chain programs' count is the chain pass's"
     for ours, theirs in zip(streamed, plain):
         assert torch.equal(ours.flatten(0, 1)[filled], theirs.flatten(0, 1)[filled])
     with pytest.raises(ValueError, match="ready needs"):
-        event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready[:-1]), **options)
+        event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready[:-2]), **options)
 
 
 @small_shapes
@@ -56,8 +59,8 @@ def test_chains_waiting_on_the_marks_walk_the_same_chains():
     from sparsegdn.triton import state_pass
     from sparsegdn.triton.event_prepare import event_prepare
     (k, v, g, beta, t_inv, s0, flags, schedule), options = _prepared()
-    batch, n_events = schedule.event_chunks.shape
-    ready = torch.zeros(batch * n_events, dtype=torch.int32, device=DEVICE)
+    batch = schedule.event_chunks.shape[0]
+    ready = torch.zeros(state_pass.ready_marks_shape(schedule), dtype=torch.int32, device=DEVICE)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, streamed=(schedule, ready), **options)
     shape = state_pass.progress_counts_shape(schedule, v.shape[-1], 0)
     runs = {}
@@ -66,6 +69,8 @@ def test_chains_waiting_on_the_marks_walk_the_same_chains():
         snapshots, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
                                                  progress=progress, publish=2, ready=marks)
         runs[marks is None] = snapshots, final, progress
+    # every chain program counted itself once at its end (the last one waits for the preparation on a GPU)
+    assert int(ready[-1]) == batch * v.shape[2] * -(-v.shape[-1] // state_pass.PROGRESS_BV)
     for b in range(batch):
         used = int(schedule.per_head[b].sum()) + v.shape[2]
         assert torch.equal(runs[True][0][b, :used], runs[False][0][b, :used])
@@ -75,16 +80,28 @@ def test_chains_waiting_on_the_marks_walk_the_same_chains():
     with pytest.raises(ValueError, match="streamed events"):
         state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, segment=3,
                               progress=torch.zeros(shape * 3, dtype=torch.int32, device=DEVICE), ready=ready)
+    with pytest.raises(ValueError, match="ready needs"):       # no room for the count
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
+                              progress=torch.zeros(shape, dtype=torch.int32, device=DEVICE), ready=ready[:-1])
 
 
 def test_streamed_preparation_is_taken_only_beside_the_lists(monkeypatch):
-    """STREAM_PREPARE needs the chains' progress counts (the lists beside them): a call of the one launch or of the
-    two launches without the lists prepares as before (here on the CPU, where the lists never run)."""
+    """STREAM_PREPARE needs the chains' progress counts (the lists beside them, whole unpaired chains): forward's
+    decision, then calls of the one launch and of the two launches without the lists, which prepare as before (here
+    on the CPU, where the lists never run; the GPU matrix takes the lists' route)."""
+    from types import SimpleNamespace
+    from sparsegdn.triton import forward as forward_module
+    beside, after = SimpleNamespace(overlap=True), SimpleNamespace(overlap=False)
+    monkeypatch.setattr(forward_module, "STREAM_PREPARE", False)
+    assert not forward_module.streams_preparation(beside, 0, False)
+    monkeypatch.setattr(forward_module, "STREAM_PREPARE", True)
+    assert forward_module.streams_preparation(beside, 0, False)
+    assert not any(forward_module.streams_preparation(*case) for case in (
+        (None, 0, False), (after, 0, False), (beside, 64, False), (beside, 0, True)))
     if torch.cuda.is_available():
         pytest.skip("the interpreter's route; the GPU matrix checks the lists' route")
     from sparsegdn.triton import event_prepare as event_prepare_module
-    from sparsegdn.triton import forward
-    monkeypatch.setattr(forward, "STREAM_PREPARE", True)
+    forward = forward_module
     seen, real = [], event_prepare_module.event_prepare
 
     def spy(*args, **kwargs):

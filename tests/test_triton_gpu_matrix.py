@@ -666,14 +666,18 @@ def _switched_matches_torch(inputs, switched, plain, agreement, label):
 def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     """forward.STREAM_PREPARE beside the Gluon lists (LISTS_FROM lowered to the case): pass 3's persistent programs
     prepare the events in rounds while the chain pass, their programmatic dependent, walks the events already marked.
-    The launched call (stage hook), then three planned calls (no hook: launched back to back from the recorded plan,
-    the overlap as in a real call), each within the torch backend's tolerance given the events and within it of the
-    same call unstreamed. A chain that read an event before it was stored would read a list slot left over from the
-    call before (the allocator hands the same blocks back), and each call has fresh inputs, so that shows. The
-    snapshots are not poisoned here: the fill would be a kernel between pass 3 and the chain pass, which then could
-    not start early."""
-    from sparsegdn.triton import event_prepare, forward
+    The launched call (stage hook), then three calls without it (the first recorded, the next two replayed from its
+    plan: the overlap as in a real call), each within the torch backend's tolerance given the events and within 1e-3 of
+    the same call unstreamed. A chain that read an event before it was stored would read a list slot left over from the
+    call before (the allocator hands the same blocks back), and each call has fresh inputs, so that shows. The snapshots
+    are not poisoned here: the fill would be a kernel between pass 3 and the chain pass, which then could not start
+    early."""
+    from sparsegdn.triton import call_plans, event_prepare, forward
     made = _list_outputs_on(monkeypatch, by_default=True)
+    replays = []
+    monkeypatch.setattr(call_plans, "run",
+                        lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
+    call_plans.clear()
     monkeypatch.setattr(forward, "LISTS_FROM", 1)
     monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
     streamed, real_prepare = [], event_prepare.event_prepare
@@ -696,3 +700,4 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
                 out[stream] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", **options)
         _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], 1e-3, f"streamed, seed {seed}")
     assert streamed[:2] == [False, True] and made, (streamed, made)
+    assert len(replays) == 4, len(replays)         # seeds 2 and 3, streamed and not

@@ -42,6 +42,15 @@ FOLD_WARPS = 8
 STREAM_PROGRAMS = int(os.environ.get("SPARSEGDN_STREAM_PROGRAMS", "1"))
 if STREAM_PROGRAMS < 1:
     raise ValueError(f"SPARSEGDN_STREAM_PROGRAMS={STREAM_PROGRAMS}: at least 1 program a multiprocessor")
+# Their register cap (0: none). Compiled for sm_90 (K = V = 128, bf16; no GPU run): uncapped 255 registers and 2
+# local-memory instructions, 32,640 registers a program, so a multiprocessor (65,536) holds it and one chain program
+# (190 registers, 24,320) but not two; at 128 (16,384 a program) the persistent loop spills (332 local-memory
+# instructions) but two chain programs fit beside it by registers (shared memory: 24 KB + 2 x 106 KB is over the
+# 227 KB; SPARSEGDN_CHAIN_STAGES=2 makes the chain programs smaller). 128 by default: the chain pass's 256 programs
+# (HV 32, value blocks of 16) then have room on the GPU once their shared memory fits. SPARSEGDN_STREAM_MAXNREG sets it.
+STREAM_MAXNREG = int(os.environ.get("SPARSEGDN_STREAM_MAXNREG", "128"))
+if not (STREAM_MAXNREG == 0 or 24 <= STREAM_MAXNREG <= 255):
+    raise ValueError(f"SPARSEGDN_STREAM_MAXNREG={STREAM_MAXNREG}: a register count from 24 to 255, or 0 for no cap")
 FOLD_SCALES = tl.constexpr(chunk_loads.FOLD_SCALES.value or os.environ.get("SPARSEGDN_PREPARE_FOLD_SCALES", "1") == "1")
 _MAXNREG = os.environ.get("SPARSEGDN_PREPARE_MAXNREG", "128")
 if not (_MAXNREG.isdigit() and (int(_MAXNREG) == 0 or 24 <= int(_MAXNREG) <= 255)):
@@ -192,8 +201,10 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     u = call_record.empty(batch, n_events, rows, value_dim, device=k.device, dtype=k.dtype)
     k_commit = None if folded else call_record.empty(batch, n_events, rows, key_dim, device=k.device, dtype=k.dtype)
     options = fold_options() if folded else dict(num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
-    if streamed is not None:    # no register cap: under it the persistent loop spilled (compile_report: 332 local-
-        options.pop("maxnreg", None)    # memory instructions against 14), and its programs are few anyway
+    if streamed is not None:    # the streamed programs' own cap (STREAM_MAXNREG)
+        options.pop("maxnreg", None)
+        if STREAM_MAXNREG and not INTERPRET.value:
+            options["maxnreg"] = STREAM_MAXNREG
     lists = (k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u,
              k_commit if k_commit is not None else w)
     if streamed is not None:

@@ -82,6 +82,7 @@ from . import state_output as state_output_module
 from . import state_pass as state_pass_module
 from . import segment_maps as segment_maps_module
 from .commit_pairs import pair_prepare
+from . import event_prepare as event_prepare_module
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
 from .intra_chunk import intra_chunk
@@ -210,7 +211,8 @@ def design_switches() -> tuple:
     chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
     captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, FOLD_COMMITS,
-            STREAM_PREPARE,
+            STREAM_PREPARE, event_prepare_module.STREAM_PROGRAMS, event_prepare_module.STREAM_MAXNREG,
+            state_pass_module.FOLD_MAX_KEY_DIM, state_pass_module.STREAMED_STAGES, state_pass_module.PROGRESS_STAGES,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
@@ -255,6 +257,12 @@ def folded_commits(paired: bool, n_chunks: int, key_dim: int, warm_up: float, dt
     return FOLD_COMMITS and not paired and not maps and fits
 
 
+def streams_preparation(lists, segment: int, paired: bool) -> bool:
+    """Whether pass 3 is streamed (STREAM_PREPARE): only where the chains publish progress for lists beside them
+    (`lists` a list_output.ListCall with overlap), walked whole (segment 0) and one commit at a time."""
+    return STREAM_PREPARE and lists is not None and lists.overlap and segment == 0 and not paired
+
+
 def store_inverse(band: int) -> bool:
     """Whether pass 1 stores Tinv for this band (the module's docstring says why), or STORE_INVERSE where set."""
     return band >= STORED_FROM_BAND if STORE_INVERSE is None else STORE_INVERSE
@@ -292,27 +300,34 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     one_launch = OVERLAP and not by_lists
     # The two launches' lists, progress counts and streamed marks are made before pass 3: no kernel may come between
     # a streamed preparation and the chain pass it lets start early (STREAM_PREPARE).
-    lists = None
-    if not one_launch and (list_output_module.LIST_OUTPUTS or by_lists) \
-            and list_output_module.eligible(q, k, v, t_inv, vectors, k.dtype, band) is None:
-        lists = list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
-                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
-                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
-                                            band=band, overlap=list_output_module.OVERLAP_LISTS or by_lists,
-                                            claim=list_output_module.CLAIM or by_lists)
+    overlap_lists = list_output_module.OVERLAP_LISTS or by_lists
+    lists_wanted = not one_launch and (list_output_module.LIST_OUTPUTS or by_lists) \
+        and list_output_module.eligible(q, k, v, t_inv, vectors, k.dtype, band) is None
+
+    def make_lists():
+        return list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
+                                           normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
+                                           zero_start=chunk_output_module.zero_start(initial_state is not None),
+                                           band=band, overlap=overlap_lists, claim=list_output_module.CLAIM or by_lists)
+    # lists after the chain pass (not overlapped) are made after pass 3, as before: with SIDE_STREAM their stream
+    # waits for what the call's stream holds when they are made
+    lists = make_lists() if lists_wanted and overlap_lists else None
     progress, segment, ready = None, 0, None
     if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
         if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
             segment = COMMIT_SEGMENT
         progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
                                      dtype=torch.int32, device=v.device)
-        if STREAM_PREPARE and segment == 0 and not paired:
-            ready = call_record.zeros(v.shape[0] * schedule.max_events, dtype=torch.int32, device=v.device)
+        if streams_preparation(lists, segment, paired):
+            ready = call_record.zeros(state_pass_module.ready_marks_shape(schedule), dtype=torch.int32,
+                                      device=v.device)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=use_qk_l2norm_in_kernel,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=band, folded=folded,
                                    streamed=(schedule, ready) if ready is not None else None)
     if paired:
         pair_prepare(w, u, k_commit, schedule)
+    if lists_wanted and lists is None:
+        lists = make_lists()
     hook(STAGES[2])
     split = SPLIT_OUTPUTS and chunk_output_module.zero_start(initial_state is not None)
     if one_launch:

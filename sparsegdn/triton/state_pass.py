@@ -64,6 +64,11 @@ PROGRESS_BV = 16
 # (4.38-4.42 ms against 4.38 stored, 4.70-4.75 against 4.28 solved; with claims 4.17 against 3.89): the chains walk
 # faster alone (1.82 ms against 2.18) but the lists then start later. SPARSEGDN_CHAIN_STAGES sets it.
 PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
+# The same when the chains wait for the streamed preparation (`ready`): its persistent programs share the
+# multiprocessors, and two chain programs of three stages (106 KB of shared memory each) do not fit beside one of
+# them (24 KB); two stages (72 KB, compiled for sm_90) do (event_prepare.STREAM_MAXNREG says the registers' side).
+# SPARSEGDN_STREAMED_CHAIN_STAGES sets it.
+STREAMED_STAGES = int(os.environ.get("SPARSEGDN_STREAMED_CHAIN_STAGES", "2"))
 
 
 def _prune(configs, named_args, **kwargs):
@@ -384,7 +389,19 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
                STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED)
-    if STREAMED:        # launched as the streamed preparation's dependent: end after it (its stores all visible)
+    if STREAMED:        # launched as the streamed preparation's dependent: the program that ends last waits for it
+        done = ready_ptr + (tl.num_programs(1) // HV) * E       # after the B x E marks (ready_marks_shape)
+        last_waits_for_prior_grid(done, tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2))
+
+
+@triton.jit
+def last_waits_for_prior_grid(done_ptr, programs):
+    """The program that ends last (each counts itself in done_ptr) executes griddepcontrol.wait, so that the pass ends
+    after the kernel it depends on while the other programs leave their slots at once (a chain program that waited
+    there would hold its multiprocessor's room until the whole preparation ended)."""
+    tl.debug_barrier()
+    ended = tl.atomic_add(done_ptr, 1, sem="acq_rel", scope="gpu")
+    if ended == programs - 1:
         wait_for_prior_grid()
 
 
@@ -444,6 +461,9 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     check_folded(folded, paired, segmented, warm_up)
     if ready is not None and (progress is None or paired or segmented):
         raise ValueError("state_pass: streamed events (ready) need progress counts and whole unpaired chains")
+    if ready is not None and (ready.dtype != torch.int32 or ready.numel() < ready_marks_shape(schedule)):
+        raise ValueError(f"state_pass: ready needs {ready_marks_shape(schedule)} int32 (the marks and a count), got "
+                         f"{ready.numel()} {ready.dtype}")
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -468,7 +488,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
         launch_state_pass(*arguments, **constants, PUBLISH=0, STREAMED=False)
     else:
         launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
-                                 num_stages=PROGRESS_STAGES, STREAMED=ready is not None,
+                                 num_stages=STREAMED_STAGES if ready is not None else PROGRESS_STAGES,
+                                 STREAMED=ready is not None,
                                  **({"launch_pdl": True} if ready is not None else {}))
     return snapshots, (final_state if store_final else None)
 
@@ -490,6 +511,13 @@ def publish_interval(publish, paired, name) -> int:
     if publish < 1 or (paired and publish % 2):
         raise ValueError(f"{name} must be at least 1 (even for paired lists), got {publish}")
     return publish
+
+
+def ready_marks_shape(schedule) -> int:
+    """How many int32 the streamed preparation's marks take (state_pass's `ready`): one a list slot ([B, E]), then
+    the count of chain programs that have ended (last_waits_for_prior_grid)."""
+    batch = schedule.events.shape[0]
+    return batch * schedule.max_events + 1
 
 
 def progress_counts_shape(schedule, value_dim, segment) -> int:
