@@ -31,3 +31,21 @@ def random_events(batch, value_heads, n_chunks, seed=0, p=0.5):
 def rel_err(a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm()).item()
+
+
+def scheduled_events(batch, value_heads, key_dim, value_dim, tokens, events, *, seed, device="cpu"):
+    """float32 inputs (one key head, an initial state) through the Triton backend's pass 1 at band 1 (Tinv solved on
+    chip: None) and the schedule of `events` [batch, value_heads, chunks], for tests of the passes after it: returns
+    (k, v, g, beta, t_inv, s0, flags, schedule) and event_prepare's keyword options."""
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    n_chunks = events.shape[-1]
+    q, k, v, g, beta, s0 = random_inputs(batch, tokens, 1, value_heads, key_dim, value_dim, dtype=torch.float32,
+                                         seed=seed, initial_state=True, device=device)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=device)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    schedule = build_schedule(events.to(device), chunk_log_decay)
+    options = dict(normalize=True, num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    return (k, v, g, beta, t_inv, s0, flags, schedule), options

@@ -5,7 +5,7 @@ in warm-up segments, and stay within the torch backend's tolerance. Interpreter 
 GPU matrix repeats it at the benchmark's heads."""
 import pytest
 import torch
-from gdn_inputs import random_events, random_inputs, rel_err
+from gdn_inputs import random_events, random_inputs, rel_err, scheduled_events
 
 import sparsegdn
 
@@ -80,18 +80,11 @@ def test_folded_tiles_are_the_products_of_the_unfolded_lists():
     """event_prepare(folded=True) writes m = -k_commit^T w and c = k_commit^T u of the same events, and the chain
     pass refuses folded lists where it would read them as unfolded ones (segment_scan's maps, paired chains)."""
     from sparsegdn.triton import state_pass
-    from sparsegdn.triton.chunk_loads import NUM_FLAGS
     from sparsegdn.triton.event_prepare import event_prepare
-    from sparsegdn.triton.intra_chunk import intra_chunk
-    from sparsegdn.triton.schedule import build_schedule
     batch, value_heads, key_dim, value_dim, n_chunks = 1, 2, 16, 32, 5
-    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, 1, value_heads, key_dim, value_dim,
-                                         dtype=torch.float32, seed=2, initial_state=True, device=DEVICE)
-    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
-    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
-                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
-    schedule = build_schedule(_events(batch, value_heads, n_chunks), chunk_log_decay)
-    options = dict(normalize=True, num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    (k, v, g, beta, t_inv, s0, flags, schedule), options = scheduled_events(
+        batch, value_heads, key_dim, value_dim, 64 * n_chunks, _events(batch, value_heads, n_chunks), seed=2,
+        device=DEVICE)
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, **options)
     m, c, none = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, folded=True, **options)
     assert none is None and m.shape[-2:] == (key_dim, key_dim) and c.shape[-2:] == (key_dim, value_dim)

@@ -4,7 +4,7 @@ of every run of commits before walking it. Interpreter shapes (TRITON_INTERPRET=
 other, so every mark is set before the chains look); the GPU matrix runs the overlap itself."""
 import pytest
 import torch
-from gdn_inputs import random_events, random_inputs
+from gdn_inputs import random_events, random_inputs, scheduled_events
 
 import sparsegdn
 
@@ -15,20 +15,11 @@ small_shapes = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter
 
 
 def _prepared(batch=2, value_heads=2, key_dim=16, value_dim=32, n_chunks=9, seed=3):
-    from sparsegdn.triton.chunk_loads import NUM_FLAGS
-    from sparsegdn.triton.intra_chunk import intra_chunk
-    from sparsegdn.triton.schedule import build_schedule
-    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks - 5, 1, value_heads, key_dim, value_dim,
-                                         dtype=torch.float32, seed=seed, initial_state=True, device=DEVICE)
-    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
-    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
-                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
     events = random_events(batch, value_heads, n_chunks, seed=seed, p=0.6)
     events[0, 0] = True                 # a full chain
     events[1, 1] = False                # an empty one
-    schedule = build_schedule(events.to(DEVICE), chunk_log_decay)
-    return (k, v, g, beta, t_inv, s0, flags, schedule), dict(normalize=True, num_value_heads=value_heads,
-                                                            num_chunks=n_chunks, band=1)
+    return scheduled_events(batch, value_heads, key_dim, value_dim, 64 * n_chunks - 5, events, seed=seed,
+                            device=DEVICE)
 
 
 @small_shapes

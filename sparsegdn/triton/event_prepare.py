@@ -33,7 +33,7 @@ from .band_solve import band_inverse, last_of, log_decay_between
 from .chunk_loads import (CHUNK, INTERPRET, inverse_norm, load_gates, load_rows, load_rows_stored, load_tile, mma,
                           padded, round_to, solve_precision)
 from .launch import Launcher
-from .state_pass import launch_dependents
+from .state_pass import check_ready, launch_dependents
 
 NUM_WARPS = 4
 FOLD_WARPS = 8
@@ -189,10 +189,11 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     [B,E,K,K] and c = k_commit^T u [B,E,K,V], returned as (m, c, None): a commit is then S <- e^(gamma_L) S + m S + c
     for the decayed state S, one dependent product on the chain instead of two (16 KB more a event at K = V = 128).
 
-    streamed (STREAM_PREPARE): (schedule, ready), ready int32 zeros, one a slot of the lists ([B * E]): the events are
-    prepared by persistent programs in rounds (every head pair's first event, then every second, ...) and each marked
-    in `ready` once stored, for the chain pass launched next as this launch's programmatic dependent to wait on
-    (state_pass's `ready`): the long chains start while the events after their first ones are still prepared."""
+    streamed (STREAM_PREPARE): (schedule, ready), ready int32 zeros (state_pass.ready_marks_shape: one a slot of the
+    lists, [B * E], then the chain pass's count): the events are prepared by persistent programs in rounds (every
+    head pair's first event, then every second, ...) and each marked in `ready` once stored, for the chain pass
+    launched next as this launch's programmatic dependent to wait on (state_pass's `ready`): the long chains start
+    while the events after their first ones are still prepared."""
     batch, tokens, key_heads, key_dim = k.shape
     value_dim = v.shape[-1]
     n_events = event_chunks.shape[1]
@@ -201,18 +202,15 @@ def event_prepare(k, v, g, beta, t_inv, event_chunks, *, normalize, num_value_he
     u = call_record.empty(batch, n_events, rows, value_dim, device=k.device, dtype=k.dtype)
     k_commit = None if folded else call_record.empty(batch, n_events, rows, key_dim, device=k.device, dtype=k.dtype)
     options = fold_options() if folded else dict(num_warps=NUM_WARPS, **launch_options(k.dtype, key_dim, value_dim))
-    if streamed is not None:    # the streamed programs' own cap (STREAM_MAXNREG)
-        options.pop("maxnreg", None)
-        if STREAM_MAXNREG and not INTERPRET.value:
-            options["maxnreg"] = STREAM_MAXNREG
     lists = (k, v, g, beta, t_inv if t_inv is not None else w, event_chunks, w, u,
              k_commit if k_commit is not None else w)
     if streamed is not None:
         schedule, ready = streamed
+        check_ready(ready, schedule, "event_prepare")
+        options.pop("maxnreg", None)        # the streamed programs' own cap (STREAM_MAXNREG)
+        if STREAM_MAXNREG and not INTERPRET.value:
+            options["maxnreg"] = STREAM_MAXNREG
         head_rows = batch * num_value_heads
-        if ready.dtype != torch.int32 or ready.numel() < batch * n_events:
-            raise ValueError(f"event_prepare: ready needs {batch * n_events} int32 marks, got {ready.numel()} "
-                             f"{ready.dtype}")
         launch = launch_streamed_prepare
         grid = (max(1, min(stream_programs(k.device), head_rows * num_chunks)),)
         lists = (*lists, schedule.per_head, schedule.first_event, ready, head_rows)

@@ -461,9 +461,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     check_folded(folded, paired, segmented, warm_up)
     if ready is not None and (progress is None or paired or segmented):
         raise ValueError("state_pass: streamed events (ready) need progress counts and whole unpaired chains")
-    if ready is not None and (ready.dtype != torch.int32 or ready.numel() < ready_marks_shape(schedule)):
-        raise ValueError(f"state_pass: ready needs {ready_marks_shape(schedule)} int32 (the marks and a count), got "
-                         f"{ready.numel()} {ready.dtype}")
+    if ready is not None:
+        check_ready(ready, schedule, "state_pass")
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -518,6 +517,14 @@ def ready_marks_shape(schedule) -> int:
     the count of chain programs that have ended (last_waits_for_prior_grid)."""
     batch = schedule.events.shape[0]
     return batch * schedule.max_events + 1
+
+
+def check_ready(ready, schedule, name):
+    """Raises unless `ready` holds the streamed preparation's marks and count (ready_marks_shape int32); `name` says
+    who asks (event_prepare writes the marks, state_pass waits on them and counts its programs after them)."""
+    if ready.dtype != torch.int32 or ready.numel() < ready_marks_shape(schedule):
+        raise ValueError(f"{name}: ready needs {ready_marks_shape(schedule)} int32 (the marks and a count), got "
+                         f"{ready.numel()} {ready.dtype}")
 
 
 def progress_counts_shape(schedule, value_dim, segment) -> int:
