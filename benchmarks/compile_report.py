@@ -1,15 +1,24 @@
 """What the compiler makes of the GPU path's kernels for an H200 (sm_90), on any machine, no GPU needed.
 
-    pip install nvidia-cuda-nvcc-cu12        # ptxas, once (Triton's CPU wheels carry no ptxas)
-    TRITON_PTXAS_PATH=$(python -c "import nvidia.cuda_nvcc, os; print(os.path.dirname(nvidia.cuda_nvcc.__file__))")/bin/ptxas \
-        python benchmarks/compile_report.py [--tokens 4096] [--dim 128] [--lines chunk_output_kernel]
+    python benchmarks/compile_report.py [--tokens 4096] [--dim 128] [--lines chunk_output_kernel]
+        [--loop state_pass_kernel] [--lists-path]
+
+It needs a ptxas: TRITON_PTXAS_PATH where set, else the one Triton's wheel carries (Triton 3.6's does), else
+`pip install nvidia-cuda-nvcc-cu12`'s.
 
 Runs the Triton backend's forward on CPU tensors with a stand-in driver that compiles every kernel
 launch for sm_90 (every config of an autotuned kernel) and launches nothing, then prints per kernel and
 config: registers per thread, machine instructions, spilled bytes, shared memory, asynchronous copies
 (the pipeliner's loads into shared memory), Hopper matrix instructions (wgmma) against older ones (mma),
-and local-memory instructions in the machine code. It costs no device time: read it before a GPU batch
+and local-memory instructions in the machine code, and how many programs of each fit a multiprocessor (by
+registers, shared memory and threads: `per_sm`). It costs no device time: read it before a GPU batch
 (analysis/results/kernel_bench.notes.md). Numbers are the compiler's; only a GPU run says how fast.
+
+`--lists-path` compiles the path that long calls take on an H200 instead (forward.lists_by_default: the chain pass
+publishing its progress for the Gluon lists beside it), whose Gluon lists a CPU cannot build (their TMA descriptors):
+the lists are stood in for, so the chain pass and pass 3 are compiled as that path launches them, at the settings of
+this process's environment, e.g. `SPARSEGDN_STREAM_PREPARE=1` (pass 3 streamed, the chains waiting on its marks) or
+`SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8`. Give it --tokens of at least 16384 (forward.LISTS_MIN_ROW_CHUNKS).
 """
 import argparse
 import collections
@@ -83,6 +92,42 @@ def instructions_by_line(cubin: bytes) -> collections.Counter:
     return counts
 
 
+def innermost_loop(cubin: bytes) -> list[str]:
+    """The machine instructions of the kernel's innermost loop with a matrix instruction (the shortest backward
+    branch's span that holds one, else the shortest: for the chain pass, one commit, not a wait's spin), from the
+    cubin's SASS; [] where it has no loop."""
+    sass = on_cubin(cubin, "cuobjdump", "--dump-sass")
+    instructions = [(int(match.group(1), 16), match.group(2).strip())
+                    for match in re.finditer(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)]
+    loops = []
+    for address, text in instructions:
+        branch = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address:
+            loops.append((int(branch.group(1), 16), address))
+    if not loops:
+        return []
+    spans = [[text for address, text in instructions if start <= address <= end] for start, end in loops]
+    with_products = [span for span in spans if any(re.search(r"\bH(?:G)?MMA\b", text) for text in span)]
+    return min(with_products or spans, key=len)
+
+
+def opcode(instruction: str) -> str:
+    """An instruction's operation without its predicate and modifiers (`@P0 STG.E.128 ...` -> STG)."""
+    return re.sub(r"^@!?U?P\w+\s+", "", instruction).split()[0].split(".")[0]
+
+
+def print_loop(name: str, label: dict, loop: list[str]) -> None:
+    """The innermost loop's length and instruction mix, then its synchronisation, matrix and shared-memory store
+    instructions in order (what a commit of the chain pass waits on)."""
+    mix = collections.Counter(opcode(instruction) for instruction in loop)
+    print(f"\n{name} {label}: innermost loop {len(loop)} instructions; " +
+          ", ".join(f"{op} {count}" for op, count in mix.most_common(16)))
+    shown = re.compile(r"\b(?:BAR|MEMBAR|FENCE|WARPGROUP|HGMMA|HMMA|DEPBAR|STS|STSM|LDG|STL|LDL)\b")
+    for instruction in loop:
+        if shown.search(instruction):
+            print(f"    {instruction[:110]}")
+
+
 def print_lines(name: str, label: dict, counts: collections.Counter, top: int) -> None:
     """The `top` source lines with the most machine instructions, with their text."""
     total = sum(counts.values())
@@ -104,7 +149,31 @@ def kernel_report(name, config, compiled) -> dict:
               "wgmma": ptx.count("wgmma.mma_async"), "mma": len(re.findall(r"\bmma\.sync", ptx)),
               "spill_bytes": None}
     report.update(machine_code_report(compiled.asm["cubin"]))
+    report["warps"] = compiled.metadata.num_warps
+    report["per_sm"] = programs_per_multiprocessor(report["registers"], report["shared"], report["warps"])
     return report
+
+
+# An H200's multiprocessor (sm_90): 65,536 registers, allocated per warp in units of 256 (8 a thread); 228 KB of
+# shared memory, of which a program may take 227 KB and the system 1 KB per resident program; 2,048 threads; 32
+# programs.
+REGISTERS, SHARED_BYTES, SHARED_RESERVED, THREADS, PROGRAMS = 65536, 228 * 1024, 1024, 2048, 32
+
+
+def programs_per_multiprocessor(registers, shared, warps) -> str:
+    """How many programs of a kernel fit one multiprocessor at once, the least of what its registers, shared
+    memory and threads allow, with what bounds it ("2 (smem)"); "?" where the cubin's registers were unread."""
+    if registers is None:
+        return "?"
+    limits = {"regs": REGISTERS // (-(-registers // 8) * 8 * 32 * warps),
+              "smem": SHARED_BYTES // (shared + SHARED_RESERVED),
+              "threads": THREADS // (32 * warps), "programs": PROGRAMS}
+    bound = min(limits, key=limits.get)
+    return f"{limits[bound]} ({bound})"
+
+
+# The constants and launch options that tell one compiled kernel from another in the report
+LABELS = ("BV", "STATE_BV", "GROUP", "num_warps", "num_stages", "maxnreg", "PUBLISH", "STREAMED", "TRANSPOSED")
 
 
 def compile_all(args) -> list[dict]:
@@ -125,8 +194,10 @@ def compile_all(args) -> list[dict]:
             if config is not None:
                 options.update(config.all_kwargs())
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
-            label = {k: v for k, v in options.items() if k in ("BV", "STATE_BV", "GROUP", "num_warps", "num_stages", "maxnreg")}
+            label = {k: v for k, v in options.items() if k in LABELS}
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
+            if getattr(args, "loop", None) == self.jit.fn.__name__:
+                print_loop(args.loop, label, innermost_loop(compiled.asm["cubin"]))
             if getattr(args, "lines", None) == self.jit.fn.__name__:
                 print_lines(args.lines, label, instructions_by_line(compiled.asm["cubin"]), args.top)
             if args.dump:
@@ -136,6 +207,8 @@ def compile_all(args) -> list[dict]:
 
     launch.Launcher.__call__ = compile_only
     driver.set_active(CompileOnlyDriver())
+    if args.lists_path:
+        stand_in_for_the_lists()
     torch.manual_seed(0)
     B, T, H, HV, K = 1, args.tokens, args.heads[0], args.heads[1], args.dim
     inputs = (torch.randn(B, T, H, K, dtype=torch.bfloat16), torch.randn(B, T, H, K, dtype=torch.bfloat16),
@@ -143,6 +216,42 @@ def compile_all(args) -> list[dict]:
               torch.rand(B, T, HV, dtype=torch.bfloat16))
     kernel_bench.backend_entry(inputs, SparseConfig(budget=0.29, selector="score", band=1, backend="triton"))
     return reports
+
+
+def find_ptxas() -> Path | None:
+    """A ptxas for sm_90: the one in Triton's wheel, else nvidia-cuda-nvcc-cu12's; None where neither is."""
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if bundled.is_file():
+        return bundled
+    try:
+        import nvidia.cuda_nvcc
+    except ImportError:
+        return None
+    found = [Path(place) / "bin" / "ptxas" for place in nvidia.cuda_nvcc.__path__]
+    return next((path for path in found if path.is_file()), None)
+
+
+class ListsStandIn:
+    """list_output.ListCall as forward uses it, launching nothing: its outputs are left empty."""
+
+    def __init__(self, q, k, v, *args, out_dtype, overlap, **options):
+        self.overlap, self.shape, self.dtype = overlap, (*v.shape[:3], v.shape[-1]), out_dtype
+
+    def own(self):
+        pass
+
+    def with_state(self, snapshots, progress=None, segment=0):
+        return torch.empty(self.shape, dtype=self.dtype)
+
+
+def stand_in_for_the_lists():
+    """The long calls' path on this CPU: list_output's conditions that only an H200 meets met, its lists stood in
+    for (ListsStandIn), so that forward makes the progress counts (and the streamed marks) and launches pass 3 and
+    the publishing chain pass as it does there."""
+    from sparsegdn.triton import list_output
+    list_output.eligible_inputs = lambda *args, **kwargs: None
+    list_output.eligible = lambda *args, **kwargs: None
+    list_output.ListCall = ListsStandIn
 
 
 def main():
@@ -154,14 +263,21 @@ def main():
     parser.add_argument("--lines", metavar="KERNEL", help="also print where this kernel's machine instructions come "
                                                           "from: its source lines with the most, per config")
     parser.add_argument("--top", type=int, default=25, help="how many source lines --lines prints (default 25)")
+    parser.add_argument("--loop", metavar="KERNEL", help="also print this kernel's innermost loop (one commit of "
+                        "the chain pass): its instruction mix, barriers and matrix instructions")
+    parser.add_argument("--lists-path", action="store_true", help="compile the path long calls take on an H200 (the "
+                        "chains publishing for the Gluon lists, which are stood in for): --tokens 16384 or more")
     args = parser.parse_args()
     if args.dump:
         Path(args.dump).mkdir(parents=True, exist_ok=True)
     if not os.environ.get("TRITON_PTXAS_PATH"):
-        sys.exit("set TRITON_PTXAS_PATH to a ptxas (see the docstring)")
+        found = find_ptxas()
+        if found is None:
+            sys.exit("no ptxas found: set TRITON_PTXAS_PATH to one, or pip install nvidia-cuda-nvcc-cu12")
+        os.environ["TRITON_PTXAS_PATH"] = str(found)
     reports = compile_all(args)
-    columns = ["kernel", "config", "registers", "instructions", "local_ops", "shared", "async_copies", "wgmma", "mma",
-               "hgmma"]
+    columns = ["kernel", "config", "registers", "warps", "per_sm", "instructions", "local_ops", "shared",
+               "async_copies", "wgmma", "mma", "hgmma"]
     print(" | ".join(columns))
     for report in reports:
         print(" | ".join(str(report.get(column)) for column in columns))

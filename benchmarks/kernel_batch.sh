@@ -38,6 +38,8 @@
 # find the graphs' slowdown, nsys on `graph-64k` against `baseline` at 32K.
 # Batch 10 (2026-12-02, later): calls launched from recorded plans (call_plans.py, on), checked and timed:
 #   OUT=$OUT STEPS="plans" bash benchmarks/kernel_batch.sh
+# Batch 27 (planned): the chain pass's shapes beside the lists, checked, then timed, in two calls:
+#   OUT=$OUT STEPS="chain_cases" bash benchmarks/kernel_batch.sh;  OUT=$OUT STEPS="chains" bash benchmarks/kernel_batch.sh
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
@@ -114,6 +116,32 @@ if has plans; then
       > "$WORK/probe-$name.log" 2>&1
     summary "public_call_probe $setting rc $? at ${SECONDS}s"
     grep -E "^T=" "$WORK/probe-$name.log" | tee -a "$WORK/summary.txt"
+  done
+fi
+# Batch 27 (planned on the CPU, 2026-12-05): the chain pass beside the lists in other shapes, each setting in a
+# process of its own (read at import). STEPS="chain_cases": the GPU cases of the streamed preparation and the
+# transposed chains at the default blocks (16: the older mma) and at blocks of 64 (register operands). STEPS="chains":
+# budget 0.29's backend entry and stage times at CHAIN_LENGTHS (no contenders unless their wheels are unpacked): the
+# default and the streamed preparation; blocks of 64 on the state and on its transpose, streamed or not; the
+# transpose with eight warps; blocks of 32 with eight warps. Each step fits a call of its own.
+if has chain_cases; then
+  for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
+    name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
+    env $setting timeout 150 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
+      -k "streamed or transposed or default_takes_the_lists" > "$WORK/check-$name.log" 2>&1
+    summary "chain cases $setting rc $? $(grep -E "passed|failed" "$WORK/check-$name.log" | tail -1) at ${SECONDS}s"
+    grep -E "FAILED|Error" "$WORK/check-$name.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
+  done
+fi
+if has chains; then
+  for run in "SPARSEGDN_CHAIN_BV=16:by_band streamed" "SPARSEGDN_CHAIN_BV=64:by_band transposed streamed_transposed" \
+             "SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed" "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band"; do
+    setting=${run%%:*}
+    name=$(echo "$setting" | tr 'A-Z_= ' 'a-z---')
+    env $setting timeout 120 python benchmarks/kernel_bench.py --configs 0.29/1/score --designs ${run#*:} \
+      --tokens ${CHAIN_LENGTHS:-"16384 32768 131072"} --out "$WORK/bench-$name" > "$WORK/bench-$name.log" 2>&1
+    summary "kernel_bench $setting (${run#*:}) rc $? at ${SECONDS}s"
+    grep -E "^T=" "$WORK/bench-$name.log" | cut -c1-160 | tee -a "$WORK/summary.txt"
   done
 fi
 if has timeline; then

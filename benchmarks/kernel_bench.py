@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from sparsegdn import STAGES, SparseConfig     # noqa: E402
-from sparsegdn.triton import call_plans, forward, graphs, list_output   # noqa: E402
+from sparsegdn.triton import call_plans, forward, graphs, list_output, state_pass   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
 # Timed rounds of every contender, interleaved. Two until 2026-12-01; five since the public call's figure was seen
@@ -58,13 +58,17 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # batch 25), "one_launch" never (LISTS_FROM 0: the one launch everywhere, the default before batch 25), so that one
 # process can time the default against both. "folded" and "one_launch_folded": by_band and one_launch with the commits
 # folded (forward.FOLD_COMMITS); "streamed": by_band with the events prepared while the chains beside the lists walk
-# (forward.STREAM_PREPARE; calls that run the one launch are unchanged). The lists' stage times are indicative only: the
+# (forward.STREAM_PREPARE; calls that run the one launch are unchanged); "transposed" and "streamed_transposed": by_band
+# and streamed with the chains beside the lists committing on the state's transpose (state_pass.TRANSPOSED), at this
+# process's chain blocks (SPARSEGDN_CHAIN_BV: 64 for the register operands it is meant for, and by_band's chains in
+# that process walk blocks of 64 too). The lists' stage times are indicative only: the
 # stage hook's events sit between the chain pass and the lists (and no plan serves a hooked call), so the overlap they
 # time is not the timed call's.
 DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
            "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch"),
            "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold"),
-           "streamed": (None, 0, "stream")}
+           "streamed": (None, 0, "stream"), "transposed": (None, 0, "transpose"),
+           "streamed_transposed": (None, 0, "stream_transpose")}
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
@@ -73,7 +77,9 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),
                    "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
-                   "stream": (((forward, "STREAM_PREPARE"), True),)}
+                   "stream": (((forward, "STREAM_PREPARE"), True),),
+                   "transpose": (((state_pass, "TRANSPOSED"), True),),
+                   "stream_transpose": (((forward, "STREAM_PREPARE"), True), ((state_pass, "TRANSPOSED"), True))}
 _saved_switches = {}        # tag: the values its switches had before the tag's design set them
 DEFAULT_DESIGNS = ("by_band",)
 

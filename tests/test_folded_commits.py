@@ -119,3 +119,24 @@ def test_benchmark_designs_set_and_put_back_the_fold(monkeypatch):
         assert (forward.FOLD_COMMITS, forward.LISTS_FROM) == (fold, lists_from)
     finally:
         forward.LISTS_FROM, forward.FOLD_COMMITS = lists_from, fold
+
+
+def test_benchmark_designs_set_and_put_back_the_transpose(monkeypatch):
+    """kernel_bench's transposed designs turn state_pass.TRANSPOSED on (streamed_transposed also STREAM_PREPARE), and
+    the next design puts back both, also after the streamed design set STREAM_PREPARE under its own tag."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import kernel_bench
+    from sparsegdn.triton import forward, state_pass
+    monkeypatch.setattr(kernel_bench, "_saved_switches", {})
+    monkeypatch.setattr(state_pass, "TRANSPOSED", False)
+    monkeypatch.setattr(forward, "STREAM_PREPARE", False)
+    kernel_bench.set_design(kernel_bench.DESIGNS["streamed_transposed"])
+    assert state_pass.TRANSPOSED and forward.STREAM_PREPARE
+    kernel_bench.set_design(kernel_bench.DESIGNS["transposed"])
+    assert state_pass.TRANSPOSED and not forward.STREAM_PREPARE
+    kernel_bench.set_design(kernel_bench.DESIGNS["streamed"])
+    assert forward.STREAM_PREPARE and not state_pass.TRANSPOSED
+    kernel_bench.set_design(kernel_bench.DESIGNS["by_band"])
+    assert not (state_pass.TRANSPOSED or forward.STREAM_PREPARE)

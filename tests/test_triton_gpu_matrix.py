@@ -636,16 +636,52 @@ def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
     heads, value_heads = (16, 32) if design == "lists" else (2, 4)
     q, k, v, g, beta, s0 = random_inputs(1, 3000, heads, value_heads, key_dim, key_dim, dtype=torch.bfloat16,
                                          initial_state=True, device="cuda", seed=9)
-    options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
-    out = {}
-    for folded in (False, True):
-        monkeypatch.setattr(forward, "FOLD_COMMITS", folded)
-        out[folded] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
-            q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+    out = _off_then_on(monkeypatch, forward, "FOLD_COMMITS", (q, k, v, g, beta, s0))
     assert folds == [False, key_dim <= state_pass.FOLD_MAX_KEY_DIM], folds
     if design == "lists":
         assert len(made) == 2, made
     _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], TOLERANCE[torch.bfloat16], "folded")
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["after-prepare", "streamed"])
+def test_gpu_transposed_chains_match_torch(streamed, monkeypatch):
+    """state_pass.TRANSPOSED beside the Gluon lists (LISTS_FROM lowered to the case): the publishing chain pass commits
+    on the state's transpose, at this process's chain block (SPARSEGDN_CHAIN_BV: 16 by default, the older mma; run it
+    again with SPARSEGDN_CHAIN_BV=64 for Hopper's matrix instruction with its left operands in registers), after pass
+    3 or waiting on the streamed preparation's marks. Each call within the torch backend's tolerance given its events
+    and within 1e-3 of the same call on the state itself. The snapshots are poisoned after pass 3 (not streamed: the
+    fill would come between the two passes): a list reading one its chain never stored would show it."""
+    from sparsegdn.triton import forward, state_pass
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    monkeypatch.setattr(forward, "STREAM_PREPARE", streamed)
+    monkeypatch.setattr(state_pass, "POISON", not streamed)
+    taken, real_launch = [], state_pass.launch_publishing_chains
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs["TRANSPOSED"])
+        return real_launch(*args, **kwargs)
+    monkeypatch.setattr(state_pass, "launch_publishing_chains", spy)
+    for seed in range(2):
+        inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=seed == 1,
+                               device="cuda", seed=40 + seed)
+        out = _off_then_on(monkeypatch, state_pass, "TRANSPOSED", inputs)
+        _switched_matches_torch(inputs, out[True], out[False], 1e-3, f"transposed, seed {seed}")
+    assert taken == [False, True, False, True] and made, (taken, made)
+
+
+def _off_then_on(monkeypatch, module, name, inputs):
+    """{False: the call, True: the call}, with module.name set to each (budget 0.29, band 1, `score`, the final state
+    asked for, the stage hook's guard), of inputs (q, k, v, g, beta, initial state)."""
+    q, k, v, g, beta, s0 = inputs
+    options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
+    out = {}
+    for value in (False, True):
+        monkeypatch.setattr(module, name, value)
+        out[value] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
+            q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+    return out
 
 
 def _switched_matches_torch(inputs, switched, plain, agreement, label):

@@ -410,13 +410,17 @@ def test_paired_chain_stores_no_snapshot_for_the_empty_partner(full_last_row, mo
 
 
 @small_shapes
-@pytest.mark.parametrize("segment,warm_up", [(0, 0.0), (3, 0.0), (4, 20.0)], ids=["whole", "segments", "warm-up"])
-def test_chain_pass_publishes_its_progress(segment, warm_up):
+@pytest.mark.parametrize("segment,warm_up,chain_bv", [(0, 0.0, 16), (3, 0.0, 16), (4, 20.0, 16), (0, 0.0, 32),
+                                                      (4, 20.0, 8)],
+                         ids=["whole", "segments", "warm-up", "whole-bv32", "warm-up-bv8"])
+def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, monkeypatch):
     """state_pass(progress=...) (the chain pass the overlapped lists wait on, list_output.OVERLAP_LISTS): the
     snapshots and final state bit for bit as without it, and every count a list could wait on at its last value,
     the snapshots its chain (or segment) stored counted from the head pair's first (state_pass.publish), one per
-    value block of PROGRESS_BV columns: a count short of it would keep a waiting list spinning on a GPU."""
+    value block of PROGRESS_BV columns (SPARSEGDN_CHAIN_BV: 32 is the whole value head here, 8 four blocks): a count
+    short of it would keep a waiting list spinning on a GPU."""
     from sparsegdn.triton import state_pass
+    monkeypatch.setattr(state_pass, "PROGRESS_BV", chain_bv)
     from sparsegdn.triton.chunk_loads import NUM_FLAGS, cdiv
     from sparsegdn.triton.event_prepare import event_prepare
     from sparsegdn.triton.intra_chunk import intra_chunk
@@ -472,6 +476,74 @@ def test_one_launch_refuses_a_publish_interval_below_one(monkeypatch):
         state_output.publish_every(False)
     monkeypatch.setattr(state_output, "PUBLISH", 3)
     assert (state_output.publish_every(False), state_output.publish_every(True)) == (3, 4)
+
+
+@small_shapes
+@pytest.mark.parametrize("dtype,chain_bv", [(torch.float32, 16), (torch.bfloat16, 32), (torch.float32, 8)],
+                         ids=["float32-bv16", "bfloat16-bv32", "float32-bv8"])
+def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, monkeypatch):
+    """state_pass.TRANSPOSED (the publishing chain pass on the state's transpose, commit_transposed: u added through
+    an identity product, S^T w^T and v_new^T k_commit): the same snapshots, final state and progress counts as the
+    chains on the state itself, up to the products' order of summation; refused nowhere, taken only where the
+    chains are unpaired and unfolded (transposed_chains)."""
+    from sparsegdn.triton import state_pass
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.event_prepare import event_prepare
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    monkeypatch.setattr(state_pass, "PROGRESS_BV", chain_bv)
+    batch, key_heads, value_heads, key_dim, value_dim, n_chunks = 2, 1, 2, 16, 32, 9
+    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks - 5, key_heads, value_heads, key_dim, value_dim,
+                                         dtype=dtype, seed=4, initial_state=True, device=DEVICE)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    events = random_events(batch, value_heads, n_chunks, seed=6, p=0.6).to(DEVICE)
+    events[0, 1] = True                     # a full chain
+    events[1, 0] = False                    # an empty one
+    schedule = build_schedule(events, chunk_log_decay)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    runs = {}
+    for transposed in (False, True):
+        monkeypatch.setattr(state_pass, "TRANSPOSED", transposed)
+        progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, 0), dtype=torch.int32,
+                               device=DEVICE)
+        snapshots, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
+                                                 progress=progress, publish=3)
+        runs[transposed] = snapshots.float(), final, progress
+    assert state_pass.transposed_chains(False, False) and not state_pass.transposed_chains(True, False) \
+        and not state_pass.transposed_chains(False, True)
+    tolerance = 1e-6        # the interpreter sums both orders alike (0.0 when written); a GPU need not
+    for b in range(batch):
+        used = int(schedule.per_head[b].sum()) + value_heads
+        assert rel_err(runs[True][0][b, :used], runs[False][0][b, :used]) < tolerance
+    assert rel_err(runs[True][1], runs[False][1]) < tolerance
+    assert torch.equal(runs[True][2], runs[False][2])
+    assert int(flags.sum()) == 0
+    # the transposed commits are what ran: with them broken, the final state is another
+    monkeypatch.setattr(state_pass, "commit_transposed", _broken_commit)
+    broken = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, publish=3,
+                                   progress=torch.zeros_like(runs[True][2]))[1]
+    assert rel_err(broken, runs[False][1]) > 0.1
+
+
+def _broken_commit(state_t, decay, chunk_decay, w, u, k_commit):
+    """commit_transposed that forgets the state (test_transposed_chains_walk_the_same_chains)."""
+    return state_t * 0.0
+
+
+@pytest.mark.parametrize("name,value", [("SPARSEGDN_CHAIN_BV", "48"), ("SPARSEGDN_CHAIN_BV", "128"),
+                                        ("SPARSEGDN_CHAIN_WARPS", "3")])
+def test_chain_pass_settings_refuse_what_they_do_not_launch(name, value):
+    """The publishing chain pass's settings are read once, at import (list_output's waits read the same counts'
+    layout): a width or warp count outside the launched ones stops the import with the setting named."""
+    import os
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.state_pass"], capture_output=True,
+                            text=True, env={**os.environ, "TRITON_INTERPRET": "1", name: value}, timeout=300)
+    assert result.returncode != 0 and f"ValueError: {name}={value}" in result.stderr, result.stderr[-2000:]
 
 
 @small_shapes

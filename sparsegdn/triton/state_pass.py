@@ -17,6 +17,9 @@ parallelism): the chain a program walks is SEGMENT commits long, not the head pa
 Folded (FOLDED, forward.FOLD_COMMITS): pass 3 writes m = -k_commit^T w [K, K] and c = k_commit^T u [K, V] in place
 of the three tiles, and a commit is S <- e^(gamma_L) S + m S + c for the decayed S: one product waits on the state.
 
+Transposed (TRANSPOSED, the publishing chain pass only): the commits carry S^T, so that both products take their left
+operand from registers (commit_transposed).
+
 Streamed (`ready`, forward.STREAM_PREPARE): launched as the programmatic dependent of pass 3's streamed preparation,
 each chain waits before every run of PUBLISH commits until pass 3 has marked those events stored (wait_prepared).
 
@@ -53,9 +56,26 @@ FOLD_MAX_KEY_DIM = 128
 POISON = False
 WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backward search reads
 # With progress counts (state_pass(progress=...): a kernel launched after this one waits on them, as
-# list_output's list with a state does) every program walks PROGRESS_BV value columns, so that the counts' layout,
-# [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice.
-PROGRESS_BV = 16
+# list_output's list with a state does) every program walks PROGRESS_BV value columns with PROGRESS_WARPS warps, so
+# that the counts' layout, [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice. 16 and 4: the
+# separate state pass's best on the H200 (CONFIGS' note). Beside the lists the chains walk 25-30% slower (batch 24)
+# and each of a head pair's V / PROGRESS_BV programs reads the same w and k_commit tiles every commit, so fewer and
+# wider programs are worth timing there (SPARSEGDN_CHAIN_BV, SPARSEGDN_CHAIN_WARPS; read once, at import, so that
+# list_output's waits read the same counts' layout).
+PROGRESS_BV = int(os.environ.get("SPARSEGDN_CHAIN_BV", "16"))
+if PROGRESS_BV not in (8, 16, 32, 64):
+    raise ValueError(f"SPARSEGDN_CHAIN_BV={PROGRESS_BV}: 8, 16, 32 or 64 value columns a chain program")
+# The publishing chain pass's commits on the state's transpose (commit_transposed: both products with their left
+# operand in registers), for unpaired, unfolded chains. Meant with SPARSEGDN_CHAIN_BV=64: Hopper's matrix instruction
+# takes a left operand from registers at 64 rows and more, narrower blocks compile to the older mma. Compiled for
+# sm_90 (compile_report --lists-path --loop state_pass_kernel; analysis/results/overlap/batch27): a commit of BV 64
+# and four warps has no memory barrier and no shared-memory round trip before or between its products (the default's
+# BV 16 has two of each), but its snapshot leaves through eight shared-memory rounds of two barriers each (16 barriers
+# against 5); with eight warps, 6 barriers. Off (not yet timed on a GPU); SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
+TRANSPOSED = os.environ.get("SPARSEGDN_CHAIN_TRANSPOSED", "0") == "1"
+PROGRESS_WARPS = int(os.environ.get("SPARSEGDN_CHAIN_WARPS", "4"))
+if PROGRESS_WARPS not in (1, 2, 4, 8):
+    raise ValueError(f"SPARSEGDN_CHAIN_WARPS={PROGRESS_WARPS}: 1, 2, 4 or 8 warps a chain program")
 # The chain programs' pipeline depth when they publish progress. Each stage holds one event's w, k_commit and u tiles
 # (34 KB at K = 128, bf16): compile_report at 3 stages 107 KB of shared memory a program, 4: 141 KB, 5: 176 KB, 6:
 # 211 KB. From 4 on neither a second chain program nor a list program (90-115 KB) fits beside a chain program on its
@@ -110,6 +130,22 @@ def commit(state, decay, chunk_decay, w, u, k_commit):
     state = state * decay
     v_new = u.to(tl.float32) - mma(w, round_to(state, w.dtype))
     return state * chunk_decay + mma(tl.trans(k_commit), round_to(v_new, w.dtype))
+
+
+@triton.jit
+def commit_transposed(state_t, decay, chunk_decay, w, u, k_commit):
+    """commit on the state's transpose S^T [BV, BK]: v_new^T = u^T - S^T w^T, then S^T <- e^(gamma_L) S^T +
+    v_new^T k_commit, the same roundings (S and v_new to the lists' dtype) and sums as commit's. The transposes are
+    the products' left operands, which Hopper's matrix instruction reads from registers when they have at least 64
+    rows (blocks of 64 value columns): the state and v_new then make no shared-memory round trip and need no barrier
+    between the two products (commit reads both as right operands, from shared memory). u^T enters as the product
+    I u^T (exact): as a right operand the loop's pipeliner copies it into shared memory ahead, as it does w and k;
+    loaded into the accumulator instead it was a plain load in every commit (compile_report, sm_90)."""
+    state_t = state_t * decay
+    columns = tl.arange(0, state_t.shape[0])
+    identity = round_to((columns[:, None] == columns[None, :]).to(tl.float32), w.dtype)    # exact in any dtype
+    v_new_t = mma_into(mma(identity, tl.trans(u)), round_to(-state_t, w.dtype), tl.trans(w))
+    return mma_into(state_t * chunk_decay, round_to(v_new_t, w.dtype), k_commit)
 
 
 @triton.jit
@@ -219,8 +255,10 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
                PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, ready_ptr,
-               STREAMED: tl.constexpr):
+               STREAMED: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
+
+    TRANSPOSED (not PAIRED, not FOLDED): the commits carry the state's transpose (commit_run, commit_transposed).
 
     STREAMED (with PUBLISH, whole unpaired chains): the events are being prepared while the chain walks
     (event_prepare's streamed); before each run of PUBLISH commits the program waits until their slots are marked
@@ -245,6 +283,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     tl.static_assert(WARM_UP == 0 or (HAS_STARTS and not PAIRED))
     tl.static_assert(not FOLDED or (not PAIRED and (WARM_UP > 0 or not HAS_STARTS)))
     tl.static_assert(not STREAMED or (PUBLISH > 0 and not PAIRED and not HAS_STARTS))
+    tl.static_assert(not TRANSPOSED or not (PAIRED or FOLDED))
     count = tl.load(per_head_ptr + row).to(tl.int64)
     begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
     b = row // HV
@@ -287,13 +326,13 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                     wait_prepared(ready_ptr, b * E + first, run, tl.minimum(run + PUBLISH, end))
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
-                                   state_offsets, state_mask, PAIRED, FOLDED)
+                                   state_offsets, state_mask, PAIRED, FOLDED, TRANSPOSED)
                 publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         else:
             state = commit_run(state, begin, end, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                                snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED,
-                               FOLDED)
+                               FOLDED, TRANSPOSED)
 
         if STORE_FINAL and segment == n_segments - 1:
             state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -304,8 +343,10 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
 @triton.jit
 def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
                snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED: tl.constexpr,
-               FOLDED: tl.constexpr):
+               FOLDED: tl.constexpr, TRANSPOSED: tl.constexpr = False):
     """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`).
+
+    TRANSPOSED (not PAIRED, not FOLDED): the loop carries the state's transpose (commit_transposed).
 
     PAIRED: two at a time from `start`, which must be even (pairs are (0, 1), (2, 3), ... of the head pair,
     as commit_pairs.pair_prepare rewrote them). An odd last event is walked inside the same loop, paired with
@@ -323,6 +364,16 @@ def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, 
             after_first, state = commit_pair(state, d1, c1, w1, u1, k1, d2, c2, w2, u2, k2)
             store_snapshot(snapshot, i - begin + 1, after_first, snapshot_ptr, K, V, state_offsets, state_mask)
             store_snapshot(snapshot, i - begin + 2, state, snapshot_ptr, K, V, state_offsets, state_mask & second)
+    elif TRANSPOSED:
+        state_t = tl.trans(state)
+        offsets_t = cv[:, None] + ck[None, :] * V          # the snapshots' [K, V] addresses of the transpose
+        mask_t = (cv < V)[:, None] & (ck < K)[None, :]
+        for i in range(start, stop):
+            decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K,
+                                                     V, ck, cv, rows)
+            state_t = commit_transposed(state_t, decay, chunk_decay, w, u, k)
+            store_snapshot(snapshot, i - begin + 1, state_t, snapshot_ptr, K, V, offsets_t, mask_t)
+        state = tl.trans(state_t)
     else:
         for i in range(start, stop):
             state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
@@ -380,7 +431,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
                       progress_ptr, ready_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
                       BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
                       PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, PUBLISH: tl.constexpr,
-                      STREAMED: tl.constexpr):
+                      STREAMED: tl.constexpr, TRANSPOSED: tl.constexpr):
     # PUBLISH > 0: progress counts for a kernel launched after this one as its programmatic dependent (list_output's
     # list with a state), which may start once every program here has started: each says so first.
     if PUBLISH > 0:
@@ -388,7 +439,7 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
-               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED)
+               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED, TRANSPOSED)
     if STREAMED:        # launched as the streamed preparation's dependent: the program that ends last waits for it
         done = ready_ptr + (tl.num_programs(1) // HV) * E       # after the B x E marks (ready_marks_shape)
         last_waits_for_prior_grid(done, tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2))
@@ -423,9 +474,9 @@ def launch_dependents():
 
 launch_state_pass = Launcher(state_pass_kernel)
 # The publishing chain pass (progress counts for the lists launched after it) runs the plain kernel at one config,
-# blocks of PROGRESS_BV columns, PROGRESS_STAGES stages: not through the autotuner, which in Triton 3.6 benchmarks even
-# a lone config (some 100 runs of the chain pass before the real one, so that in a key's first call the lists would
-# find every count final and never wait).
+# blocks of PROGRESS_BV columns, PROGRESS_WARPS warps, PROGRESS_STAGES stages: not through the autotuner, which in
+# Triton 3.6 benchmarks even a lone config (some 100 runs of the chain pass before the real one, so that in a key's
+# first call the lists would find every count final and never wait).
 launch_publishing_chains = Launcher(state_pass_kernel.fn)
 
 
@@ -484,13 +535,19 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     constants = dict(BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
                      HAS_STARTS=segmented, PAIRED=paired, WARM_UP=float(warm_up) if segmented else 0.0, FOLDED=folded)
     if progress is None:
-        launch_state_pass(*arguments, **constants, PUBLISH=0, STREAMED=False)
+        launch_state_pass(*arguments, **constants, PUBLISH=0, STREAMED=False, TRANSPOSED=False)
     else:
-        launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV, num_warps=4,
+        launch_publishing_chains(*arguments, **constants, PUBLISH=publish, BV=PROGRESS_BV,
+                                 num_warps=PROGRESS_WARPS,
                                  num_stages=STREAMED_STAGES if ready is not None else PROGRESS_STAGES,
-                                 STREAMED=ready is not None,
+                                 STREAMED=ready is not None, TRANSPOSED=transposed_chains(paired, folded),
                                  **({"launch_pdl": True} if ready is not None else {}))
     return snapshots, (final_state if store_final else None)
+
+
+def transposed_chains(paired, folded) -> bool:
+    """Whether the publishing chain pass commits on the state's transpose (TRANSPOSED): unpaired, unfolded chains."""
+    return TRANSPOSED and not paired and not folded
 
 
 def check_folded(folded, paired, segmented, warm_up):
