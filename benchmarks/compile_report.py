@@ -122,7 +122,7 @@ def print_loop(name: str, label: dict, loop: list[str]) -> None:
     mix = collections.Counter(opcode(instruction) for instruction in loop)
     print(f"\n{name} {label}: innermost loop {len(loop)} instructions; " +
           ", ".join(f"{op} {count}" for op, count in mix.most_common(16)))
-    shown = re.compile(r"\b(?:BAR|MEMBAR|FENCE|WARPGROUP|HGMMA|HMMA|DEPBAR|STS|STSM|LDG|STL|LDL)\b")
+    shown = re.compile(r"\b(?:BAR|MEMBAR|FENCE|WARPGROUP|HGMMA|HMMA|DEPBAR|STS|STSM|LDG|STL|LDL|UTMASTG)\b")
     for instruction in loop:
         if shown.search(instruction):
             print(f"    {instruction[:110]}")
@@ -154,10 +154,10 @@ def kernel_report(name, config, compiled) -> dict:
     return report
 
 
-# An H200's multiprocessor (sm_90): 65,536 registers, allocated per warp in units of 256 (8 a thread); 228 KB of
-# shared memory, of which a program may take 227 KB and the system 1 KB per resident program; 2,048 threads; 32
-# programs.
-REGISTERS, SHARED_BYTES, SHARED_RESERVED, THREADS, PROGRAMS = 65536, 228 * 1024, 1024, 2048, 32
+# An H200's multiprocessor (sm_90): four quarters of 16,384 registers, allocated per warp in units of 256 (8 a
+# thread), a warp's within one quarter; 228 KB of shared memory, of which a program may take 227 KB and the system 1 KB
+# per resident program; 2,048 threads; 32 programs.
+QUARTERS, QUARTER_REGISTERS, SHARED_BYTES, SHARED_RESERVED, THREADS, PROGRAMS = 4, 16384, 228 * 1024, 1024, 2048, 32
 
 
 def programs_per_multiprocessor(registers, shared, warps) -> str:
@@ -165,7 +165,8 @@ def programs_per_multiprocessor(registers, shared, warps) -> str:
     memory and threads allow, with what bounds it ("2 (smem)"); "?" where the cubin's registers were unread."""
     if registers is None:
         return "?"
-    limits = {"regs": REGISTERS // (-(-registers // 8) * 8 * 32 * warps),
+    warps_by_registers = QUARTERS * (QUARTER_REGISTERS // (-(-registers // 8) * 8 * 32))
+    limits = {"regs": warps_by_registers // warps,
               "smem": SHARED_BYTES // (shared + SHARED_RESERVED),
               "threads": THREADS // (32 * warps), "programs": PROGRAMS}
     bound = min(limits, key=limits.get)
@@ -195,6 +196,8 @@ def compile_all(args) -> list[dict]:
                 options.update(config.all_kwargs())
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
             label = {k: v for k, v in options.items() if k in LABELS}
+            if any(launch.is_descriptor(value) for value in call_args):     # e.g. the chain pass's TMA snapshots
+                label["descriptors"] = sum(launch.is_descriptor(value) for value in call_args)
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
             if getattr(args, "loop", None) == self.jit.fn.__name__:
                 print_loop(args.loop, label, innermost_loop(compiled.asm["cubin"]))

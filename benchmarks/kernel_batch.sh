@@ -38,8 +38,8 @@
 # find the graphs' slowdown, nsys on `graph-64k` against `baseline` at 32K.
 # Batch 10 (2026-12-02, later): calls launched from recorded plans (call_plans.py, on), checked and timed:
 #   OUT=$OUT STEPS="plans" bash benchmarks/kernel_batch.sh
-# Batch 27 (planned): the chain pass's shapes beside the lists, checked, then timed, in two calls:
-#   OUT=$OUT STEPS="chain_cases" bash benchmarks/kernel_batch.sh;  OUT=$OUT STEPS="chains" bash benchmarks/kernel_batch.sh
+# Batch 27 (planned): the chain pass's shapes beside the lists, checked, then timed, in three calls:
+#   OUT=$OUT STEPS="chain_cases" bash benchmarks/kernel_batch.sh, then STEPS="chains", then STEPS="chains_more"
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}
@@ -53,6 +53,8 @@ LENGTHS=${LENGTHS:-"4096 32768 131072"}
 # The one launch's timeline (benchmarks/launch_timeline.py): these variants at these lengths.
 TIMELINE_VARIANTS=${TIMELINE_VARIANTS:-"baseline chain-only stored"}
 TIMELINE_LENGTHS=${TIMELINE_LENGTHS:-"32768 131072"}
+# The chain pass's shapes (STEPS="chains", "chains_more"): timed at these lengths.
+CHAIN_LENGTHS=${CHAIN_LENGTHS:-"32768 131072"}
 STEPS=${STEPS:-"matrix probe timed"}
 WORK="$OUT/logs"          # under $OUT, so that every step's log comes back even if a later step hangs
 mkdir -p "$WORK"
@@ -118,28 +120,35 @@ if has plans; then
     grep -E "^T=" "$WORK/probe-$name.log" | tee -a "$WORK/summary.txt"
   done
 fi
-# Batch 27 (planned on the CPU, 2026-12-05): the chain pass beside the lists in other shapes, each setting in a
-# process of its own (read at import). STEPS="chain_cases": the GPU cases of the streamed preparation and the
-# transposed chains at the default blocks (16: the older mma) and at blocks of 64 (register operands). STEPS="chains":
-# budget 0.29's backend entry and stage times at CHAIN_LENGTHS (no contenders unless their wheels are unpacked): the
-# default and the streamed preparation; blocks of 64 on the state and on its transpose, streamed or not; the
-# transpose with eight warps; blocks of 32 with eight warps. Each step fits a call of its own.
+# Batch 27 (planned on the CPU, 2026-12-04, late night): the chain pass beside the lists in other shapes, each
+# setting in a process of its own (read at import). STEPS="chain_cases": the GPU cases of the streamed preparation
+# and the transposed chains at the default blocks (16: the older mma) and at blocks of 64 (register operands).
+# STEPS="chains": budget 0.29's backend entry and stage times at CHAIN_LENGTHS (no contenders unless their wheels are
+# unpacked): the default and the streamed preparation (blocks of 16); blocks of 64 on the state and on its transpose,
+# its snapshots stored plainly or by TMA. STEPS="chains_more": the transpose at blocks of 64 with eight warps, both
+# ways; blocks of 32 with eight warps. Each step fits a call of its own. (streamed_transposed waits for both parts to
+# have won alone.)
 if has chain_cases; then
   for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
     name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
-    env $setting timeout 150 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
+    env $setting timeout 270 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
       -k "streamed or transposed or default_takes_the_lists" > "$WORK/check-$name.log" 2>&1
     summary "chain cases $setting rc $? $(grep -E "passed|failed" "$WORK/check-$name.log" | tail -1) at ${SECONDS}s"
     grep -E "FAILED|Error" "$WORK/check-$name.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
   done
 fi
-if has chains; then
-  for run in "SPARSEGDN_CHAIN_BV=16:by_band streamed" "SPARSEGDN_CHAIN_BV=64:by_band transposed streamed_transposed" \
-             "SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed" "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band"; do
+if has chains || has chains_more; then
+  runs=()
+  has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" \
+                       "SPARSEGDN_CHAIN_BV=64:by_band transposed transposed_tma")
+  has chains_more && runs+=("SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed transposed_tma" \
+                            "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band")
+  for run in "${runs[@]}"; do
     setting=${run%%:*}
     name=$(echo "$setting" | tr 'A-Z_= ' 'a-z---')
-    env $setting timeout 120 python benchmarks/kernel_bench.py --configs 0.29/1/score --designs ${run#*:} \
-      --tokens ${CHAIN_LENGTHS:-"16384 32768 131072"} --out "$WORK/bench-$name" > "$WORK/bench-$name.log" 2>&1
+    # 280 s a run: batch 12's kernel_bench took 184 s for two designs at three lengths in a fresh process
+    env $setting timeout 280 python benchmarks/kernel_bench.py --configs 0.29/1/score --designs ${run#*:} \
+      --tokens $CHAIN_LENGTHS --out "$WORK/bench-$name" > "$WORK/bench-$name.log" 2>&1
     summary "kernel_bench $setting (${run#*:}) rc $? at ${SECONDS}s"
     grep -E "^T=" "$WORK/bench-$name.log" | cut -c1-160 | tee -a "$WORK/summary.txt"
   done

@@ -61,14 +61,15 @@ CONFIGS = [SparseConfig(budget=budget, band=band, selector=selector, backend="tr
 # (forward.STREAM_PREPARE; calls that run the one launch are unchanged); "transposed" and "streamed_transposed": by_band
 # and streamed with the chains beside the lists committing on the state's transpose (state_pass.TRANSPOSED), at this
 # process's chain blocks (SPARSEGDN_CHAIN_BV: 64 for the register operands it is meant for, and by_band's chains in
-# that process walk blocks of 64 too). The lists' stage times are indicative only: the
+# that process walk blocks of 64 too); "transposed_tma": transposed with the snapshots stored by TMA
+# (state_pass.TMA_SNAPSHOTS). The lists' stage times are indicative only: the
 # stage hook's events sit between the chain pass and the lists (and no plan serves a hooked call), so the overlap they
 # time is not the timed call's.
 DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "segmented": (True, 64),
            "lists_overlap": (None, 0, "lists"), "one_launch": (None, 0, "one_launch"),
            "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold"),
            "streamed": (None, 0, "stream"), "transposed": (None, 0, "transpose"),
-           "streamed_transposed": (None, 0, "stream_transpose")}
+           "streamed_transposed": (None, 0, "stream_transpose"), "transposed_tma": (None, 0, "transpose_tma")}
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
@@ -79,7 +80,8 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                    "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
                    "stream": (((forward, "STREAM_PREPARE"), True),),
                    "transpose": (((state_pass, "TRANSPOSED"), True),),
-                   "stream_transpose": (((forward, "STREAM_PREPARE"), True), ((state_pass, "TRANSPOSED"), True))}
+                   "stream_transpose": (((forward, "STREAM_PREPARE"), True), ((state_pass, "TRANSPOSED"), True)),
+                   "transpose_tma": (((state_pass, "TRANSPOSED"), True), ((state_pass, "TMA_SNAPSHOTS"), True))}
 _saved_switches = {}        # tag: the values its switches had before the tag's design set them
 DEFAULT_DESIGNS = ("by_band",)
 

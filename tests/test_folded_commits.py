@@ -122,8 +122,9 @@ def test_benchmark_designs_set_and_put_back_the_fold(monkeypatch):
 
 
 def test_benchmark_designs_set_and_put_back_the_transpose(monkeypatch):
-    """kernel_bench's transposed designs turn state_pass.TRANSPOSED on (streamed_transposed also STREAM_PREPARE), and
-    the next design puts back both, also after the streamed design set STREAM_PREPARE under its own tag."""
+    """kernel_bench's transposed designs turn state_pass.TRANSPOSED on (streamed_transposed also STREAM_PREPARE,
+    transposed_tma also TMA_SNAPSHOTS), and the next design puts back what they set, also after the streamed design
+    set STREAM_PREPARE under its own tag."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -131,6 +132,7 @@ def test_benchmark_designs_set_and_put_back_the_transpose(monkeypatch):
     from sparsegdn.triton import forward, state_pass
     monkeypatch.setattr(kernel_bench, "_saved_switches", {})
     monkeypatch.setattr(state_pass, "TRANSPOSED", False)
+    monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", False)
     monkeypatch.setattr(forward, "STREAM_PREPARE", False)
     kernel_bench.set_design(kernel_bench.DESIGNS["streamed_transposed"])
     assert state_pass.TRANSPOSED and forward.STREAM_PREPARE
@@ -138,5 +140,7 @@ def test_benchmark_designs_set_and_put_back_the_transpose(monkeypatch):
     assert state_pass.TRANSPOSED and not forward.STREAM_PREPARE
     kernel_bench.set_design(kernel_bench.DESIGNS["streamed"])
     assert forward.STREAM_PREPARE and not state_pass.TRANSPOSED
+    kernel_bench.set_design(kernel_bench.DESIGNS["transposed_tma"])
+    assert state_pass.TRANSPOSED and state_pass.TMA_SNAPSHOTS and not forward.STREAM_PREPARE
     kernel_bench.set_design(kernel_bench.DESIGNS["by_band"])
-    assert not (state_pass.TRANSPOSED or forward.STREAM_PREPARE)
+    assert not (state_pass.TRANSPOSED or state_pass.TMA_SNAPSHOTS or forward.STREAM_PREPARE)

@@ -643,44 +643,62 @@ def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
     _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], TOLERANCE[torch.bfloat16], "folded")
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["after-prepare", "streamed"])
-def test_gpu_transposed_chains_match_torch(streamed, monkeypatch):
+@pytest.mark.parametrize("streamed,tma", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["after-prepare", "streamed", "after-prepare-tma", "streamed-tma"])
+def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     """state_pass.TRANSPOSED beside the Gluon lists (LISTS_FROM lowered to the case): the publishing chain pass commits
     on the state's transpose, at this process's chain block (SPARSEGDN_CHAIN_BV: 16 by default, the older mma; run it
     again with SPARSEGDN_CHAIN_BV=64 for Hopper's matrix instruction with its left operands in registers), after pass
-    3 or waiting on the streamed preparation's marks. Each call within the torch backend's tolerance given its events
-    and within 1e-3 of the same call on the state itself. The snapshots are poisoned after pass 3 (not streamed: the
-    fill would come between the two passes): a list reading one its chain never stored would show it."""
-    from sparsegdn.triton import forward, state_pass
+    3 or waiting on the streamed preparation's marks, the snapshots stored plainly or by TMA (state_pass.TMA_SNAPSHOTS:
+    each run of commits waits for its bulk stores before publishing). Seed 0 runs under the stage hook (it syncs
+    between the passes: a fault names its pass); seeds 1-3 run as a real call does, the lists waiting on the chains'
+    counts (and the chains on pass 3's marks, streamed): seed 1 recorded, seeds 2 and 3 replayed from its plans (the
+    TMA descriptor remade around each call's snapshots). Each call within the torch backend's tolerance given its events and within
+    1e-3 of the same call on the state itself; the launches' switches are checked. The snapshots are poisoned after
+    pass 3 (not streamed: the fill would come between the two passes): a list reading one its chain never stored
+    would show it."""
+    from sparsegdn.triton import call_plans, forward, state_pass
     made = _list_outputs_on(monkeypatch, by_default=True)
     monkeypatch.setattr(forward, "LISTS_FROM", 1)
     monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
     monkeypatch.setattr(forward, "STREAM_PREPARE", streamed)
     monkeypatch.setattr(state_pass, "POISON", not streamed)
+    monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", tma)
     taken, real_launch = [], state_pass.launch_publishing_chains
+    descriptor = 1 + state_pass.state_pass_kernel.fn.arg_names.index("snapshot_desc")     # after the grid
 
     def spy(*args, **kwargs):
-        taken.append(kwargs["TRANSPOSED"])
+        taken.append((kwargs["TRANSPOSED"], kwargs["STREAMED"], args[descriptor] is not None))
         return real_launch(*args, **kwargs)
     monkeypatch.setattr(state_pass, "launch_publishing_chains", spy)
-    for seed in range(2):
-        inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=seed == 1,
-                               device="cuda", seed=40 + seed)
-        out = _off_then_on(monkeypatch, state_pass, "TRANSPOSED", inputs)
+    replays = []
+    monkeypatch.setattr(call_plans, "run",
+                        lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
+    call_plans.clear()
+    for seed in range(4):
+        inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=True, device="cuda",
+                               seed=40 + seed)
+        out = _off_then_on(monkeypatch, state_pass, "TRANSPOSED", inputs, hooked=seed == 0)
         _switched_matches_torch(inputs, out[True], out[False], 1e-3, f"transposed, seed {seed}")
-    assert taken == [False, True, False, True] and made, (taken, made)
+    # launched (through the spy): seed 0 under the hook and seed 1 recorded; replayed: seeds 2 and 3
+    assert taken == [(False, streamed, False), (True, streamed, tma)] * 2 and made, (taken, made)
+    assert len(replays) == 4, len(replays)
 
 
-def _off_then_on(monkeypatch, module, name, inputs):
+def _off_then_on(monkeypatch, module, name, inputs, hooked=True):
     """{False: the call, True: the call}, with module.name set to each (budget 0.29, band 1, `score`, the final state
-    asked for, the stage hook's guard), of inputs (q, k, v, g, beta, initial state)."""
+    asked for), of inputs (q, k, v, g, beta, initial state); hooked: under the stage hook's guard (a sync after each
+    pass), else as a real call runs, its passes overlapping where they do."""
     q, k, v, g, beta, s0 = inputs
     options = dict(initial_state=s0, output_final_state=True, budget=0.29, selector="score", band=1)
     out = {}
     for value in (False, True):
         monkeypatch.setattr(module, name, value)
-        out[value] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
-            q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+        if hooked:
+            out[value] = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
+                q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
+        else:
+            out[value] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", **options)
     return out
 
 

@@ -479,13 +479,17 @@ def test_one_launch_refuses_a_publish_interval_below_one(monkeypatch):
 
 
 @small_shapes
-@pytest.mark.parametrize("dtype,chain_bv", [(torch.float32, 16), (torch.bfloat16, 32), (torch.float32, 8)],
-                         ids=["float32-bv16", "bfloat16-bv32", "float32-bv8"])
-def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, monkeypatch):
+@pytest.mark.parametrize("dtype,chain_bv,segment,warm_up", [(torch.float32, 16, 0, 0.0), (torch.bfloat16, 32, 0, 0.0),
+                                                            (torch.float32, 64, 3, 0.0), (torch.float32, 16, 3, 0.0),
+                                                            (torch.bfloat16, 16, 4, 20.0)],
+                         ids=["float32-bv16", "bfloat16-bv32", "float32-bv64-segments", "float32-bv16-segments",
+                              "bfloat16-bv16-warm-up"])
+def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, segment, warm_up, monkeypatch):
     """state_pass.TRANSPOSED (the publishing chain pass on the state's transpose, commit_transposed: u added through
     an identity product, S^T w^T and v_new^T k_commit): the same snapshots, final state and progress counts as the
-    chains on the state itself, up to the products' order of summation; refused nowhere, taken only where the
-    chains are unpaired and unfolded (transposed_chains)."""
+    chains on the state itself, up to the products' order of summation, whole or in segments entered from
+    segment_scan's states or a warm-up (walked on the state itself, then transposed); taken only where the chains
+    are unpaired and unfolded (transposed_chains). Blocks of 64 are wider than the value head here (masked)."""
     from sparsegdn.triton import state_pass
     from sparsegdn.triton.chunk_loads import NUM_FLAGS
     from sparsegdn.triton.event_prepare import event_prepare
@@ -505,13 +509,31 @@ def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, monkeypatch):
     w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
                                    num_value_heads=value_heads, num_chunks=n_chunks, band=1)
     runs = {}
-    for transposed in (False, True):
+    cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
+    assert cut == segment, "a segmented case that walks whole chains"
+    options = dict(store_final=True, publish=3, segment=segment, warm_up=warm_up)
+    described, real_launch = [], state_pass.launch_publishing_chains
+    descriptor = 1 + state_pass.state_pass_kernel.fn.arg_names.index("snapshot_desc")     # after the grid
+
+    def spy(*args, **kwargs):
+        described.append(args[descriptor] is not None)
+        return real_launch(*args, **kwargs)
+    monkeypatch.setattr(state_pass, "launch_publishing_chains", spy)
+    for transposed, tma in ((False, False), (True, False), (True, True)):
         monkeypatch.setattr(state_pass, "TRANSPOSED", transposed)
-        progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, 0), dtype=torch.int32,
+        monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", tma)
+        progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, cut), dtype=torch.int32,
                                device=DEVICE)
-        snapshots, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True,
-                                                 progress=progress, publish=3)
-        runs[transposed] = snapshots.float(), final, progress
+        snapshots, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress, **options)
+        runs[transposed + tma] = snapshots.float(), final, progress
+    # TMA_SNAPSHOTS: the same snapshots through the descriptor's tiles where its blocks fit the value head (here
+    # blocks of 16 and 32 do, 64 do not: the plain stores stay), bit for bit
+    used = [int(schedule.per_head[b].sum()) + value_heads for b in range(batch)]
+    assert described == [False, False, chain_bv <= value_dim], described
+    for b in range(batch):
+        assert torch.equal(runs[2][0][b, :used[b]], runs[1][0][b, :used[b]])
+    assert torch.equal(runs[2][1], runs[1][1]) and torch.equal(runs[2][2], runs[1][2])
+    monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", False)
     assert state_pass.transposed_chains(False, False) and not state_pass.transposed_chains(True, False) \
         and not state_pass.transposed_chains(False, True)
     tolerance = 1e-6        # the interpreter sums both orders alike (0.0 when written); a GPU need not
@@ -523,8 +545,8 @@ def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, monkeypatch):
     assert int(flags.sum()) == 0
     # the transposed commits are what ran: with them broken, the final state is another
     monkeypatch.setattr(state_pass, "commit_transposed", _broken_commit)
-    broken = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, store_final=True, publish=3,
-                                   progress=torch.zeros_like(runs[True][2]))[1]
+    broken = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=torch.zeros_like(runs[True][2]),
+                                   **options)[1]
     assert rel_err(broken, runs[False][1]) > 0.1
 
 
@@ -533,17 +555,34 @@ def _broken_commit(state_t, decay, chunk_decay, w, u, k_commit):
     return state_t * 0.0
 
 
-@pytest.mark.parametrize("name,value", [("SPARSEGDN_CHAIN_BV", "48"), ("SPARSEGDN_CHAIN_BV", "128"),
-                                        ("SPARSEGDN_CHAIN_WARPS", "3")])
-def test_chain_pass_settings_refuse_what_they_do_not_launch(name, value):
+def test_lists_refuse_counts_of_another_width(monkeypatch):
+    """forward.check_progress_layout: the Gluon lists took the chain pass's block at import (their waits' layout); a
+    block changed after it (a probe setting state_pass.PROGRESS_BV) is refused before any launch, not waited on."""
+    from sparsegdn.triton import forward, state_pass
+    forward.check_progress_layout()
+    monkeypatch.setattr(state_pass, "PROGRESS_BV", 2 * state_pass.PROGRESS_BV)
+    with pytest.raises(RuntimeError, match="SPARSEGDN_CHAIN_BV before the import"):
+        forward.check_progress_layout()
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"SPARSEGDN_CHAIN_BV": "48"}, "SPARSEGDN_CHAIN_BV=48"), ({"SPARSEGDN_CHAIN_BV": "128"}, "SPARSEGDN_CHAIN_BV=128"),
+    ({"SPARSEGDN_CHAIN_WARPS": "3"}, "SPARSEGDN_CHAIN_WARPS=3"),
+    ({"SPARSEGDN_CHAIN_TRANSPOSED": "1", "SPARSEGDN_CHAIN_BV": "8"}, "SPARSEGDN_CHAIN_TRANSPOSED=1 needs"),
+    ({"SPARSEGDN_CHAIN_TMA_SNAPSHOTS": "1", "SPARSEGDN_CHAIN_TRANSPOSED": "0"},
+     "SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs")],
+    ids=["bv48", "bv128", "warps3", "transposed-bv8", "tma-untransposed"])
+def test_chain_pass_settings_refuse_what_they_do_not_launch(settings, message):
     """The publishing chain pass's settings are read once, at import (list_output's waits read the same counts'
-    layout): a width or warp count outside the launched ones stops the import with the setting named."""
+    layout): a width or warp count outside the launched ones, the transposed commits on blocks narrower than a GPU's
+    products take (the identity product's inner size is the block), or TMA snapshots without the transposed commits
+    that store them, stop the import with the setting named."""
     import os
     import subprocess
     import sys
     result = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.state_pass"], capture_output=True,
-                            text=True, env={**os.environ, "TRITON_INTERPRET": "1", name: value}, timeout=300)
-    assert result.returncode != 0 and f"ValueError: {name}={value}" in result.stderr, result.stderr[-2000:]
+                            text=True, env={**os.environ, "TRITON_INTERPRET": "1", **settings}, timeout=300)
+    assert result.returncode != 0 and f"ValueError: {message}" in result.stderr, result.stderr[-2000:]
 
 
 @small_shapes

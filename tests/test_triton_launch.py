@@ -97,6 +97,24 @@ def test_first_call_of_a_key_goes_through_triton_then_straight_to_the_compiled_k
     assert launched[9:] == (x, 10, 0.25, 64, 7, 1)      # every parameter, in signature order
 
 
+def test_a_tma_descriptor_argument_is_keyed_by_its_kind_and_block_and_passed_as_each_call_gives_it(fast):
+    """A host TMA descriptor (the chain pass's TMA snapshots) passed positionally: keyed like Triton keys it, not
+    hashed, and each call launches with its own descriptor (a plan that kept the first call's would store into that
+    call's memory)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    kernel = FakeKernel()
+    launcher = launch.Launcher(kernel)
+    first, second = torch.zeros(64, 32), torch.zeros(128, 32)
+    described = [TensorDescriptor.from_tensor(x, [16, 32]) for x in (first, second)]
+    launcher((3,), described[0], 10, 0.5, BLOCK=64)
+    launcher((3,), described[1], 10, 0.5, BLOCK=64)     # same kind, dtype and block: the same key
+    assert len(kernel.triton_calls) == 1
+    (launched,) = kernel.compiled.launches
+    assert launched[9] is described[1]
+    launcher((3,), TensorDescriptor.from_tensor(second, [32, 32]), 10, 0.5, BLOCK=64)      # another block
+    assert len(kernel.triton_calls) == 2
+
+
 def test_a_new_key_asks_triton_again(fast):
     kernel = FakeKernel()
     launcher = launch.Launcher(kernel)

@@ -214,6 +214,7 @@ def design_switches() -> tuple:
             STREAM_PREPARE, event_prepare_module.STREAM_PROGRAMS, event_prepare_module.STREAM_MAXNREG,
             state_pass_module.FOLD_MAX_KEY_DIM, state_pass_module.STREAMED_STAGES, state_pass_module.PROGRESS_STAGES,
             state_pass_module.PROGRESS_BV, state_pass_module.PROGRESS_WARPS, state_pass_module.TRANSPOSED,
+            state_pass_module.TMA_SNAPSHOTS,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
@@ -256,6 +257,15 @@ def folded_commits(paired: bool, n_chunks: int, key_dim: int, warm_up: float, dt
     maps = state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, key_dim, warm_up) and not warm_up > 0
     fits = not on_gpu or (dtype != torch.float32 and key_dim <= state_pass_module.FOLD_MAX_KEY_DIM)
     return FOLD_COMMITS and not paired and not maps and fits
+
+
+def check_progress_layout():
+    """Raises unless the Gluon lists wait on the progress counts' layout the chain pass publishes (state_pass's
+    PROGRESS_BV, which list_output took at import): a lists kernel waiting on other counts could spin forever."""
+    if list_output_module.PROGRESS_COLUMNS.value != state_pass_module.PROGRESS_BV:
+        raise RuntimeError(f"the lists wait on counts of {list_output_module.PROGRESS_COLUMNS.value} value columns, "
+                           f"the chain pass publishes them every {state_pass_module.PROGRESS_BV}: set "
+                           "SPARSEGDN_CHAIN_BV before the import, not state_pass.PROGRESS_BV after it")
 
 
 def streams_preparation(lists, segment: int, paired: bool) -> bool:
@@ -315,6 +325,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     lists = make_lists() if lists_wanted and overlap_lists else None
     progress, segment, ready = None, 0, None
     if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
+        check_progress_layout()
         if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
             segment = COMMIT_SEGMENT
         progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),

@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 import triton.language.extra.cuda as cuda_extra
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, INTERPRET, any_2d, cdiv, length_bucket,
                           mma, mma_into, not_finite, padded, raise_flag, round_to)
@@ -73,6 +74,18 @@ if PROGRESS_BV not in (8, 16, 32, 64):
 # BV 16 has two of each), but its snapshot leaves through eight shared-memory rounds of two barriers each (16 barriers
 # against 5); with eight warps, 6 barriers. Off (not yet timed on a GPU); SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
 TRANSPOSED = os.environ.get("SPARSEGDN_CHAIN_TRANSPOSED", "0") == "1"
+if TRANSPOSED and PROGRESS_BV < 16:       # the identity product's inner size is BV: a GPU's products need 16
+    raise ValueError(f"SPARSEGDN_CHAIN_TRANSPOSED=1 needs SPARSEGDN_CHAIN_BV of at least 16, got {PROGRESS_BV}")
+# With TRANSPOSED, each snapshot stored by the tensor memory accelerator (TMA) from one shared-memory tile, not by
+# Triton's conversion to coalesced stores (eight shared-memory rounds of two barriers at BV 64, four warps): compiled
+# for sm_90 one round of eight STSM, a fence and a barrier, then UTMASTG (analysis/results/overlap/batch27). Each run of
+# PUBLISH commits then waits for its stores to complete before publishing (publish's BULK_STORES), and where the
+# snapshots' shape does not allow the tiles (snapshot_descriptor: a key head narrower than its block, a value head not
+# a whole number of blocks) the plain stores stay. Off (not yet timed on a GPU); SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1.
+TMA_SNAPSHOTS = os.environ.get("SPARSEGDN_CHAIN_TMA_SNAPSHOTS", "0") == "1"
+if TMA_SNAPSHOTS and not TRANSPOSED:
+    raise ValueError("SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs SPARSEGDN_CHAIN_TRANSPOSED=1 (the transposed commits store "
+                     "their snapshots by TMA)")
 PROGRESS_WARPS = int(os.environ.get("SPARSEGDN_CHAIN_WARPS", "4"))
 if PROGRESS_WARPS not in (1, 2, 4, 8):
     raise ValueError(f"SPARSEGDN_CHAIN_WARPS={PROGRESS_WARPS}: 1, 2, 4 or 8 warps a chain program")
@@ -139,8 +152,9 @@ def commit_transposed(state_t, decay, chunk_decay, w, u, k_commit):
     the products' left operands, which Hopper's matrix instruction reads from registers when they have at least 64
     rows (blocks of 64 value columns): the state and v_new then make no shared-memory round trip and need no barrier
     between the two products (commit reads both as right operands, from shared memory). u^T enters as the product
-    I u^T (exact): as a right operand the loop's pipeliner copies it into shared memory ahead, as it does w and k;
-    loaded into the accumulator instead it was a plain load in every commit (compile_report, sm_90)."""
+    I u^T (exact for 16-bit lists; float32 ones go through tf32x3 products on a GPU, which keep ~22 of u's 24 bits):
+    as a right operand the loop's pipeliner copies it into shared memory ahead, as it does w and k; loaded into the
+    accumulator instead it was a plain load in every commit (compile_report, sm_90)."""
     state_t = state_t * decay
     columns = tl.arange(0, state_t.shape[0])
     identity = round_to((columns[:, None] == columns[None, :]).to(tl.float32), w.dtype)    # exact in any dtype
@@ -255,10 +269,12 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                progress_ptr, NC, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr, PUBLISH: tl.constexpr,
                PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, ready_ptr,
-               STREAMED: tl.constexpr, TRANSPOSED: tl.constexpr = False):
+               STREAMED: tl.constexpr, TRANSPOSED: tl.constexpr = False, snapshot_desc=None):
     """The commits of value block i_v of head pair `row`'s `segment` (the state pass's program).
 
-    TRANSPOSED (not PAIRED, not FOLDED): the commits carry the state's transpose (commit_run, commit_transposed).
+    TRANSPOSED (not PAIRED, not FOLDED): the commits carry the state's transpose (commit_run, commit_transposed);
+    with `snapshot_desc` (TMA_SNAPSHOTS, PUBLISH > 0) their snapshots are stored by TMA, and each run's stores complete
+    before its count is published.
 
     STREAMED (with PUBLISH, whole unpaired chains): the events are being prepared while the chain walks
     (event_prepare's streamed); before each run of PUBLISH commits the program waits until their slots are marked
@@ -284,6 +300,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
     tl.static_assert(not FOLDED or (not PAIRED and (WARM_UP > 0 or not HAS_STARTS)))
     tl.static_assert(not STREAMED or (PUBLISH > 0 and not PAIRED and not HAS_STARTS))
     tl.static_assert(not TRANSPOSED or not (PAIRED or FOLDED))
+    tl.static_assert(snapshot_desc is None or (TRANSPOSED and PUBLISH > 0))
     count = tl.load(per_head_ptr + row).to(tl.int64)
     begin, end, n_segments = segment_bounds(count, segment, SEGMENT)
     b = row // HV
@@ -319,6 +336,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # comes from another load: decays read through event_chunks kept every load one commit ahead
         # (compile_report --dump, 2026-12-01), hence Schedule.event_decays by slot. Publishing (a barrier
         # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
+        if TRANSPOSED:      # the runs carry S^T (commit_run), transposed once here and once after them
+            state = tl.trans(state)
         if PUBLISH > 0:
             counter = progress_row(row, segment, NC, SEGMENT, HAS_STARTS)
             for run in range(begin, end, PUBLISH):
@@ -326,13 +345,17 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                     wait_prepared(ready_ptr, b * E + first, run, tl.minimum(run + PUBLISH, end))
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
-                                   state_offsets, state_mask, PAIRED, FOLDED, TRANSPOSED)
-                publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1)
+                                   state_offsets, state_mask, PAIRED, FOLDED, TRANSPOSED, snapshot_desc,
+                                   b * (E + HV) + first + hv + begin, (i_v * BV).to(tl.int32))
+                publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1,
+                        snapshot_desc is not None)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         else:
             state = commit_run(state, begin, end, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr,
                                snapshot, snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED,
                                FOLDED, TRANSPOSED)
+        if TRANSPOSED:
+            state = tl.trans(state)
 
         if STORE_FINAL and segment == n_segments - 1:
             state = state * tl.exp(tl.load(final_log_decay_ptr + row))
@@ -343,10 +366,14 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
 @triton.jit
 def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, snapshot,
                snapshot_ptr, E, K, V, ck, cv, rows, state_offsets, state_mask, PAIRED: tl.constexpr,
-               FOLDED: tl.constexpr, TRANSPOSED: tl.constexpr = False):
+               FOLDED: tl.constexpr, TRANSPOSED: tl.constexpr = False, snapshot_desc=None, snapshot_row=0,
+               column=0):
     """Events start .. stop - 1 of the chain, each stored as its snapshot (`snapshot`: the one before `begin`).
 
-    TRANSPOSED (not PAIRED, not FOLDED): the loop carries the state's transpose (commit_transposed).
+    TRANSPOSED (not PAIRED, not FOLDED): `state` is the state's transpose S^T [BV, BK], and so is the result
+    (commit_transposed; walk_chain transposes once before its runs and once after). With `snapshot_desc`
+    (TMA_SNAPSHOTS) each snapshot is stored by TMA as the tile at rows (snapshot_row + its index) * K, columns
+    `column` of the snapshots seen as [rows, V].
 
     PAIRED: two at a time from `start`, which must be even (pairs are (0, 1), (2, 3), ... of the head pair,
     as commit_pairs.pair_prepare rewrote them). An odd last event is walked inside the same loop, paired with
@@ -364,16 +391,18 @@ def commit_run(state, start, stop, begin, b, first, w_ptr, u_ptr, k_commit_ptr, 
             after_first, state = commit_pair(state, d1, c1, w1, u1, k1, d2, c2, w2, u2, k2)
             store_snapshot(snapshot, i - begin + 1, after_first, snapshot_ptr, K, V, state_offsets, state_mask)
             store_snapshot(snapshot, i - begin + 2, state, snapshot_ptr, K, V, state_offsets, state_mask & second)
-    elif TRANSPOSED:
-        state_t = tl.trans(state)
+    elif TRANSPOSED:         # `state` is S^T here, and so is what the run returns
         offsets_t = cv[:, None] + ck[None, :] * V          # the snapshots' [K, V] addresses of the transpose
         mask_t = (cv < V)[:, None] & (ck < K)[None, :]
         for i in range(start, stop):
             decay, chunk_decay, w, u, k = load_event(i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K,
                                                      V, ck, cv, rows)
-            state_t = commit_transposed(state_t, decay, chunk_decay, w, u, k)
-            store_snapshot(snapshot, i - begin + 1, state_t, snapshot_ptr, K, V, offsets_t, mask_t)
-        state = tl.trans(state_t)
+            state = commit_transposed(state, decay, chunk_decay, w, u, k)
+            if snapshot_desc is None:
+                store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, offsets_t, mask_t)
+            else:
+                snapshot_desc.store([((snapshot_row + i - begin + 1) * K).to(tl.int32), column],
+                                    tl.trans(round_to(state, snapshot_ptr.dtype.element_ty)))
     else:
         for i in range(start, stop):
             state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
@@ -387,6 +416,15 @@ def store_snapshot(snapshot, index, state, snapshot_ptr, K, V, state_offsets, st
     """This program's block of `state` as snapshot `index` after `snapshot` (in the snapshots' dtype)."""
     tl.store(snapshot + index * K * V + state_offsets, round_to(state, snapshot_ptr.dtype.element_ty),
              mask=state_mask)
+
+
+@triton.jit
+def bulk_stores_complete():
+    """cp.async.bulk.wait_group 0 (this thread's TMA stores written to global memory), then fence.proxy.async.global
+    (those writes ordered before the generic proxy's release that follows). Nothing under the interpreter."""
+    if not INTERPRET:
+        tl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;\n\tmov.b32 $0, $1;",
+                                  "=r,r", [tl.zeros([1], dtype=tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -415,8 +453,12 @@ def progress_row(row, segment, NC, SEGMENT, SEGMENTED: tl.constexpr):
 
 
 @triton.jit
-def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
-    """progress[row, i_v] = `stored` snapshots, visible after this program's snapshot stores."""
+def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, BULK_STORES: tl.constexpr = False):
+    """progress[row, i_v] = `stored` snapshots, visible after this program's snapshot stores. BULK_STORES (snapshots
+    stored by TMA, an asynchronous proxy): every thread first waits for its bulk stores to complete (not only to
+    have read shared memory) and fences the asynchronous proxy's global writes before the release."""
+    if BULK_STORES:
+        bulk_stores_complete()
     tl.debug_barrier()
     value = (stored + tl.zeros([], dtype=tl.int64)).to(tl.int32)      # `stored` may be a Python int (interpreter)
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
@@ -428,7 +470,8 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
 @triton.jit
 def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_ptr, per_head_ptr,
                       final_log_decay_ptr, initial_state_ptr, snapshot_ptr, final_state_ptr, flags_ptr, starts_ptr,
-                      progress_ptr, ready_ptr, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V, BK: tl.constexpr,
+                      progress_ptr, ready_ptr, snapshot_desc, NC, LENGTH_BUCKET, E, SEGMENT, HV: tl.constexpr, K, V,
+                      BK: tl.constexpr,
                       BV: tl.constexpr, HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr, HAS_STARTS: tl.constexpr,
                       PAIRED: tl.constexpr, WARM_UP: tl.constexpr, FOLDED: tl.constexpr, PUBLISH: tl.constexpr,
                       STREAMED: tl.constexpr, TRANSPOSED: tl.constexpr):
@@ -439,7 +482,8 @@ def state_pass_kernel(w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, first_event_
     walk_chain(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2), w_ptr, u_ptr, k_commit_ptr,
                event_decays_ptr, first_event_ptr, per_head_ptr, final_log_decay_ptr, initial_state_ptr, snapshot_ptr,
                final_state_ptr, flags_ptr, starts_ptr, progress_ptr, NC, E, SEGMENT, HV, K, V, BK, BV, HAS_INITIAL,
-               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED, TRANSPOSED)
+               STORE_FINAL, HAS_STARTS, PUBLISH, PAIRED, WARM_UP, FOLDED, ready_ptr, STREAMED, TRANSPOSED,
+               snapshot_desc)
     if STREAMED:        # launched as the streamed preparation's dependent: the program that ends last waits for it
         done = ready_ptr + (tl.num_programs(1) // HV) * E       # after the B x E marks (ready_marks_shape)
         last_waits_for_prior_grid(done, tl.num_programs(0) * tl.num_programs(1) * tl.num_programs(2))
@@ -514,6 +558,8 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
         raise ValueError("state_pass: streamed events (ready) need progress counts and whole unpaired chains")
     if ready is not None:
         check_ready(ready, schedule, "state_pass")
+    if progress is not None and transposed_chains(paired, folded) and PROGRESS_BV < 16:     # a probe's setting
+        raise ValueError(f"state_pass: transposed chains need blocks of at least 16 columns, got {PROGRESS_BV}")
     if segmented and not warm_up > 0:
         from .segment_scan import segment_starts
         starts = segment_starts(w, u, k_commit, schedule, initial_state, flags, segment=segment)
@@ -529,7 +575,10 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     arguments = (grid, w, u, k_commit, schedule.event_decays, schedule.first_event, schedule.per_head,
                  schedule.final_log_decay, initial_state if initial_state is not None else snapshots, snapshots,
                  final_state, flags, starts if starts is not None else snapshots,
-                 progress if progress is not None else flags, ready if ready is not None else flags, n_chunks,
+                 progress if progress is not None else flags, ready if ready is not None else flags,
+                 # positional: the launcher keys it by kind and block (launch.argument_key) and takes each call's own
+                 snapshot_descriptor(snapshots) if progress is not None and tma_snapshots(paired, folded) else None,
+                 n_chunks,
                  length_bucket(n_chunks), n_events, segment,
                  heads, key_dim, value_dim)
     constants = dict(BK=padded(key_dim), HAS_INITIAL=initial_state is not None, STORE_FINAL=store_final,
@@ -545,8 +594,28 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
     return snapshots, (final_state if store_final else None)
 
 
+def tma_snapshots(paired, folded) -> bool:
+    """Whether the publishing chain pass stores its snapshots by TMA (TMA_SNAPSHOTS, with transposed_chains), where
+    snapshot_descriptor allows it."""
+    return TMA_SNAPSHOTS and transposed_chains(paired, folded)
+
+
+def snapshot_descriptor(snapshots):
+    """The TMA descriptor of the snapshots [B, E + HV, K, V] seen as [B (E + HV) K, V] rows, tiles of [K, PROGRESS_BV]:
+    None where a tile would reach past its snapshot (K not a block size: padded(K) > K), a value head is not a whole
+    number of blocks, or the rows are not 16-byte aligned (the plain stores then stay)."""
+    key_dim, value_dim = snapshots.shape[-2:]
+    rows = snapshots.numel() // value_dim
+    if (padded(key_dim) != key_dim or value_dim % PROGRESS_BV or (value_dim * snapshots.element_size()) % 16
+            or snapshots.data_ptr() % 16 or rows >= 2 ** 31):
+        return None
+    flat = snapshots.view(rows, value_dim)
+    return TensorDescriptor(flat, [rows, value_dim], [value_dim, 1], [key_dim, PROGRESS_BV])
+
+
 def transposed_chains(paired, folded) -> bool:
-    """Whether the publishing chain pass commits on the state's transpose (TRANSPOSED): unpaired, unfolded chains."""
+    """Whether the publishing chain pass commits on the state's transpose (TRANSPOSED, refused at import with blocks
+    under 16 columns): unpaired, unfolded chains."""
     return TRANSPOSED and not paired and not folded
 
 
