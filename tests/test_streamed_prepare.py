@@ -104,3 +104,56 @@ def test_streamed_preparation_is_taken_only_beside_the_lists(monkeypatch):
         monkeypatch.setattr(forward, "OVERLAP", overlap)
         sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, budget=0.5, backend="triton")
     assert seen == [None, None]
+
+
+class _ListsStandIn:
+    """list_output.ListCall as forward uses it (the Gluon lists cannot run in the interpreter): its outputs zeros,
+    its calls recorded."""
+
+    made = []
+
+    def __init__(self, q, k, v, *args, out_dtype, overlap, **options):
+        self.overlap, self.shape, self.dtype, self.calls = overlap, (*v.shape[:3], v.shape[-1]), out_dtype, []
+        _ListsStandIn.made.append(self)
+
+    def own(self):
+        self.calls.append("own")
+
+    def with_state(self, snapshots, progress=None, segment=0):
+        self.calls.append(("with_state", progress is not None, segment))
+        return torch.zeros(self.shape, dtype=self.dtype)
+
+
+@small_shapes
+@pytest.mark.parametrize("stream", [False, True], ids=["after-prepare", "streamed"])
+def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch):
+    """forward's route where the Gluon lists run beside the chain pass (lists_by_default, taken on an H200 for long
+    calls), with the lists stood in for: the conditions are not asked again after pass 1, the lists are made before
+    pass 3 with progress counts, pass 3 is streamed where STREAM_PREPARE says so, and the chain pass that publishes
+    (and, streamed, waits on the marks) leaves the final state bit for bit as the two launches' state pass does."""
+    from sparsegdn.triton import event_prepare as event_prepare_module
+    from sparsegdn.triton import forward, list_output
+    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 32, dtype=torch.float32, seed=7, initial_state=True)
+    options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton")
+    monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
+    _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+
+    def asked_again(*args, **kwargs):
+        raise AssertionError("list_output.eligible asked after pass 1 on the default route")
+    streamed, real_prepare = [], event_prepare_module.event_prepare
+
+    def spy(*args, **kwargs):
+        streamed.append(kwargs.get("streamed") is not None)
+        return real_prepare(*args, **kwargs)
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    monkeypatch.setattr(forward, "STREAM_PREPARE", stream)
+    monkeypatch.setattr(forward, "lists_by_default", lambda *args, **kwargs: True)
+    monkeypatch.setattr(forward, "event_prepare", spy)
+    monkeypatch.setattr(list_output, "eligible", asked_again)
+    monkeypatch.setattr(list_output, "ListCall", _ListsStandIn)
+    _ListsStandIn.made = []
+    o, state, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    (lists,) = _ListsStandIn.made
+    assert lists.overlap and lists.calls == ["own", ("with_state", True, 0)], lists.calls
+    assert streamed == [stream]
+    assert torch.equal(state, plain) and not o.any()
