@@ -312,10 +312,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     # The two launches' lists, progress counts and streamed marks are made before pass 3: no kernel may come between
     # a streamed preparation and the chain pass it lets start early (STREAM_PREPARE).
     overlap_lists = list_output_module.OVERLAP_LISTS or by_lists
-    # by_lists checked the same conditions before pass 1 (lists_by_default: the vectors are then stored, Tinv stored
-    # by band): asked again only where a switch wants the lists
     lists_wanted = not one_launch and (list_output_module.LIST_OUTPUTS or by_lists) \
-        and (by_lists or list_output_module.eligible(q, k, v, t_inv, vectors, k.dtype, band) is None)
+        and list_output_module.eligible(q, k, v, t_inv, vectors, k.dtype, band) is None
 
     def make_lists():
         return list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
