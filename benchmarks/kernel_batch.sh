@@ -129,25 +129,34 @@ fi
 # ways; blocks of 32 with eight warps. Each step fits a call of its own. (streamed_transposed waits for both parts to
 # have won alone.)
 if has chain_cases; then
+  # The two settings side by side (two processes on the one GPU: these are checks, not times), one bound for both.
   for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
     name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
-    env $setting timeout 270 python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
-      -k "streamed or transposed or default_takes_the_lists" > "$WORK/check-$name.log" 2>&1
-    summary "chain cases $setting rc $? $(grep -E "passed|failed" "$WORK/check-$name.log" | tail -1) at ${SECONDS}s"
+    env $setting timeout ${CASES_LIMIT:-270} python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
+      -k "streamed or transposed or default_takes_the_lists" > "$WORK/check-$name.log" 2>&1 &
+  done
+  wait
+  for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
+    name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
+    summary "chain cases $setting $(grep -E "passed|failed" "$WORK/check-$name.log" | tail -1) at ${SECONDS}s"
     grep -E "FAILED|Error" "$WORK/check-$name.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
   done
 fi
 if has chains || has chains_more; then
   runs=()
-  has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" \
+  # CHAIN_RUNS="setting:designs;setting:designs" names the runs itself (settings space-separated inside one run).
+  if [ -n "${CHAIN_RUNS:-}" ]; then
+    IFS=';' read -r -a runs <<< "$CHAIN_RUNS"
+  fi
+  [ -z "${CHAIN_RUNS:-}" ] && has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" \
                        "SPARSEGDN_CHAIN_BV=64:by_band transposed transposed_tma")
-  has chains_more && runs+=("SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed transposed_tma" \
+  [ -z "${CHAIN_RUNS:-}" ] && has chains_more && runs+=("SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed transposed_tma" \
                             "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band")
   for run in "${runs[@]}"; do
     setting=${run%%:*}
     name=$(echo "$setting" | tr 'A-Z_= ' 'a-z---')
     # 280 s a run: batch 12's kernel_bench took 184 s for two designs at three lengths in a fresh process
-    env $setting timeout 280 python benchmarks/kernel_bench.py --configs 0.29/1/score --designs ${run#*:} \
+    env $setting timeout ${CHAIN_LIMIT:-280} python benchmarks/kernel_bench.py --configs 0.29/1/score --designs ${run#*:} \
       --tokens $CHAIN_LENGTHS --out "$WORK/bench-$name" > "$WORK/bench-$name.log" 2>&1
     summary "kernel_bench $setting (${run#*:}) rc $? at ${SECONDS}s"
     grep -E "^T=" "$WORK/bench-$name.log" | cut -c1-160 | tee -a "$WORK/summary.txt"
