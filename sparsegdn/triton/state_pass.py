@@ -63,7 +63,7 @@ WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backwar
 # and each of a head pair's V / PROGRESS_BV programs reads the same w and k_commit tiles every commit, so fewer and
 # wider programs are worth timing there (SPARSEGDN_CHAIN_BV, SPARSEGDN_CHAIN_WARPS; read once, at import, so that
 # list_output's waits read the same counts' layout).
-PROGRESS_BV = int(os.environ.get("SPARSEGDN_CHAIN_BV", "16"))
+PROGRESS_BV = int(os.environ.get("SPARSEGDN_CHAIN_BV", "32"))
 if PROGRESS_BV not in (8, 16, 32, 64):
     raise ValueError(f"SPARSEGDN_CHAIN_BV={PROGRESS_BV}: 8, 16, 32 or 64 value columns a chain program")
 # The publishing chain pass's commits on the state's transpose (commit_transposed: both products with their left
