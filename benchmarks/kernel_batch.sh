@@ -40,6 +40,9 @@
 #   OUT=$OUT STEPS="plans" bash benchmarks/kernel_batch.sh
 # Batch 27 (planned): the chain pass's shapes beside the lists, checked, then timed, in three calls:
 #   OUT=$OUT STEPS="chain_cases" bash benchmarks/kernel_batch.sh, then STEPS="chains", then STEPS="chains_more"
+# Batch 28 (analysis/results/overlap/batch28, 2026-12-05): every chain case passed at 16 and 64 (and the lists' route
+# at 32); blocks of 32 won (entry -4 to -5% from 16K) and are the default; the transposed commits, TMA snapshots, 8
+# and 2 warps and the streamed preparation lost. CHAIN_RUNS names runs of its own (see GPU_RUNBOOK.md section 1).
 set -u
 OUT=${OUT:-runs/kernel-batch}
 VARIANTS=${VARIANTS:-"separate"}

@@ -159,13 +159,16 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # product waits on the state instead of two with a rounding and a shared-memory round trip between them (the chain
 # is a latency-bound walk; the same arithmetic, rounded at other points). 16 KB more a selected event at K = V = 128.
 # Not for paired chains or segment_scan's maps (they read the unfolded lists): there the lists stay unfolded.
-# Off until measured on the GPU; SPARSEGDN_FOLD_COMMITS=1 turns it on.
+# Off: it lost on the H200 (batch 26, budget 0.29: the entry 5.07 against 3.93 ms at 128K beside the lists, the
+# preparation 1.50 against 0.51 ms and the chains slower too). SPARSEGDN_FOLD_COMMITS=1 turns it on.
 FOLD_COMMITS = os.environ.get("SPARSEGDN_FOLD_COMMITS", "0") == "1"
 # Streamed preparation (event_prepare's streamed, state_pass's ready), where the chains run beside the Gluon lists
 # (whole unpaired chains): pass 3 prepares the events in rounds (every head pair's first event, then its second, ...)
 # in persistent programs that let the chain pass start at once as their programmatic dependent; each chain waits
 # before every run of commits for its events' marks. Pass 3 took 0.51 ms at 128K (budget 0.29, batch 26) before the
-# chains could start. Off until measured on the GPU; SPARSEGDN_STREAM_PREPARE=1 turns it on.
+# chains could start. Off: it lost on the H200 (batch 28, budget 0.29, chain blocks of 16: the entry 1.65 against
+# 1.04 ms at 32K, 6.40 against 3.94 at 128K; pass 3 itself 2.6 against 0.7 ms under the stage hook). Its GPU cases
+# passed. SPARSEGDN_STREAM_PREPARE=1 turns it on.
 STREAM_PREPARE = os.environ.get("SPARSEGDN_STREAM_PREPARE", "0") == "1"
 _LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
 if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):

@@ -58,11 +58,12 @@ POISON = False
 WARM_UP_BLOCK = tl.constexpr(128)     # events a step of warm_up_begin's backward search reads
 # With progress counts (state_pass(progress=...): a kernel launched after this one waits on them, as
 # list_output's list with a state does) every program walks PROGRESS_BV value columns with PROGRESS_WARPS warps, so
-# that the counts' layout, [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice. 16 and 4: the
-# separate state pass's best on the H200 (CONFIGS' note). Beside the lists the chains walk 25-30% slower (batch 24)
-# and each of a head pair's V / PROGRESS_BV programs reads the same w and k_commit tiles every commit, so fewer and
-# wider programs are worth timing there (SPARSEGDN_CHAIN_BV, SPARSEGDN_CHAIN_WARPS; read once, at import, so that
-# list_output's waits read the same counts' layout).
+# that the counts' layout, [rows, cdiv(V, PROGRESS_BV)], does not depend on the autotuner's choice. 32 and 4: the
+# best beside the lists on the H200 (batch 28: the backend entry 4-5% faster than at 16 from 16K, level at 8K; 64,
+# 8 warps, 2 warps and the transposed commits all slower). 16 was the separate state pass's best (CONFIGS' note),
+# but beside the lists each of a head pair's V / PROGRESS_BV programs reads the same w and k_commit tiles every
+# commit. SPARSEGDN_CHAIN_BV and SPARSEGDN_CHAIN_WARPS are read once, at import, so that list_output's waits read
+# the same counts' layout.
 PROGRESS_BV = int(os.environ.get("SPARSEGDN_CHAIN_BV", "32"))
 if PROGRESS_BV not in (8, 16, 32, 64):
     raise ValueError(f"SPARSEGDN_CHAIN_BV={PROGRESS_BV}: 8, 16, 32 or 64 value columns a chain program")
@@ -72,7 +73,9 @@ if PROGRESS_BV not in (8, 16, 32, 64):
 # sm_90 (compile_report --lists-path --loop state_pass_kernel; analysis/results/overlap/batch27): a commit of BV 64
 # and four warps has no memory barrier and no shared-memory round trip before or between its products (the default's
 # BV 16 has two of each), but its snapshot leaves through eight shared-memory rounds of two barriers each (16 barriers
-# against 5); with eight warps, 6 barriers. Off (not yet timed on a GPU); SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
+# against 5); with eight warps, 6 barriers. Off: slower than the default on the H200 (batch 28: the entry at 128K
+# 3.96 ms at BV 64 against 3.73 by state at BV 32; level with the state's commits at 16, lost at 32 and with 8 or 2
+# warps). SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
 TRANSPOSED = os.environ.get("SPARSEGDN_CHAIN_TRANSPOSED", "0") == "1"
 if TRANSPOSED and PROGRESS_BV < 16:       # the identity product's inner size is BV: a GPU's products need 16
     raise ValueError(f"SPARSEGDN_CHAIN_TRANSPOSED=1 needs SPARSEGDN_CHAIN_BV of at least 16, got {PROGRESS_BV}")
@@ -81,7 +84,8 @@ if TRANSPOSED and PROGRESS_BV < 16:       # the identity product's inner size is
 # for sm_90 one round of eight STSM, a fence and a barrier, then UTMASTG (analysis/results/overlap/batch27). Each run of
 # PUBLISH commits then waits for its stores to complete before publishing (publish's BULK_STORES), and where the
 # snapshots' shape does not allow the tiles (snapshot_descriptor: a key head narrower than its block, a value head not
-# a whole number of blocks) the plain stores stay. Off (not yet timed on a GPU); SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1.
+# a whole number of blocks) the plain stores stay. Off: 3% slower than the plain stores at BV 64 with four warps,
+# level with eight (batch 28); SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1.
 TMA_SNAPSHOTS = os.environ.get("SPARSEGDN_CHAIN_TMA_SNAPSHOTS", "0") == "1"
 if TMA_SNAPSHOTS and not TRANSPOSED:
     raise ValueError("SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs SPARSEGDN_CHAIN_TRANSPOSED=1 (the transposed commits store "
