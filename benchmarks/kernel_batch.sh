@@ -165,6 +165,18 @@ if has chains || has chains_more; then
     grep -E "^T=" "$WORK/bench-$name.log" | cut -c1-160 | tee -a "$WORK/summary.txt"
   done
 fi
+# STEPS="ncu_chains" (planned in batch 28): the chain pass that runs beside the lists, profiled alone (ncu serializes the
+# kernels, so the lists wait on finished counts) at 128K on the default's route, blocks of 16 and of 32: stall reasons,
+# issue rate, instructions (benchmarks/ncu_variant.sh's metrics). NCU_BLOCKS and NCU_TOKENS change what is profiled.
+if has ncu_chains; then
+  for bv in ${NCU_BLOCKS:-16 32}; do
+    env SPARSEGDN_CHAIN_BV=$bv timeout 200 bash benchmarks/ncu_variant.sh default-lists ${NCU_TOKENS:-131072} \
+      state_pass_kernel > "$WORK/ncu-chains-bv$bv.txt" 2>&1
+    summary "ncu chains SPARSEGDN_CHAIN_BV=$bv rc $? at ${SECONDS}s"
+    grep -E "gpu__time_duration|issue_active|inst_executed|stalled_(barrier|long_scoreboard|wait|math|membar|short)" \
+      "$WORK/ncu-chains-bv$bv.txt" | head -12 | tee -a "$WORK/summary.txt"
+  done
+fi
 if has timeline; then
   timeout 240 python benchmarks/launch_timeline.py --tokens $TIMELINE_LENGTHS --variants $TIMELINE_VARIANTS \
     --out "$WORK/timeline.json" > "$WORK/timeline.log" 2>&1

@@ -99,6 +99,13 @@ def sources_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+def process_settings() -> str:
+    """The library's settings this process was started with (SPARSEGDN_*, read at import), as a command's prefix
+    ("" where none): a row's `command` then says how to run it again."""
+    named = sorted((name, value) for name, value in os.environ.items() if name.startswith("SPARSEGDN_"))
+    return "".join(f"{name}={value} " for name, value in named)
+
+
 def build() -> str:
     """The git commit of the code measured ('-dirty' when the working tree differs from it) and the
     sources' digest, which stays true when the git history travelled stale."""
@@ -367,7 +374,8 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "call_plans": planned.get(name),
                 # the outputs by the Gluon lists beside the chain pass (forward.LISTS_FROM, or the lists design)
                 "output_lists": takes_lists(inputs, config, setting), "lists_from": forward.LISTS_FROM,
-                "command": "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py " + " ".join(sys.argv[1:]),
+                "command": process_settings() + "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py "
+                + " ".join(sys.argv[1:]),
             })
             r = rows[-1]
             print(f"T={tokens:6d} {config.budget:4} band {config.band} {config.selector:5s} {design:7s} api {r['api_ms']:7.3f} ms  entry {r['entry_ms'] or float('nan'):7.3f}  "

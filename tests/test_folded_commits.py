@@ -144,3 +144,20 @@ def test_benchmark_designs_set_and_put_back_the_transpose(monkeypatch):
     assert state_pass.TRANSPOSED and state_pass.TMA_SNAPSHOTS and not forward.STREAM_PREPARE
     kernel_bench.set_design(kernel_bench.DESIGNS["by_band"])
     assert not (state_pass.TRANSPOSED or state_pass.TMA_SNAPSHOTS or forward.STREAM_PREPARE)
+
+
+def test_benchmark_rows_name_the_settings_their_process_started_with(monkeypatch):
+    """kernel_bench's rows carry a command that runs them again: the SPARSEGDN_* settings (read at import, so they
+    shape every row of the process) lead it, in name order, and nothing else of the environment does."""
+    import os
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import kernel_bench
+    for name in [name for name in os.environ if name.startswith("SPARSEGDN_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("FLA_FLASH_QLA", "0")
+    assert kernel_bench.process_settings() == ""
+    monkeypatch.setenv("SPARSEGDN_WARM_UP", "20")
+    monkeypatch.setenv("SPARSEGDN_CHAIN_BV", "32")
+    assert kernel_bench.process_settings() == "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_WARM_UP=20 "

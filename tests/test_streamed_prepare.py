@@ -156,3 +156,39 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     assert lists.overlap and lists.calls == ["own", ("with_state", True, 0)], lists.calls
     assert streamed == [stream]
     assert torch.equal(state, plain) and not o.any()
+
+
+@small_shapes
+def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch):
+    """forward.LISTS_WITH_SEGMENTS: with COMMIT_SEGMENT and WARM_UP set, lists_by_default's own decision (no stand-in
+    for it) takes the call to the lists, the chain pass walks warm-up segments beside them publishing every segment's
+    progress (with_state gets the segment length), and leaves the final state bit for bit as the two launches' state
+    pass does with the same segments; without LISTS_WITH_SEGMENTS the same call keeps the one launch."""
+    from sparsegdn.triton import forward, list_output
+    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 32, dtype=torch.float32, seed=8, initial_state=True)
+    options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton",
+                   use_qk_l2norm_in_kernel=True)
+    for name, value in (("COMMIT_SEGMENT", 2), ("WARM_UP", 20.0), ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 1),
+                        ("STREAM_PREPARE", False)):
+        monkeypatch.setattr(forward, name, value)
+    monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
+    _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    monkeypatch.setattr(list_output, "eligible_inputs", lambda *args, **kwargs: None)    # as on an H200
+    monkeypatch.setattr(list_output, "eligible", lambda *args, **kwargs: None)
+    monkeypatch.setattr(list_output, "ListCall", _ListsStandIn)
+    launches = []
+    real_state_output = forward.state_output
+    monkeypatch.setattr(forward, "state_output", lambda *a, **kw: launches.append(kw["segment"])
+                        or real_state_output(*a, **kw))
+    for with_segments in (False, True):
+        monkeypatch.setattr(forward, "LISTS_WITH_SEGMENTS", with_segments)
+        _ListsStandIn.made = []
+        o, state, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+        if not with_segments:
+            assert launches == [2] and not _ListsStandIn.made      # the one launch, in segments
+            continue
+        (lists,) = _ListsStandIn.made
+        assert lists.overlap and lists.calls == ["own", ("with_state", True, 2)], lists.calls
+        assert launches == [2]
+        assert torch.equal(state, plain) and not o.any()

@@ -149,9 +149,10 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
 # selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
 # has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
-# was measured. Not with COMMIT_SEGMENT or PAIRED: segments lost beside the lists (batch 24: 4.07-4.32 ms at 128K
-# against 3.93) and paired chains were never run with progress counts. The one launch's own switches (SPLIT_OUTPUTS,
-# state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a call that takes the lists.
+# was measured. Not with COMMIT_SEGMENT (unless LISTS_WITH_SEGMENTS, below) or PAIRED: segments lost beside the lists
+# (batch 24: 4.07-4.32 ms at 128K against 3.93) and paired chains were never run with progress counts. The one
+# launch's own switches (SPLIT_OUTPUTS, state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a
+# call that takes the lists.
 # SPARSEGDN_OVERLAP=0 leaves the choice to the two-launch switches (list_output.LIST_OUTPUTS and the rest).
 # SPARSEGDN_LISTS_FROM sets the head chunks (0: never); the budget and row conditions are constants.
 # Folded commits (event_prepare's folded, state_pass.commit_folded): pass 3 forms each event's m = -k_commit^T w
@@ -176,6 +177,13 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
 LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
 LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
+# Segments beside the lists: with COMMIT_SEGMENT set, lists_by_default still takes a call (the chain pass then walks
+# each chain's segments side by side, publishing every segment's progress; warm-up segments where WARM_UP > 0 and the
+# keys are normalised, segment_scan's maps otherwise). Batch 24 measured warm-up segments of 256 beside the lists at
+# chain blocks of 16 slower than whole chains (4.07 against 3.89 ms at 128K: ~2,000 chain programs); since batch 28
+# the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
+# worth timing again. Off: SPARSEGDN_LISTS_WITH_SEGMENTS=1 (with SPARSEGDN_COMMIT_SEGMENT and SPARSEGDN_WARM_UP).
+LISTS_WITH_SEGMENTS = os.environ.get("SPARSEGDN_LISTS_WITH_SEGMENTS", "0") == "1"
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -223,7 +231,7 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
-            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS,
+            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS, LISTS_WITH_SEGMENTS,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -239,8 +247,8 @@ def selected_share(events, budget, selector) -> float | None:
 def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and the conditions beside it: q, k
     and v as pass 1 reads them, dtype the one its lists are written in, kept the call's selected_share. False wherever
-    the switches were set otherwise."""
-    if LISTS_FROM <= 0 or not OVERLAP or COMMIT_SEGMENT or PAIRED:
+    the switches were set otherwise (segments only with LISTS_WITH_SEGMENTS)."""
+    if LISTS_FROM <= 0 or not OVERLAP or (COMMIT_SEGMENT and not LISTS_WITH_SEGMENTS) or PAIRED:
         return False
     if kept is None or kept > LISTS_MAX_BUDGET:
         return False
