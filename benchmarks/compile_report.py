@@ -196,8 +196,9 @@ def compile_all(args) -> list[dict]:
                 options.update(config.all_kwargs())
             compiled = self.jit.warmup(*call_args, grid=(1,), **options)
             label = {k: v for k, v in options.items() if k in LABELS}
-            if any(launch.is_descriptor(value) for value in call_args):     # e.g. the chain pass's TMA snapshots
-                label["descriptors"] = sum(launch.is_descriptor(value) for value in call_args)
+            descriptors = sum(launch.is_descriptor(value) for value in call_args)   # e.g. the chains' TMA snapshots
+            if descriptors:
+                label["descriptors"] = descriptors
             reports.append(kernel_report(self.jit.fn.__name__, label, compiled))
             if getattr(args, "loop", None) == self.jit.fn.__name__:
                 print_loop(args.loop, label, innermost_loop(compiled.asm["cubin"]))

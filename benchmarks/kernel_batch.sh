@@ -125,31 +125,44 @@ if has plans; then
 fi
 # Batch 27 (planned on the CPU, 2026-12-04, late night): the chain pass beside the lists in other shapes, each
 # setting in a process of its own (read at import). STEPS="chain_cases": the GPU cases of the streamed preparation
-# and the transposed chains at the default blocks (16: the older mma) and at blocks of 64 (register operands).
-# STEPS="chains": budget 0.29's backend entry and stage times at CHAIN_LENGTHS (no contenders unless their wheels are
-# unpacked): the default and the streamed preparation (blocks of 16); blocks of 64 on the state and on its transpose,
-# its snapshots stored plainly or by TMA. STEPS="chains_more": the transpose at blocks of 64 with eight warps, both
-# ways; blocks of 32 with eight warps. Each step fits a call of its own. (streamed_transposed waits for both parts to
-# have won alone.)
+# and the transposed chains at CASES_BLOCKS (the default's 32 since batch 28; 16 and 64 in batch 28), the settings'
+# processes side by side. STEPS="chains": budget 0.29's backend entry and stage times at CHAIN_LENGTHS (no contenders
+# unless their wheels are unpacked): blocks of 16 (the default then) and the streamed preparation; blocks of 64 on the
+# state and on its transpose, its snapshots stored plainly or by TMA. STEPS="chains_more": the transpose at blocks of
+# 64 with eight warps, both ways; blocks of 32 with eight warps. CHAIN_RUNS replaces both lists of runs. Each step
+# fits a call of its own.
 if has chain_cases; then
-  # The two settings side by side (two processes on the one GPU: these are checks, not times), one bound for both.
-  for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
-    name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
-    env $setting timeout ${CASES_LIMIT:-270} python -m pytest -v -p no:cacheprovider tests/test_triton_gpu_matrix.py \
-      -k "streamed or transposed or default_takes_the_lists" > "$WORK/check-$name.log" 2>&1 &
+  # Side by side (processes on the one GPU: these are checks, not times), one bound for all.
+  pids=()
+  for bv in ${CASES_BLOCKS:-32 64}; do
+    SPARSEGDN_CHAIN_BV=$bv timeout ${CASES_LIMIT:-270} python -m pytest -v -p no:cacheprovider \
+      tests/test_triton_gpu_matrix.py -k "streamed or transposed or default_takes_the_lists" \
+      > "$WORK/check-sparsegdn-chain-bv-$bv.log" 2>&1 &
+    pids+=($!)
   done
-  wait
-  for setting in "SPARSEGDN_CHAIN_BV=16" "SPARSEGDN_CHAIN_BV=64"; do
-    name=$(echo "$setting" | tr 'A-Z_=' 'a-z--')
-    summary "chain cases $setting $(grep -E "passed|failed" "$WORK/check-$name.log" | tail -1) at ${SECONDS}s"
-    grep -E "FAILED|Error" "$WORK/check-$name.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
+  i=0
+  for bv in ${CASES_BLOCKS:-32 64}; do
+    wait "${pids[$i]}"; rc=$?; i=$((i + 1))
+    summary "chain cases SPARSEGDN_CHAIN_BV=$bv rc $rc $(grep -E "passed|failed" "$WORK/check-sparsegdn-chain-bv-$bv.log" \
+      | tail -1) at ${SECONDS}s"
+    grep -E "FAILED|Error" "$WORK/check-sparsegdn-chain-bv-$bv.log" | head -10 | cut -c1-200 | tee -a "$WORK/summary.txt"
   done
 fi
 if has chains || has chains_more; then
   runs=()
-  # CHAIN_RUNS="setting:designs;setting:designs" names the runs itself (settings space-separated inside one run).
+  # CHAIN_RUNS="setting:designs;setting:designs" names the runs itself (settings space-separated inside one run;
+  # newlines count as ";", blanks around a run are dropped, an empty run is skipped, a run without ":" refused).
   if [ -n "${CHAIN_RUNS:-}" ]; then
-    IFS=';' read -r -a runs <<< "$CHAIN_RUNS"
+    IFS=';' read -r -a given <<< "$(echo "$CHAIN_RUNS" | tr '\n' ';')"
+    for run in "${given[@]}"; do
+      run=$(echo "$run" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+      [ -z "$run" ] && continue
+      if [[ "$run" != *:* ]] || [ -z "${run#*:}" ]; then
+        summary "CHAIN_RUNS: '$run' is not setting:designs; not run"
+        continue
+      fi
+      runs+=("$run")
+    done
   fi
   [ -z "${CHAIN_RUNS:-}" ] && has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" \
                        "SPARSEGDN_CHAIN_BV=64:by_band transposed transposed_tma")
@@ -173,8 +186,8 @@ if has ncu_chains; then
     env SPARSEGDN_CHAIN_BV=$bv timeout 200 bash benchmarks/ncu_variant.sh default-lists ${NCU_TOKENS:-131072} \
       state_pass_kernel > "$WORK/ncu-chains-bv$bv.txt" 2>&1
     summary "ncu chains SPARSEGDN_CHAIN_BV=$bv rc $? at ${SECONDS}s"
-    grep -E "gpu__time_duration|issue_active|inst_executed|stalled_(barrier|long_scoreboard|wait|math|membar|short)" \
-      "$WORK/ncu-chains-bv$bv.txt" | head -12 | tee -a "$WORK/summary.txt"
+    grep -E "gpu__time_duration|smsp__issue_active\.avg|smsp__inst_executed\.sum|stalled_(barrier|long_scoreboard|wait|math_pipe_throttle|membar|short_scoreboard|mio_throttle|lg_throttle|dispatch_stall)_per" \
+      "$WORK/ncu-chains-bv$bv.txt" | tee -a "$WORK/summary.txt"
   done
 fi
 if has timeline; then

@@ -22,6 +22,7 @@ import datetime
 import hashlib
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -103,7 +104,7 @@ def process_settings() -> str:
     """The library's settings this process was started with (SPARSEGDN_*, read at import), as a command's prefix
     ("" where none): a row's `command` then says how to run it again."""
     named = sorted((name, value) for name, value in os.environ.items() if name.startswith("SPARSEGDN_"))
-    return "".join(f"{name}={value} " for name, value in named)
+    return "".join(f"{name}={shlex.quote(value)} " for name, value in named)
 
 
 def build() -> str:

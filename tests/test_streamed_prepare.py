@@ -134,7 +134,8 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     two launches' state pass does."""
     from sparsegdn.triton import event_prepare as event_prepare_module
     from sparsegdn.triton import forward, list_output
-    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 32, dtype=torch.float32, seed=7, initial_state=True)
+    # value heads of 64: two of the default's chain blocks of 32 (state_pass.PROGRESS_BV), each publishing its counts
+    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=7, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton")
     monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
     _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
@@ -165,7 +166,7 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
     progress (with_state gets the segment length), and leaves the final state bit for bit as the two launches' state
     pass does with the same segments; without LISTS_WITH_SEGMENTS the same call keeps the one launch."""
     from sparsegdn.triton import forward, list_output
-    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 32, dtype=torch.float32, seed=8, initial_state=True)
+    q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=8, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton",
                    use_qk_l2norm_in_kernel=True)
     for name, value in (("COMMIT_SEGMENT", 2), ("WARM_UP", 20.0), ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 1),
@@ -176,19 +177,33 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
     monkeypatch.setattr(forward, "OVERLAP", True)
     monkeypatch.setattr(list_output, "eligible_inputs", lambda *args, **kwargs: None)    # as on an H200
     monkeypatch.setattr(list_output, "eligible", lambda *args, **kwargs: None)
-    monkeypatch.setattr(list_output, "ListCall", _ListsStandIn)
+    published = []
+
+    class Lists(_ListsStandIn):
+        def with_state(self, snapshots, progress=None, segment=0):
+            published.append(progress.clone())
+            return super().with_state(snapshots, progress, segment)
+    monkeypatch.setattr(list_output, "ListCall", Lists)
     launches = []
     real_state_output = forward.state_output
     monkeypatch.setattr(forward, "state_output", lambda *a, **kw: launches.append(kw["segment"])
                         or real_state_output(*a, **kw))
     for with_segments in (False, True):
         monkeypatch.setattr(forward, "LISTS_WITH_SEGMENTS", with_segments)
-        _ListsStandIn.made = []
-        o, state, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+        _ListsStandIn.made, launches[:] = [], []
+        o, state, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
         if not with_segments:
             assert launches == [2] and not _ListsStandIn.made      # the one launch, in segments
             continue
         (lists,) = _ListsStandIn.made
         assert lists.overlap and lists.calls == ["own", ("with_state", True, 2)], lists.calls
-        assert launches == [2]
+        assert not launches                                          # the chain pass, not the one launch
         assert torch.equal(state, plain) and not o.any()
+        # counts [head pair, segment slot (9 chunks / 2), value block of 32]: each of a chain's segments of 2 commits
+        # publishes, in both blocks, its end + 1; slots past the chain's last segment stay 0
+        (counts,) = published
+        commits = [int(n) for n in info.events[0].sum(-1)]
+        assert min(commits) > 0 and counts.numel() == 2 * 5 * 2
+        expected = torch.tensor([[min(2 * (j + 1), n) + 1 if 2 * j < n else 0 for j in range(5)] for n in commits],
+                                dtype=counts.dtype)
+        assert torch.equal(counts.view(2, 5, 2), expected[..., None].expand(2, 5, 2)), (counts, commits)

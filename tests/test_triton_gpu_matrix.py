@@ -491,7 +491,8 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
 # for the zero-state list (q's buffer the solve's scratch) and two for the list with a state, "overlap" the lists
 # beside the chain pass (list_output.OVERLAP_LISTS: programmatic dependent launches, the list with a state waiting on
 # the chains' progress counts), with claims, with segments of 2 commits from segment_scan's maps, or with warm-up
-# segments of 4 commits (forward.WARM_UP 20), so that chains cross segments.
+# segments of 4 commits (forward.WARM_UP 20), so that chains cross segments, also with claims (the route the default
+# takes with forward.LISTS_WITH_SEGMENTS).
 LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for side_stream in (True, False)]
               + [(LIST_SHAPES[1], True, False, True, ""), (LIST_SHAPES[2], False, False, True, "")]    # raw keys
               + [(shape, False, True, False, "") for shape in LIST_SHAPES]
@@ -503,7 +504,8 @@ LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for
                  (LIST_SHAPES[2], False, False, True, "overlap"), (LIST_SHAPES[1], False, True, True, "overlap-claim"),
                  (LIST_SHAPES[1], False, True, True, "overlap-segments"),
                  (LIST_SHAPES[5], False, True, True, "overlap-warm-up"),
-                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up")])
+                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up"),
+                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up-claim")])   # forward.LISTS_WITH_SEGMENTS' route
 
 
 @pytest.mark.parametrize("shape,side_stream,normalize,stored,arrangement", LIST_CASES, ids=[
@@ -532,7 +534,7 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
         monkeypatch.setattr(state_pass, "POISON", True)
         if arrangement == "overlap-segments":     # head pairs of up to 4 events here: up to two segments
             monkeypatch.setattr(forward, "COMMIT_SEGMENT", 2)
-        if arrangement == "overlap-warm-up":      # ~13 events a head pair: up to four segments
+        if arrangement.startswith("overlap-warm-up"):     # ~13 events a head pair: up to four segments
             monkeypatch.setattr(forward, "COMMIT_SEGMENT", 4)
             monkeypatch.setattr(forward, "WARM_UP", 20.0)
     real_empty = call_record.empty
@@ -647,7 +649,7 @@ def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
                          ids=["after-prepare", "streamed", "after-prepare-tma", "streamed-tma"])
 def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     """state_pass.TRANSPOSED beside the Gluon lists (LISTS_FROM lowered to the case): the publishing chain pass commits
-    on the state's transpose, at this process's chain block (SPARSEGDN_CHAIN_BV: 16 by default, the older mma; run it
+    on the state's transpose, at this process's chain block (SPARSEGDN_CHAIN_BV: 32 by default since batch 28; run it
     again with SPARSEGDN_CHAIN_BV=64 for Hopper's matrix instruction with its left operands in registers), after pass
     3 or waiting on the streamed preparation's marks, the snapshots stored plainly or by TMA (state_pass.TMA_SNAPSHOTS:
     each run of commits waits for its bulk stores before publishing). Seed 0 runs under the stage hook (it syncs

@@ -180,7 +180,8 @@ LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 # Segments beside the lists: with COMMIT_SEGMENT set, lists_by_default still takes a call (the chain pass then walks
 # each chain's segments side by side, publishing every segment's progress; warm-up segments where WARM_UP > 0 and the
 # keys are normalised, segment_scan's maps otherwise). Batch 24 measured warm-up segments of 256 beside the lists at
-# chain blocks of 16 slower than whole chains (4.07 against 3.89 ms at 128K: ~2,000 chain programs); since batch 28
+# chain blocks of 16 slower than whole chains (call 4, claimed chunks: 4.07 against 3.89 ms at 128K, 2,048 chain
+# programs; above, 4.07-4.32 against 3.93 over its calls); since batch 28
 # the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
 # worth timing again. Off: SPARSEGDN_LISTS_WITH_SEGMENTS=1 (with SPARSEGDN_COMMIT_SEGMENT and SPARSEGDN_WARM_UP).
 LISTS_WITH_SEGMENTS = os.environ.get("SPARSEGDN_LISTS_WITH_SEGMENTS", "0") == "1"

@@ -73,9 +73,10 @@ if PROGRESS_BV not in (8, 16, 32, 64):
 # sm_90 (compile_report --lists-path --loop state_pass_kernel; analysis/results/overlap/batch27): a commit of BV 64
 # and four warps has no memory barrier and no shared-memory round trip before or between its products (the default's
 # BV 16 has two of each), but its snapshot leaves through eight shared-memory rounds of two barriers each (16 barriers
-# against 5); with eight warps, 6 barriers. Off: slower than the default on the H200 (batch 28: the entry at 128K
-# 3.96 ms at BV 64 against 3.73 by state at BV 32; level with the state's commits at 16, lost at 32 and with 8 or 2
-# warps). SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
+# against 5); with eight warps, 6 barriers. Off: slower than the default on the H200 (batch 28, the entry at 128K:
+# 3.96 ms at BV 64 against 3.73 for the state's commits at BV 32, the default; against the state's commits in the same
+# shape faster at 64 (4.77), level at 16 and at 32 with 8 warps, slower at 32 with 4; at 16 with 2 warps 4.44 against
+# the state's pathological 111 ms). SPARSEGDN_CHAIN_TRANSPOSED=1 turns it on.
 TRANSPOSED = os.environ.get("SPARSEGDN_CHAIN_TRANSPOSED", "0") == "1"
 if TRANSPOSED and PROGRESS_BV < 16:       # the identity product's inner size is BV: a GPU's products need 16
     raise ValueError(f"SPARSEGDN_CHAIN_TRANSPOSED=1 needs SPARSEGDN_CHAIN_BV of at least 16, got {PROGRESS_BV}")
@@ -330,7 +331,8 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                 for i in range(origin, begin):
                     state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv,
                                  rows, FOLDED)
-        snapshot = snapshot_ptr + (b * (E + HV) + first + hv + begin) * K * V     # the state before event `begin`
+        snapshot_row = b * (E + HV) + first + hv + begin        # the snapshot slot of the state before event `begin`
+        snapshot = snapshot_ptr + snapshot_row * K * V
         if segment == 0:
             store_snapshot(snapshot, 0, state, snapshot_ptr, K, V, state_offsets, state_mask)
 
@@ -350,7 +352,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                 state = commit_run(state, run, tl.minimum(run + PUBLISH, end), begin, b, first, w_ptr, u_ptr,
                                    k_commit_ptr, event_decays_ptr, snapshot, snapshot_ptr, E, K, V, ck, cv, rows,
                                    state_offsets, state_mask, PAIRED, FOLDED, TRANSPOSED, snapshot_desc,
-                                   b * (E + HV) + first + hv + begin, (i_v * BV).to(tl.int32))
+                                   snapshot_row, (i_v * BV).to(tl.int32))
                 publish(progress_ptr, counter, i_v, V, BV, tl.minimum(run + PUBLISH, end) + 1,
                         snapshot_desc is not None)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
