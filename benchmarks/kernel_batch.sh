@@ -41,7 +41,7 @@
 # Batch 27 (planned): the chain pass's shapes beside the lists, checked, then timed, in three calls:
 #   OUT=$OUT STEPS="chain_cases" bash benchmarks/kernel_batch.sh, then STEPS="chains", then STEPS="chains_more"
 # Batch 28 (analysis/results/overlap/batch28, 2026-12-05): every chain case passed at 16 and 64 (and the lists' route
-# at 32); blocks of 32 won (entry -4 to -5% from 16K) and are the default; the transposed commits, TMA snapshots, 8
+# at 32); blocks of 32 won (entry -4.0 to -5.3% from 16K) and are the default; the transposed commits, TMA snapshots, 8
 # and 2 warps and the streamed preparation lost. CHAIN_RUNS names runs of its own (see GPU_RUNBOOK.md section 1).
 set -u
 OUT=${OUT:-runs/kernel-batch}
@@ -163,11 +163,11 @@ if has chains || has chains_more; then
       fi
       runs+=("$run")
     done
+  else
+    has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" "SPARSEGDN_CHAIN_BV=64:by_band transposed transposed_tma")
+    has chains_more && runs+=("SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed transposed_tma" \
+                              "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band")
   fi
-  [ -z "${CHAIN_RUNS:-}" ] && has chains && runs+=("SPARSEGDN_CHAIN_BV=16:by_band streamed" \
-                       "SPARSEGDN_CHAIN_BV=64:by_band transposed transposed_tma")
-  [ -z "${CHAIN_RUNS:-}" ] && has chains_more && runs+=("SPARSEGDN_CHAIN_BV=64 SPARSEGDN_CHAIN_WARPS=8:transposed transposed_tma" \
-                            "SPARSEGDN_CHAIN_BV=32 SPARSEGDN_CHAIN_WARPS=8:by_band")
   for run in "${runs[@]}"; do
     setting=${run%%:*}
     name=$(echo "$setting" | tr 'A-Z_= ' 'a-z---')
