@@ -71,6 +71,11 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
            "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold"),
            "streamed": (None, 0, "stream"), "transposed": (None, 0, "transpose"),
            "streamed_transposed": (None, 0, "stream_transpose"), "transposed_tma": (None, 0, "transpose_tma")}
+# "process": by_band with this process's own SPARSEGDN_COMMIT_SEGMENT (by_band and the others never cut the chains),
+# so that a process started with segments (SPARSEGDN_COMMIT_SEGMENT, SPARSEGDN_WARM_UP, SPARSEGDN_LISTS_WITH_SEGMENTS)
+# times them beside by_band's whole chains in the same rounds. Batch 29's first timing of segments beside the lists
+# named by_band alone and so timed whole chains in every process (analysis/results/overlap/batch29/calls.md).
+DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
