@@ -395,6 +395,17 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
     return rows
 
 
+def segments_unused(designs) -> str | None:
+    """Why this process may not time `designs`, or None: a process started with SPARSEGDN_COMMIT_SEGMENT whose designs
+    leave out "process" would time every design's own segments (whole chains for by_band) under a command that names
+    the setting (batch 29's first segment runs did)."""
+    if forward.COMMIT_SEGMENT and "process" not in designs:
+        return (f"SPARSEGDN_COMMIT_SEGMENT={forward.COMMIT_SEGMENT} is set, but the designs asked for "
+                f"({' '.join(designs)}) set their own segments (by_band: whole chains); add --designs process to "
+                "time this process's segments")
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192, 16384, 32768, 65536, 131072])
@@ -409,6 +420,9 @@ def main():
     if args.digest:
         print(sources_digest())
         return
+    problem = segments_unused(args.designs)
+    if problem:
+        raise SystemExit(problem)
     for name in set(DESIGNS) - set(args.designs):
         del DESIGNS[name]
     if args.configs:

@@ -1,0 +1,42 @@
+"""kernel_bench's design `process` and its refusal (batch 29: runs started with SPARSEGDN_COMMIT_SEGMENT that named
+by_band alone timed whole chains under a command naming the segments)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(*arguments, segment=None):
+    """kernel_bench.py run in a fresh process (settings are read at import), CPU only."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
+    if segment is not None:
+        env["SPARSEGDN_COMMIT_SEGMENT"] = str(segment)
+    return subprocess.run([sys.executable, "-c", *arguments], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=240)
+
+
+DESIGN = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; "
+          "b.set_design(b.DESIGNS['process']); print(b.forward.COMMIT_SEGMENT, b.segments_unused(['by_band']) is None, "
+          "b.segments_unused(['by_band', 'process']) is None); b.set_design(b.DESIGNS['by_band']); "
+          "print(b.forward.COMMIT_SEGMENT)")
+
+
+def test_the_process_design_walks_the_process_segments_and_by_band_alone_is_refused():
+    done = bench(DESIGN, segment=256)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["256", "False", "True", "0"]
+
+
+def test_without_segments_every_design_list_is_accepted():
+    done = bench(DESIGN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True", "True", "0"]
+
+
+def test_the_command_line_refuses_segments_no_design_takes():
+    done = bench("import runpy, sys; sys.argv = ['kernel_bench.py', '--designs', 'by_band', '--tokens', '4096']; "
+                 "runpy.run_path('benchmarks/kernel_bench.py', run_name='__main__')", segment=512)
+    assert done.returncode != 0
+    assert "SPARSEGDN_COMMIT_SEGMENT=512 is set" in done.stderr and "--designs process" in done.stderr
