@@ -72,16 +72,20 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
            "streamed": (None, 0, "stream"), "transposed": (None, 0, "transpose"),
            "streamed_transposed": (None, 0, "stream_transpose"), "transposed_tma": (None, 0, "transpose_tma")}
 # "process": by_band with this process's own SPARSEGDN_COMMIT_SEGMENT (by_band and the others never cut the chains),
-# so that a process started with segments (SPARSEGDN_COMMIT_SEGMENT, SPARSEGDN_WARM_UP, SPARSEGDN_LISTS_WITH_SEGMENTS)
-# times them beside by_band's whole chains in the same rounds. Batch 29's first timing of segments beside the lists
+# so that a process started with the one launch's segments (SPARSEGDN_COMMIT_SEGMENT, SPARSEGDN_WARM_UP) times them
+# beside by_band's whole chains in the same rounds. Batch 29's first timing of segments beside the lists
 # named by_band alone and so timed whole chains in every process (analysis/results/overlap/batch29/calls.md).
+# "whole_chains": by_band with the lists' chains walked whole (forward.LISTS_SEGMENT 0), the baseline beside by_band
+# in a process started with SPARSEGDN_LISTS_SEGMENT (segments beside the lists only; by_band takes them).
 DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
+DESIGNS["whole_chains"] = (None, 0, "whole")
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
                              ((list_output, "LIST_OUTPUTS"), True), ((list_output, "OVERLAP_LISTS"), True),
                              ((list_output, "CLAIM"), True)),
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
+                   "whole": (((forward, "LISTS_SEGMENT"), 0),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),
                    "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
                    "stream": (((forward, "STREAM_PREPARE"), True),),

@@ -10,8 +10,8 @@ budget 0.29, `score`, the same events in every run of a case:
 The warm-up's own error is warm-up against split; against the torch backend (where the length allows) all three.
 
 With `--route lists` the same question beside the Gluon lists, the default's route from 16K tokens on: exact is the
-default call (whole chains beside the lists), warm-up the same call with forward.LISTS_WITH_SEGMENTS, COMMIT_SEGMENT and
-WARM_UP (no split run: the lists write every output). That route selects its own events (given events keep the one
+default call (whole chains beside the lists), warm-up the same call with forward.LISTS_SEGMENT and WARM_UP (no split
+run: the lists write every output). That route selects its own events (given events keep the one
 launch), so each run selects again; a row says whether the route was taken (`lists`) and whether the runs kept the
 same events (`same_events`).
 A case whose chains are not cut (segments not shorter than the chunk count: state_pass.segmented_chains) reports
@@ -40,12 +40,11 @@ import sparsegdn                             # noqa: E402
 from sparsegdn.triton import forward         # noqa: E402
 from sparsegdn.triton.state_pass import segmented_chains   # noqa: E402
 
-SWITCHES = ("COMMIT_SEGMENT", "WARM_UP", "SPLIT_OUTPUTS", "STORE_VECTORS", "OVERLAP", "LISTS_FROM",
-            "LISTS_WITH_SEGMENTS")
+SWITCHES = ("COMMIT_SEGMENT", "WARM_UP", "SPLIT_OUTPUTS", "STORE_VECTORS", "OVERLAP", "LISTS_FROM", "LISTS_SEGMENT")
 # The one launch for every run (LISTS_FROM 0: long calls would otherwise take the Gluon lists when they select their
 # own events and the one launch when given them, mixing the two paths into the errors compared here).
 EXACT = {"COMMIT_SEGMENT": 0, "WARM_UP": 0.0, "SPLIT_OUTPUTS": False, "STORE_VECTORS": False, "OVERLAP": True,
-         "LISTS_FROM": 0, "LISTS_WITH_SEGMENTS": False}
+         "LISTS_FROM": 0, "LISTS_SEGMENT": 0}
 # The lists' route (--route lists): the default's LISTS_FROM, everything else as EXACT.
 LISTS = {**EXACT, "LISTS_FROM": forward.LISTS_FROM or 8192}
 
@@ -120,8 +119,7 @@ def beside_lists(args):
             exact = run(inputs, band, base=LISTS)
             reference = run(inputs, band, exact[2], "torch") if tokens <= args.reference_max_tokens else None
             for segment in args.segments:
-                warm = run(inputs, band, base=LISTS, COMMIT_SEGMENT=segment, WARM_UP=args.warm_up,
-                           LISTS_WITH_SEGMENTS=True)
+                warm = run(inputs, band, base=LISTS, LISTS_SEGMENT=segment, WARM_UP=args.warm_up)
                 row = {"route": "lists", "tokens": tokens, "band": band, "segment": segment, "warm_up": args.warm_up,
                        "segmented": segmented_chains(segment, n_chunks, inputs[1].shape[-1], args.warm_up),
                        "lists": [exact[3], warm[3]], "same_events": bool(torch.equal(exact[2], warm[2])),

@@ -40,3 +40,16 @@ def test_the_command_line_refuses_segments_no_design_takes():
                  "runpy.run_path('benchmarks/kernel_bench.py', run_name='__main__')", segment=512)
     assert done.returncode != 0
     assert "SPARSEGDN_COMMIT_SEGMENT=512 is set" in done.stderr and "--designs process" in done.stderr
+
+
+def test_whole_chains_is_the_baseline_beside_the_lists_segments():
+    """In a process started with SPARSEGDN_LISTS_SEGMENT, by_band walks the lists' segments and whole_chains the
+    whole chains; by_band after it puts the segments back. The segments beside the lists need no `process` design."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
+    env["SPARSEGDN_LISTS_SEGMENT"] = "512"
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; f = b.forward; seen = []; "
+            "[(b.set_design(b.DESIGNS[name]), seen.append(f.LISTS_SEGMENT)) for name in "
+            "('by_band', 'whole_chains', 'by_band')]; print(*seen, b.segments_unused(['by_band']) is None)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["512", "0", "512", "True"]

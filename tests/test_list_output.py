@@ -120,14 +120,14 @@ def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     """forward.lists_by_default: the lists beside the chains from LISTS_FROM head chunks (batch rows x value heads x
     chunks) on, in rows of at least LISTS_MIN_ROW_CHUNKS chunks, where the selection keeps at most LISTS_MAX_BUDGET
     of the events and list_output can serve the inputs (asked with Tinv solved for bands 0 and 1, stored above, as
-    store_inverse decides); never with LISTS_FROM 0, given events, the one launch switched off, segments (unless
-    LISTS_WITH_SEGMENTS) or paired chains; and where list_output refuses the inputs (here the interpreter or a CPU,
-    whichever runs this test)."""
+    store_inverse decides); never with LISTS_FROM 0, given events, the one launch switched off, the one launch's
+    segments (COMMIT_SEGMENT) or paired chains; the lists' own segments (LISTS_SEGMENT) do not change the decision;
+    and where list_output refuses the inputs (here the interpreter or a CPU, whichever runs this test)."""
     from sparsegdn.triton import forward
     q, k, v = (torch.zeros(2, 130, heads, 128, dtype=torch.bfloat16) for heads in (2, 2, 6))
     head_chunks = 2 * 6 * 3
     for name, value in (("OVERLAP", True), ("COMMIT_SEGMENT", 0), ("PAIRED", False), ("STORE_INVERSE", None),
-                        ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 3), ("LISTS_WITH_SEGMENTS", False)):
+                        ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 3), ("LISTS_SEGMENT", 0)):
         monkeypatch.setattr(forward, name, value)
     assert list_output.eligible_inputs(q, k, v, True, torch.bfloat16, 1) is not None    # this machine: refused
     assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
@@ -151,17 +151,18 @@ def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
         monkeypatch.setattr(forward, name, value)
         assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29), name
         monkeypatch.setattr(forward, name, before)
-    monkeypatch.setattr(forward, "LISTS_WITH_SEGMENTS", True)      # segments beside the lists, where asked for
-    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 64)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 64)      # segments beside the lists: the same decision
     assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 64)
+    assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
     for name, value in (("OVERLAP", False), ("PAIRED", True), ("LISTS_FROM", 0)):     # the other conditions hold
         before = getattr(forward, name)
         monkeypatch.setattr(forward, name, value)
         assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29), name
         monkeypatch.setattr(forward, name, before)
     assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, None)
-    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
-    monkeypatch.setattr(forward, "LISTS_WITH_SEGMENTS", False)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
     monkeypatch.setattr(list_output, "LIST_OUTPUTS", True)      # the two-launch switch alone: the lists still taken
     assert forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
 

@@ -161,20 +161,23 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
 
 @small_shapes
 def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch):
-    """forward.LISTS_WITH_SEGMENTS: with COMMIT_SEGMENT and WARM_UP set, lists_by_default's own decision (no stand-in
-    for it) takes the call to the lists, the chain pass walks warm-up segments beside them publishing every segment's
-    progress (with_state gets the segment length), and leaves the final state bit for bit as the two launches' state
-    pass does with the same segments; without LISTS_WITH_SEGMENTS the same call keeps the one launch."""
+    """forward.LISTS_SEGMENT: lists_by_default's own decision (no stand-in for it) takes the call to the lists, the
+    chain pass walks segments of LISTS_SEGMENT commits beside them from warm-ups of LISTS_WARM_UP (WARM_UP left 0),
+    publishing every segment's progress (with_state gets the segment length), and leaves the final state bit for bit
+    as the two launches' state pass does with the same segments and warm-up; LISTS_SEGMENT 0 walks whole chains; a
+    call that keeps the one launch (LISTS_FROM 0 here; short calls, a model's strided v) is not cut by it."""
     from sparsegdn.triton import forward, list_output
     q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=8, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton",
                    use_qk_l2norm_in_kernel=True)
-    for name, value in (("COMMIT_SEGMENT", 2), ("WARM_UP", 20.0), ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 1),
-                        ("STREAM_PREPARE", False)):
+    for name, value in (("COMMIT_SEGMENT", 2), ("WARM_UP", forward.LISTS_WARM_UP), ("LISTS_FROM", 1),
+                        ("LISTS_MIN_ROW_CHUNKS", 1), ("STREAM_PREPARE", False), ("OVERLAP", False)):
         monkeypatch.setattr(forward, name, value)
-    monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
-    _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
-    monkeypatch.setattr(forward, "OVERLAP", True)
+    _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)     # two launches, segments of 2
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
+    _, whole, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)     # two launches, whole chains
+    for name, value in (("OVERLAP", True), ("WARM_UP", 0.0)):
+        monkeypatch.setattr(forward, name, value)
     monkeypatch.setattr(list_output, "eligible_inputs", lambda *args, **kwargs: None)    # as on an H200
     monkeypatch.setattr(list_output, "eligible", lambda *args, **kwargs: None)
     published = []
@@ -188,17 +191,20 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
     real_state_output = forward.state_output
     monkeypatch.setattr(forward, "state_output", lambda *a, **kw: launches.append(kw["segment"])
                         or real_state_output(*a, **kw))
-    for with_segments in (False, True):
-        monkeypatch.setattr(forward, "LISTS_WITH_SEGMENTS", with_segments)
-        _ListsStandIn.made, launches[:] = [], []
+    for lists_segment, lists_from in ((0, 1), (2, 0), (2, 1)):
+        monkeypatch.setattr(forward, "LISTS_SEGMENT", lists_segment)
+        monkeypatch.setattr(forward, "LISTS_FROM", lists_from)
+        _ListsStandIn.made, launches[:], published[:] = [], [], []
         o, state, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
-        if not with_segments:
-            assert launches == [2] and not _ListsStandIn.made      # the one launch, in segments
+        if not lists_from:
+            assert launches == [0] and not _ListsStandIn.made      # the one launch, whole chains
             continue
         (lists,) = _ListsStandIn.made
-        assert lists.overlap and lists.calls == ["own", ("with_state", True, 2)], lists.calls
         assert not launches                                          # the chain pass, not the one launch
-        assert torch.equal(state, plain) and not o.any()
+        assert lists.overlap and lists.calls == ["own", ("with_state", True, lists_segment)], lists.calls
+        assert torch.equal(state, plain if lists_segment else whole) and not o.any()
+        if not lists_segment:
+            continue
         # counts [head pair, segment slot (9 chunks / 2), value block of 32]: each of a chain's segments of 2 commits
         # publishes, in both blocks, its end + 1; slots past the chain's last segment stay 0
         (counts,) = published
@@ -207,3 +213,20 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
         expected = torch.tensor([[min(2 * (j + 1), n) + 1 if 2 * j < n else 0 for j in range(5)] for n in commits],
                                 dtype=counts.dtype)
         assert torch.equal(counts.view(2, 5, 2), expected[..., None].expand(2, 5, 2)), (counts, commits)
+
+
+def test_chain_segments_by_route(monkeypatch):
+    """forward.chain_segments: LISTS_SEGMENT with WARM_UP (LISTS_WARM_UP where WARM_UP is 0) beside the lists,
+    COMMIT_SEGMENT and WARM_UP elsewhere; raw keys get no warm-up (segment_scan's maps)."""
+    from sparsegdn.triton import forward
+    for name, value in (("LISTS_SEGMENT", 256), ("COMMIT_SEGMENT", 0), ("WARM_UP", 0.0)):
+        monkeypatch.setattr(forward, name, value)
+    assert forward.chain_segments(True, True) == (256, forward.LISTS_WARM_UP)
+    assert forward.chain_segments(True, False) == (256, 0.0)
+    assert forward.chain_segments(False, True) == (0, 0.0)
+    monkeypatch.setattr(forward, "WARM_UP", 12.0)
+    assert forward.chain_segments(True, True) == (256, 12.0)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 64)
+    assert forward.chain_segments(False, True) == (64, 12.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
+    assert forward.chain_segments(True, True) == (64, 12.0)

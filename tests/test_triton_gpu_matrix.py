@@ -492,7 +492,7 @@ LIST_SHAPES = [(1, 1000, 3, 3, 128, 128, 1, False, torch.bfloat16), (2, 640, 2, 
 # beside the chain pass (list_output.OVERLAP_LISTS: programmatic dependent launches, the list with a state waiting on
 # the chains' progress counts), with claims, with segments of 2 commits from segment_scan's maps, or with warm-up
 # segments of 4 commits (forward.WARM_UP 20), so that chains cross segments, also with claims (the route the default
-# takes with forward.LISTS_WITH_SEGMENTS).
+# takes with forward.LISTS_SEGMENT).
 LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for side_stream in (True, False)]
               + [(LIST_SHAPES[1], True, False, True, ""), (LIST_SHAPES[2], False, False, True, "")]    # raw keys
               + [(shape, False, True, False, "") for shape in LIST_SHAPES]
@@ -505,7 +505,7 @@ LIST_CASES = ([(shape, side_stream, True, True, "") for shape in LIST_SHAPES for
                  (LIST_SHAPES[1], False, True, True, "overlap-segments"),
                  (LIST_SHAPES[5], False, True, True, "overlap-warm-up"),
                  (LIST_SHAPES[5], False, True, False, "overlap-warm-up"),
-                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up-claim")])   # forward.LISTS_WITH_SEGMENTS' route
+                 (LIST_SHAPES[5], False, True, False, "overlap-warm-up-claim")])   # forward.LISTS_SEGMENT's route
 
 
 @pytest.mark.parametrize("shape,side_stream,normalize,stored,arrangement", LIST_CASES, ids=[

@@ -149,8 +149,8 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
 # selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
 # has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
-# was measured. Not with COMMIT_SEGMENT (unless LISTS_WITH_SEGMENTS, below) or PAIRED: segments lost beside the lists
-# (batch 24: 4.07-4.32 ms at 128K against 3.93) and paired chains were never run with progress counts. The one
+# was measured. Not with COMMIT_SEGMENT (the one launch's; the lists cut their chains by LISTS_SEGMENT, below) or
+# PAIRED: paired chains were never run with progress counts. The one
 # launch's own switches (SPLIT_OUTPUTS, state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a
 # call that takes the lists.
 # SPARSEGDN_OVERLAP=0 leaves the choice to the two-launch switches (list_output.LIST_OUTPUTS and the rest).
@@ -177,14 +177,22 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
 LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
 LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
-# Segments beside the lists: with COMMIT_SEGMENT set, lists_by_default still takes a call (the chain pass then walks
-# each chain's segments side by side, publishing every segment's progress; warm-up segments where WARM_UP > 0 and the
-# keys are normalised, segment_scan's maps otherwise). Batch 24 measured warm-up segments of 256 beside the lists at
-# chain blocks of 16 slower than whole chains (call 4, claimed chunks: 4.07 against 3.89 ms at 128K, 2,048 chain
-# programs; above, 4.07-4.32 against 3.93 over its calls); since batch 28
-# the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
-# worth timing again. Off: SPARSEGDN_LISTS_WITH_SEGMENTS=1 (with SPARSEGDN_COMMIT_SEGMENT and SPARSEGDN_WARM_UP).
-LISTS_WITH_SEGMENTS = os.environ.get("SPARSEGDN_LISTS_WITH_SEGMENTS", "0") == "1"
+# Segments beside the lists: a call that takes the lists (lists_by_default) cuts its chains into segments of
+# LISTS_SEGMENT commits, walked side by side, every segment publishing its progress; each segment's entering state
+# comes from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps
+# otherwise. COMMIT_SEGMENT stays the one launch's: calls that keep the one launch (short ones, a model's strided v,
+# given events) are not cut by this. Batch 24 measured warm-up segments of 256 beside the lists at chain blocks of 16
+# slower than whole chains (call 4, claimed chunks: 4.07 against 3.89 ms at 128K, 2,048 chain programs; above,
+# 4.07-4.32 against 3.93 over its calls); since batch 28 the lists hide behind whole chains at blocks of 32 and the
+# chain's walk alone is the wall, so segments there are worth timing again. Beside the lists the warm-up of 20 moved
+# o by 1.6e-3 (32K) to 2.1e-3 (128K) against whole chains, and at 32K not at all against the torch backend (4.155e-3
+# either way: batch 29, benchmarks/warm_up_error.py --route lists). Off (0: whole chains) until timed:
+# SPARSEGDN_LISTS_SEGMENT sets it (commits a segment).
+_LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "0")
+if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
+    raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains)")
+LISTS_SEGMENT = int(_LISTS_SEGMENT_SETTING)
+LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -232,7 +240,8 @@ def design_switches() -> tuple:
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
-            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS, LISTS_WITH_SEGMENTS,
+            list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS, LISTS_SEGMENT,
+            LISTS_WARM_UP,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -248,8 +257,8 @@ def selected_share(events, budget, selector) -> float | None:
 def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and the conditions beside it: q, k
     and v as pass 1 reads them, dtype the one its lists are written in, kept the call's selected_share. False wherever
-    the switches were set otherwise (segments only with LISTS_WITH_SEGMENTS)."""
-    if LISTS_FROM <= 0 or not OVERLAP or (COMMIT_SEGMENT and not LISTS_WITH_SEGMENTS) or PAIRED:
+    the switches were set otherwise (the one launch's COMMIT_SEGMENT, PAIRED)."""
+    if LISTS_FROM <= 0 or not OVERLAP or COMMIT_SEGMENT or PAIRED:
         return False
     if kept is None or kept > LISTS_MAX_BUDGET:
         return False
@@ -260,13 +269,25 @@ def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
 
+def chain_segments(by_lists: bool, normalize: bool) -> tuple[int, float]:
+    """(commits a segment, warm-up) of this call's chains: LISTS_SEGMENT beside the lists (by_lists: the call took
+    them by lists_by_default, which COMMIT_SEGMENT refuses) with WARM_UP, or LISTS_WARM_UP where WARM_UP is 0;
+    COMMIT_SEGMENT and WARM_UP otherwise.
+    The warm-up only for normalised keys (0: segment_scan's maps)."""
+    if by_lists and LISTS_SEGMENT:
+        return LISTS_SEGMENT, (WARM_UP or LISTS_WARM_UP) if normalize else 0.0
+    return COMMIT_SEGMENT, WARM_UP if normalize else 0.0
+
+
 def folded_commits(paired: bool, n_chunks: int, key_dim: int, warm_up: float, dtype=torch.bfloat16,
-                   on_gpu=True) -> bool:
+                   on_gpu=True, segment: int | None = None) -> bool:
     """Whether this call's events are prepared folded (FOLD_COMMITS): not for paired chains or chains cut into
     segments whose entering states come from segment_scan's maps (warm-up segments walk folded lists), and on a GPU
     only for 16-bit lists of keys up to state_pass.FOLD_MAX_KEY_DIM (a stage of the chain's pipeline holds a K x K
-    tile: 32 KB at K = 128 in bfloat16, 128 KB at K = 256, 64 KB for float32 at 128)."""
-    maps = state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, key_dim, warm_up) and not warm_up > 0
+    tile: 32 KB at K = 128 in bfloat16, 128 KB at K = 256, 64 KB for float32 at 128). `segment`: the call's
+    (chain_segments), COMMIT_SEGMENT where not given."""
+    segment = COMMIT_SEGMENT if segment is None else segment
+    maps = state_pass_module.segmented_chains(segment, n_chunks, key_dim, warm_up) and not warm_up > 0
     fits = not on_gpu or (dtype != torch.float32 and key_dim <= state_pass_module.FOLD_MAX_KEY_DIM)
     return FOLD_COMMITS and not paired and not maps and fits
 
@@ -317,9 +338,9 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     else:
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
     hook(STAGES[1])
-    paired = PAIRED and COMMIT_SEGMENT == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
-    warm_up = WARM_UP if use_qk_l2norm_in_kernel else 0.0
-    folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda)
+    chain_segment, warm_up = chain_segments(by_lists, use_qk_l2norm_in_kernel)
+    paired = PAIRED and chain_segment == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
+    folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda, segment=chain_segment)
     one_launch = OVERLAP and not by_lists
     # The two launches' lists, progress counts and streamed marks are made before pass 3: no kernel may come between
     # a streamed preparation and the chain pass it lets start early (STREAM_PREPARE).
@@ -338,8 +359,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     progress, segment, ready = None, 0, None
     if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
         check_progress_layout()
-        if state_pass_module.segmented_chains(COMMIT_SEGMENT, n_chunks, k.shape[-1], warm_up):
-            segment = COMMIT_SEGMENT
+        if state_pass_module.segmented_chains(chain_segment, n_chunks, k.shape[-1], warm_up):
+            segment = chain_segment
         progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
                                      dtype=torch.int32, device=v.device)
         if streams_preparation(lists, segment, paired):
@@ -357,7 +378,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     if one_launch:
         o, final_state = state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_state, flags,
                                       store_final=output_final_state, scale=scale, normalize=use_qk_l2norm_in_kernel,
-                                      out_dtype=out_dtype, band=band, paired=paired, segment=COMMIT_SEGMENT,
+                                      out_dtype=out_dtype, band=band, paired=paired, segment=chain_segment,
                                       warm_up=warm_up, skip_own=split, vectors=vectors, folded=folded)
         hook(STAGES[3])
         if split:           # the zero-state chunks the one launch left
@@ -366,7 +387,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         hook(STAGES[4])
         return o, final_state, schedule.events, scores, schedule.per_head, flags
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
-                                        store_final=output_final_state, segment=COMMIT_SEGMENT, paired=paired,
+                                        store_final=output_final_state, segment=chain_segment, paired=paired,
                                         warm_up=warm_up, progress=progress,
                                         publish=state_output_module.publish_every(paired) if progress is not None
                                         else 1, folded=folded, ready=ready)

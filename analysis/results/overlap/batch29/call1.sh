@@ -4,7 +4,7 @@
 # error beside the lists. Run from the project root: OUT=$OUT bash analysis/results/overlap/batch29/call1.sh
 set -u
 mkdir -p "$OUT/logs"
-S="SPARSEGDN_WARM_UP=20 SPARSEGDN_LISTS_WITH_SEGMENTS=1"
+S="SPARSEGDN_WARM_UP=20 SPARSEGDN_LISTS_WITH_SEGMENTS=1"   # the switch of 48ffcae (forward.LISTS_SEGMENT since)
 SPARSEGDN_CHAIN_BV=32 timeout 200 python -m pytest -q -n 4 -p no:cacheprovider tests/test_triton_gpu_matrix.py \
   -k "list and overlap" > "$OUT/logs/cases-list-overlap-bv32.log" 2>&1
 echo "cases rc $? $(tail -1 "$OUT/logs/cases-list-overlap-bv32.log") at ${SECONDS}s"
