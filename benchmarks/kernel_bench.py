@@ -71,7 +71,7 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
            "folded": (None, 0, "fold"), "one_launch_folded": (None, 0, "one_launch_fold"),
            "streamed": (None, 0, "stream"), "transposed": (None, 0, "transpose"),
            "streamed_transposed": (None, 0, "stream_transpose"), "transposed_tma": (None, 0, "transpose_tma")}
-# "process": by_band with this process's own SPARSEGDN_COMMIT_SEGMENT (by_band and the others never cut the chains),
+# "process": by_band with this process's own SPARSEGDN_COMMIT_SEGMENT (the others set their own: 0, 64 for segmented),
 # so that a process started with the one launch's segments (SPARSEGDN_COMMIT_SEGMENT, SPARSEGDN_WARM_UP) times them
 # beside by_band's whole chains in the same rounds. Batch 29's first timing of segments beside the lists
 # named by_band alone and so timed whole chains in every process (analysis/results/overlap/batch29/calls.md).
@@ -79,6 +79,11 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
 # in a process started with SPARSEGDN_LISTS_SEGMENT (segments beside the lists only; by_band takes them).
 DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
 DESIGNS["whole_chains"] = (None, 0, "whole")
+# The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
+# lists by switch) or with them set to 0.
+WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
+# The process's segment settings as it started (set_design changes forward's switches).
+PROCESS_SEGMENTS = (forward.COMMIT_SEGMENT, forward.LISTS_SEGMENT)
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),
@@ -402,11 +407,16 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
 def segments_unused(designs) -> str | None:
     """Why this process may not time `designs`, or None: a process started with SPARSEGDN_COMMIT_SEGMENT whose designs
     leave out "process" would time every design's own segments (whole chains for by_band) under a command that names
-    the setting (batch 29's first segment runs did)."""
-    if forward.COMMIT_SEGMENT and "process" not in designs:
-        return (f"SPARSEGDN_COMMIT_SEGMENT={forward.COMMIT_SEGMENT} is set, but the designs asked for "
+    the setting (batch 29's first segment runs did); one started with SPARSEGDN_LISTS_SEGMENT whose designs all walk
+    whole chains (WHOLE_BESIDE_LISTS) would time none of its segments."""
+    commit_segment, lists_segment = PROCESS_SEGMENTS
+    if commit_segment and "process" not in designs:
+        return (f"SPARSEGDN_COMMIT_SEGMENT={commit_segment} is set, but the designs asked for "
                 f"({' '.join(designs)}) set their own segments (by_band: whole chains); add --designs process to "
                 "time this process's segments")
+    if lists_segment and all(design in WHOLE_BESIDE_LISTS for design in designs):
+        return (f"SPARSEGDN_LISTS_SEGMENT={lists_segment} is set, but the designs asked for ({' '.join(designs)}) "
+                "walk whole chains; add by_band to time this process's segments beside the lists")
     return None
 
 

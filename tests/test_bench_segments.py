@@ -53,3 +53,16 @@ def test_whole_chains_is_the_baseline_beside_the_lists_segments():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["512", "0", "512", "True"]
+
+
+def test_a_process_with_lists_segments_and_only_whole_chain_designs_is_refused():
+    """SPARSEGDN_LISTS_SEGMENT with designs that all walk whole chains (WHOLE_BESIDE_LISTS) is refused; one design that
+    walks the lists' segments is enough."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
+    env["SPARSEGDN_LISTS_SEGMENT"] = "256"
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; asked = (['whole_chains'], "
+            "['one_launch', 'lists_overlap'], ['whole_chains', 'by_band'], ['transposed']); "
+            "print(*(b.segments_unused(designs) is None for designs in asked))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False", "True", "True"]

@@ -191,16 +191,21 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
     real_state_output = forward.state_output
     monkeypatch.setattr(forward, "state_output", lambda *a, **kw: launches.append(kw["segment"])
                         or real_state_output(*a, **kw))
+    walks = []
+    real_state_pass = forward.state_pass
+    monkeypatch.setattr(forward, "state_pass", lambda *a, **kw: walks.append((kw["segment"], kw["warm_up"]))
+                        or real_state_pass(*a, **kw))
     for lists_segment, lists_from in ((0, 1), (2, 0), (2, 1)):
         monkeypatch.setattr(forward, "LISTS_SEGMENT", lists_segment)
         monkeypatch.setattr(forward, "LISTS_FROM", lists_from)
-        _ListsStandIn.made, launches[:], published[:] = [], [], []
+        _ListsStandIn.made, launches[:], published[:], walks[:] = [], [], [], []
         o, state, info = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
         if not lists_from:
             assert launches == [0] and not _ListsStandIn.made      # the one launch, whole chains
             continue
         (lists,) = _ListsStandIn.made
         assert not launches                                          # the chain pass, not the one launch
+        assert walks == [(lists_segment, forward.LISTS_WARM_UP if lists_segment else 0.0)], walks
         assert lists.overlap and lists.calls == ["own", ("with_state", True, lists_segment)], lists.calls
         assert torch.equal(state, plain if lists_segment else whole) and not o.any()
         if not lists_segment:

@@ -575,17 +575,26 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     assert ran == ([(not stored, band)] * 3 if used else [])
 
 
-@pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
-def test_gpu_default_takes_the_lists_from_lists_from(initial, monkeypatch):
+@pytest.mark.parametrize("initial,lists_segment", [(False, 0), (True, 0), (False, 4)],
+                         ids=["no_s0", "s0", "no_s0-lists-segments"])
+def test_gpu_default_takes_the_lists_from_lists_from(initial, lists_segment, monkeypatch):
     """forward.LISTS_FROM with the switches as they are: a call of the benchmark's heads (H 16, HV 32, K = V = 128,
     band 1, budget 0.29's selection) of at least LISTS_FROM head chunks (its rows' floor LISTS_MIN_ROW_CHUNKS lowered
     to the case) runs the Gluon lists beside the chain pass, solving Tinv and claiming chunks (a spy), and a call one
     head chunk short of it, or keeping every event (budget 1), the one launch (no lists); each within the torch
     backend's tolerance given the call's events, and the lists' call the same again without the stage hook's syncs
-    (a list that read a snapshot before its chain stored it would differ: they are poisoned)."""
+    (a list that read a snapshot before its chain stored it would differ: they are poisoned). With forward.LISTS_SEGMENT
+    (segments of 4 commits: chains of ~9 cross two or three) the lists' call walks warm-up segments (a spy on the
+    chain pass's arguments) and the one launch's calls stay whole."""
     from sparsegdn.triton import forward, state_pass
     made = _list_outputs_on(monkeypatch, by_default=True)
     monkeypatch.setattr(state_pass, "POISON", True)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", lists_segment)
+    walked, real_state_pass, real_state_output = [], forward.state_pass, forward.state_output
+    monkeypatch.setattr(forward, "state_pass", lambda *a, **kw: walked.append((kw["segment"], kw["warm_up"]))
+                        or real_state_pass(*a, **kw))
+    monkeypatch.setattr(forward, "state_output", lambda *a, **kw: walked.append((kw["segment"], kw["warm_up"]))
+                        or real_state_output(*a, **kw))
     q, k, v, g, beta, s0 = random_inputs(1, 2048, 16, 32, 128, 128, dtype=torch.bfloat16, initial_state=initial,
                                          device="cuda", seed=5)
     head_chunks = 32 * sparsegdn.num_chunks(2048)
@@ -595,9 +604,12 @@ def test_gpu_default_takes_the_lists_from_lists_from(initial, monkeypatch):
         options = dict(initial_state=s0, output_final_state=True, budget=budget, selector="score", band=1)
         monkeypatch.setattr(forward, "LISTS_FROM", threshold)
         made.clear()
+        walked.clear()
         o, s, info = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
             q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
         assert made == lists, (threshold, made)
+        segments = (lists_segment, forward.LISTS_WARM_UP) if lists and lists_segment else (0, forward.WARM_UP)
+        assert walked == [segments], (threshold, walked)
         o_torch, s_torch, _ = sparsegdn.sparse_gated_delta_rule(
             q, k, v, g, beta, initial_state=s0, output_final_state=True, events=info.events, band=1, backend="torch")
         assert rel_err(o, o_torch) <= TOLERANCE[torch.bfloat16], f"output rel err {rel_err(o, o_torch):.2e}"

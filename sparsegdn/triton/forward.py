@@ -149,7 +149,7 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
 # selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
 # has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
-# was measured. Not with COMMIT_SEGMENT (the one launch's; the lists cut their chains by LISTS_SEGMENT, below) or
+# was measured. Not with COMMIT_SEGMENT (the other routes'; the lists cut their chains by LISTS_SEGMENT, below) or
 # PAIRED: paired chains were never run with progress counts. The one
 # launch's own switches (SPLIT_OUTPUTS, state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a
 # call that takes the lists.
@@ -178,15 +178,16 @@ LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
 LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 # Segments beside the lists: a call that takes the lists (lists_by_default) cuts its chains into segments of
-# LISTS_SEGMENT commits, walked side by side, every segment publishing its progress; each segment's entering state
-# comes from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps
-# otherwise. COMMIT_SEGMENT stays the one launch's: calls that keep the one launch (short ones, a model's strided v,
-# given events) are not cut by this. Batch 24 measured warm-up segments of 256 beside the lists at chain blocks of 16
-# slower than whole chains (call 4, claimed chunks: 4.07 against 3.89 ms at 128K, 2,048 chain programs; above,
-# 4.07-4.32 against 3.93 over its calls); since batch 28 the lists hide behind whole chains at blocks of 32 and the
-# chain's walk alone is the wall, so segments there are worth timing again. Beside the lists the warm-up of 20 moved
-# o by 1.6e-3 (32K) to 2.1e-3 (128K) against whole chains, and at 32K not at all against the torch backend (4.155e-3
-# either way: batch 29, benchmarks/warm_up_error.py --route lists). Off (0: whole chains) until timed:
+# LISTS_SEGMENT commits, walked side by side, every segment publishing its progress; each segment's entering state comes
+# from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps otherwise.
+# COMMIT_SEGMENT stays every other route's (the one launch, the two launches, the lists by switch): calls that
+# lists_by_default does not send to the lists (short ones, a model's strided v, given events) are not cut by this. Batch
+# 24 measured warm-up segments of 256 beside the lists at chain blocks of 16 slower than whole chains (call 4, claimed
+# chunks: 4.07 against 3.89 ms at 128K, 2,048 chain programs; above, 4.07-4.32 against 3.93 over its calls); since batch
+# 28 the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
+# worth timing again. Beside the lists the warm-up of 20 moved o (band 1, relative to whole chains) by 1.6e-3 at 32K
+# (segments of 256) and 1.6-2.1e-3 at 128K (segments of 1,024 to 256), and at 32K not at all against the torch backend
+# (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists). Off (0: whole chains) until timed:
 # SPARSEGDN_LISTS_SEGMENT sets it (commits a segment).
 _LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "0")
 if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
