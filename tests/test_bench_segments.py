@@ -1,30 +1,29 @@
-"""kernel_bench's design `process` and its refusal (batch 29: runs started with SPARSEGDN_COMMIT_SEGMENT that named
-by_band alone timed whole chains under a command naming the segments)."""
+"""kernel_bench's designs `process` and `whole_chains` and its refusals (batch 29: runs started with
+SPARSEGDN_COMMIT_SEGMENT that named by_band alone timed whole chains under a command naming the segments)."""
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+IMPORT = "import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; "
 
 
-def bench(*arguments, segment=None):
-    """kernel_bench.py run in a fresh process (settings are read at import), CPU only."""
+def bench(code, **settings):
+    """`code` run in a fresh process (settings are read at import) with only these SPARSEGDN_ settings, CPU only."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
-    if segment is not None:
-        env["SPARSEGDN_COMMIT_SEGMENT"] = str(segment)
-    return subprocess.run([sys.executable, "-c", *arguments], cwd=ROOT, env=env, capture_output=True, text=True,
+    env.update({f"SPARSEGDN_{name}": str(value) for name, value in settings.items()})
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=240)
 
 
-DESIGN = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; "
-          "b.set_design(b.DESIGNS['process']); print(b.forward.COMMIT_SEGMENT, b.segments_unused(['by_band']) is None, "
-          "b.segments_unused(['by_band', 'process']) is None); b.set_design(b.DESIGNS['by_band']); "
-          "print(b.forward.COMMIT_SEGMENT)")
+DESIGN = (IMPORT + "b.set_design(b.DESIGNS['process']); print(b.forward.COMMIT_SEGMENT, "
+          "b.segments_unused(['by_band']) is None, b.segments_unused(['by_band', 'process']) is None); "
+          "b.set_design(b.DESIGNS['by_band']); print(b.forward.COMMIT_SEGMENT)")
 
 
 def test_the_process_design_walks_the_process_segments_and_by_band_alone_is_refused():
-    done = bench(DESIGN, segment=256)
+    done = bench(DESIGN, COMMIT_SEGMENT=256)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["256", "False", "True", "0"]
 
@@ -37,7 +36,7 @@ def test_without_segments_every_design_list_is_accepted():
 
 def test_the_command_line_refuses_segments_no_design_takes():
     done = bench("import runpy, sys; sys.argv = ['kernel_bench.py', '--designs', 'by_band', '--tokens', '4096']; "
-                 "runpy.run_path('benchmarks/kernel_bench.py', run_name='__main__')", segment=512)
+                 "runpy.run_path('benchmarks/kernel_bench.py', run_name='__main__')", COMMIT_SEGMENT=512)
     assert done.returncode != 0
     assert "SPARSEGDN_COMMIT_SEGMENT=512 is set" in done.stderr and "--designs process" in done.stderr
 
@@ -45,12 +44,9 @@ def test_the_command_line_refuses_segments_no_design_takes():
 def test_whole_chains_is_the_baseline_beside_the_lists_segments():
     """In a process started with SPARSEGDN_LISTS_SEGMENT, by_band walks the lists' segments and whole_chains the
     whole chains; by_band after it puts the segments back. The segments beside the lists need no `process` design."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
-    env["SPARSEGDN_LISTS_SEGMENT"] = "512"
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; f = b.forward; seen = []; "
-            "[(b.set_design(b.DESIGNS[name]), seen.append(f.LISTS_SEGMENT)) for name in "
-            "('by_band', 'whole_chains', 'by_band')]; print(*seen, b.segments_unused(['by_band']) is None)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    done = bench(IMPORT + "seen = [(b.set_design(b.DESIGNS[name]), b.forward.LISTS_SEGMENT)[1] for name in "
+                 "('by_band', 'whole_chains', 'by_band')]; print(*seen, b.segments_unused(['by_band']) is None)",
+                 LISTS_SEGMENT=512)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["512", "0", "512", "True"]
 
@@ -58,11 +54,8 @@ def test_whole_chains_is_the_baseline_beside_the_lists_segments():
 def test_a_process_with_lists_segments_and_only_whole_chain_designs_is_refused():
     """SPARSEGDN_LISTS_SEGMENT with designs that all walk whole chains (WHOLE_BESIDE_LISTS) is refused; one design that
     walks the lists' segments is enough."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
-    env["SPARSEGDN_LISTS_SEGMENT"] = "256"
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; asked = (['whole_chains'], "
-            "['one_launch', 'lists_overlap'], ['whole_chains', 'by_band'], ['transposed']); "
-            "print(*(b.segments_unused(designs) is None for designs in asked))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    done = bench(IMPORT + "asked = (['whole_chains'], ['one_launch', 'lists_overlap'], ['whole_chains', 'by_band'], "
+                 "['transposed']); print(*(b.segments_unused(designs) is None for designs in asked))",
+                 LISTS_SEGMENT=256)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "True", "True"]
