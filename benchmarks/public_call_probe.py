@@ -9,6 +9,12 @@ synchronize, the public call's `flags.tolist()`, a copy into pinned memory with 
 public call itself; for each, the host's launch time (until the entry returns), its wait, and the
 wall time per call (medians of `--calls` calls after a warm-up). Uses benchmarks/kernel_bench.py's
 inputs (budget 0.29, band 1, `score`).
+
+Each case also counts, over its wall-time calls, the caching allocator's calls into the driver (torch.cuda.memory_stats:
+`num_device_alloc`, `num_device_free`, `num_alloc_retries`, per call): a cudaMalloc or cudaFree inside a call costs
+host time and synchronizes the device, which would show as host share that moves from process to process (the public
+call's share over its kernels read +2.3% to +7.2% at 128K in different processes, batches 28-29) while the kernels do
+not move.
 """
 import argparse
 import json
@@ -39,8 +45,19 @@ def waits(flags_pinned):
             "tolist": lambda flags: flags.tolist(), "pinned_event": pinned}
 
 
+ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+
+
+def allocator_counts() -> dict:
+    """The caching allocator's driver calls so far on the current device (ALLOCATOR_COUNTS; 0 where this torch lacks
+    one)."""
+    stats = torch.cuda.memory_stats()
+    return {name: stats.get(name, 0) for name in ALLOCATOR_COUNTS}
+
+
 def time_calls(call, wait, calls):
-    """Medians (launch ms, wait ms, wall ms per call) over `calls` calls, after 5 untimed ones."""
+    """Medians (launch ms, wait ms), wall ms per call over `calls` calls after 5 untimed ones, and the allocator's
+    driver calls per call during the wall-time calls (allocator_counts)."""
     launch_ms, wait_ms = [], []
     for i in range(calls + 5):
         start = time.perf_counter()
@@ -52,12 +69,15 @@ def time_calls(call, wait, calls):
             launch_ms.append((launched - start) * 1e3)
             wait_ms.append((end - launched) * 1e3)
     torch.cuda.synchronize()
+    before = allocator_counts()
     start = time.perf_counter()
     for _ in range(calls):
         wait(call())
     torch.cuda.synchronize()
     wall = (time.perf_counter() - start) * 1e3 / calls
-    return statistics.median(launch_ms), statistics.median(wait_ms), wall
+    after = allocator_counts()
+    per_call = {name: (after[name] - before[name]) / calls for name in ALLOCATOR_COUNTS}
+    return statistics.median(launch_ms), statistics.median(wait_ms), wall, per_call
 
 
 def main():
@@ -82,12 +102,15 @@ def main():
         cases = {f"entry+{name}": (entry, wait) for name, wait in waits(pinned).items()}
         cases["public"] = (public, lambda flags: None)
         for name, (call, wait) in cases.items():
-            launch_ms, wait_ms, wall = time_calls(call, wait, args.calls)
+            launch_ms, wait_ms, wall, driver = time_calls(call, wait, args.calls)
             rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
                          "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
-                         "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS})
-            print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms")
-        del inputs
+                         "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,
+                         **{f"{key}_per_call": value for key, value in driver.items()}})
+            print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms  "
+                  f"cudaMalloc/call {driver['num_device_alloc']:.2f}  cudaFree/call {driver['num_device_free']:.2f}  "
+                  f"retries/call {driver['num_alloc_retries']:.2f}")
+        inputs = None       # freed before the next length (the closures above read it only while it runs)
     (args.out / "public_call_probe.json").write_text(json.dumps(rows, indent=1))
 
 
