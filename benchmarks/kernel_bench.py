@@ -320,6 +320,23 @@ def loop_walls(fn, loops, calls):
     return walls
 
 
+# The caching allocator's calls into the driver (torch.cuda.memory_stats): a cudaMalloc or cudaFree inside a timed
+# call costs host time and synchronizes the device.
+ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+
+
+def allocator_counts() -> dict:
+    """ALLOCATOR_COUNTS so far on the current device (0 where this torch lacks one)."""
+    stats = torch.cuda.memory_stats()
+    return {name: stats.get(name, 0) for name in ALLOCATOR_COUNTS}
+
+
+def driver_calls() -> int:
+    """cudaMalloc and cudaFree calls of the caching allocator so far (allocator_counts)."""
+    counts = allocator_counts()
+    return counts["num_device_alloc"] + counts["num_device_free"]
+
+
 def launched_from_a_plan(fn) -> bool:
     """Whether fn's calls are launched from a recorded plan (call_plans.py): two more calls, the plans' replays
     counted."""
@@ -349,9 +366,12 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
             del runs[name]
     torch.cuda.synchronize()
     times = {name: [] for name in runs}
+    drivers = {name: 0 for name in runs}        # the allocator's driver calls during each contender's timed rounds
     for _ in range(ROUNDS):
         for name, fn in runs.items():
+            before = driver_calls()
             times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+            drivers[name] += driver_calls() - before
     walls = {name: wall_per_call(fn) for name, fn in runs.items() if name.startswith("api/")}
     planned = {name: launched_from_a_plan(fn) for name, fn in runs.items() if name.startswith("api/")}
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}
@@ -372,6 +392,9 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "design": design,
                 "default_design": is_default,
                 "api_ms": median[name], "api_ms_runs": times[name], "api_wall_ms": walls.get(name),
+                # cudaMalloc + cudaFree calls while the public call's and its entry's rounds ran (0: none of their
+                # host share is the allocator's; do_bench's own cache buffer comes from the allocator's pool)
+                "api_driver_calls": drivers[name], "entry_driver_calls": drivers.get(entry),
                 "sparsegdn_ms": median.get(entry) if is_default else None,
                 "entry_ms": median.get(entry),      # this design's backend entry (sparsegdn_ms: the default's only)
                 "fla_ms": fla_ms, "fla_ms_runs": times.get("fla"),

@@ -45,14 +45,7 @@ def waits(flags_pinned):
             "tolist": lambda flags: flags.tolist(), "pinned_event": pinned}
 
 
-ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries")
-
-
-def allocator_counts() -> dict:
-    """The caching allocator's driver calls so far on the current device (ALLOCATOR_COUNTS; 0 where this torch lacks
-    one)."""
-    stats = torch.cuda.memory_stats()
-    return {name: stats.get(name, 0) for name in ALLOCATOR_COUNTS}
+ALLOCATOR_COUNTS, allocator_counts = kernel_bench.ALLOCATOR_COUNTS, kernel_bench.allocator_counts
 
 
 def time_calls(call, wait, calls):
