@@ -45,12 +45,9 @@ def waits(flags_pinned):
             "tolist": lambda flags: flags.tolist(), "pinned_event": pinned}
 
 
-ALLOCATOR_COUNTS, allocator_counts = kernel_bench.ALLOCATOR_COUNTS, kernel_bench.allocator_counts
-
-
 def time_calls(call, wait, calls):
     """Medians (launch ms, wait ms), wall ms per call over `calls` calls after 5 untimed ones, and the allocator's
-    driver calls per call during the wall-time calls (allocator_counts)."""
+    driver calls per call during the wall-time calls (kernel_bench.allocator_counts)."""
     launch_ms, wait_ms = [], []
     for i in range(calls + 5):
         start = time.perf_counter()
@@ -62,14 +59,14 @@ def time_calls(call, wait, calls):
             launch_ms.append((launched - start) * 1e3)
             wait_ms.append((end - launched) * 1e3)
     torch.cuda.synchronize()
-    before = allocator_counts()
+    before = kernel_bench.allocator_counts()
     start = time.perf_counter()
     for _ in range(calls):
         wait(call())
     torch.cuda.synchronize()
     wall = (time.perf_counter() - start) * 1e3 / calls
-    after = allocator_counts()
-    per_call = {name: (after[name] - before[name]) / calls for name in ALLOCATOR_COUNTS}
+    after = kernel_bench.allocator_counts()
+    per_call = {name: (after[name] - before[name]) / calls for name in kernel_bench.ALLOCATOR_COUNTS}
     return statistics.median(launch_ms), statistics.median(wait_ms), wall, per_call
 
 

@@ -8,14 +8,14 @@ budget 0.29, `score`, the same events in every run of a case:
                (forward.COMMIT_SEGMENT, WARM_UP): the fastest arrangement measured (kernel_bench.notes.md)
 
 The warm-up's own error is warm-up against split; against the torch backend (where the length allows) all three.
+A case whose chains are not cut (segments not shorter than the chunk count: state_pass.segmented_chains) reports
+`segmented: false`, and its warm-up row equals its split row.
 
 With `--route lists` the same question beside the Gluon lists, the default's route from 16K tokens on: exact is the
 default call (whole chains beside the lists), warm-up the same call with forward.LISTS_SEGMENT and WARM_UP (no split
-run: the lists write every output). That route selects its own events (given events keep the one
-launch), so each run selects again; a row says whether the route was taken (`lists`) and whether the runs kept the
-same events (`same_events`).
-A case whose chains are not cut (segments not shorter than the chunk count: state_pass.segmented_chains) reports
-`segmented: false`, and its warm-up row equals its split row.
+run: the lists write every output). That route selects its own events (given events keep the one launch), so each
+run selects again; a row says whether the route was taken (`lists`) and whether the runs kept the same events
+(`same_events`).
 
     python benchmarks/warm_up_error.py [--tokens 32768 131072] [--bands 1 3] [--segments 128 256] \
         [--reference-max-tokens 32768] [--route one_launch|lists]
@@ -68,6 +68,13 @@ def run(inputs, band, events=None, backend="triton", base=EXACT, **switches):
             setattr(forward, name, value)
 
 
+def errors_vs_torch(results, reference) -> dict:
+    """Relative errors of o and the final state of each named run in `results` ((name, run's result) pairs) against
+    the torch backend's `reference`."""
+    return {f"{name}_{part}_rel_err_vs_torch": rel_err(result[index], reference[index])
+            for name, result in results for part, index in (("o", 0), ("state", 1))}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
@@ -102,9 +109,7 @@ def main():
                        "warm_up_state_rel_err_vs_split": rel_err(warm[1], split[1]),
                        "warm_up_o_rel_err_vs_exact": rel_err(warm[0], exact[0])}
                 if reference is not None:
-                    row.update({f"{name}_{part}_rel_err_vs_torch": rel_err(result[index], reference[index])
-                                for name, result in (("exact", exact), ("split", split), ("warm_up", warm))
-                                for part, index in (("o", 0), ("state", 1))})
+                    row.update(errors_vs_torch((("exact", exact), ("split", split), ("warm_up", warm)), reference))
                 print(json.dumps(row), flush=True)
             del exact, split, reference
             torch.cuda.empty_cache()
@@ -127,9 +132,7 @@ def beside_lists(args):
                        "warm_up_o_max_abs_diff_vs_exact": (warm[0].float() - exact[0].float()).abs().max().item(),
                        "warm_up_state_rel_err_vs_exact": rel_err(warm[1], exact[1])}
                 if reference is not None:
-                    row.update({f"{name}_{part}_rel_err_vs_torch": rel_err(result[index], reference[index])
-                                for name, result in (("exact", exact), ("warm_up", warm))
-                                for part, index in (("o", 0), ("state", 1))})
+                    row.update(errors_vs_torch((("exact", exact), ("warm_up", warm)), reference))
                 print(json.dumps(row), flush=True)
             del exact, reference
             torch.cuda.empty_cache()
