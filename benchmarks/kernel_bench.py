@@ -79,6 +79,10 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
 # in a process started with SPARSEGDN_LISTS_SEGMENT (segments beside the lists only; by_band takes them).
 DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
 DESIGNS["whole_chains"] = (None, 0, "whole")
+# "early": by_band with the early checks (forward.EARLY_CHECKS: pass 1 checks q, k, v and the initial state, and the
+# public call waits for pass 1's flags only); its public call against by_band's, and each against its own entry,
+# is what it is timed for.
+DESIGNS["early"] = (None, 0, "early")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -91,6 +95,7 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                              ((list_output, "CLAIM"), True)),
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
                    "whole": (((forward, "LISTS_SEGMENT"), 0),),
+                   "early": (((forward, "EARLY_CHECKS"), True),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),
                    "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
                    "stream": (((forward, "STREAM_PREPARE"), True),),

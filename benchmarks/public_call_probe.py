@@ -8,7 +8,9 @@ with no profiler, the same entry followed by each way of waiting for its flags: 
 synchronize, the public call's `flags.tolist()`, a copy into pinned memory with an event, and the
 public call itself; for each, the host's launch time (until the entry returns), its wait, and the
 wall time per call (medians of `--calls` calls after a warm-up). Uses benchmarks/kernel_bench.py's
-inputs (budget 0.29, band 1, `score`).
+inputs (budget 0.29, band 1, `score`). `public+early` is the public call with the early checks
+(forward.EARLY_CHECKS: it waits for pass 1's flags only), in the same process; SPARSEGDN_EARLY_CHECKS=1
+puts every case under them (the entry's copy of the early flags included).
 
 Each case also counts, over its wall-time calls, the caching allocator's calls into the driver (torch.cuda.memory_stats:
 `num_device_alloc`, `num_device_free`, `num_alloc_retries`, per call): a cudaMalloc or cudaFree inside a call costs
@@ -30,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
-from sparsegdn.triton import call_plans, graphs, launch   # noqa: E402
+from sparsegdn.triton import call_plans, forward, graphs, launch   # noqa: E402
+from sparsegdn.triton.chunk_loads import NUM_FLAGS       # noqa: E402
 
 
 def waits(flags_pinned):
@@ -78,7 +81,7 @@ def main():
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
-    pinned = torch.zeros(3, dtype=torch.int32, pin_memory=True)
+    pinned = torch.zeros(NUM_FLAGS, dtype=torch.int32, pin_memory=True)
     rows = []
     for tokens in args.tokens:
         inputs = kernel_bench.make_inputs(tokens)
@@ -91,10 +94,16 @@ def main():
 
         cases = {f"entry+{name}": (entry, wait) for name, wait in waits(pinned).items()}
         cases["public"] = (public, lambda flags: None)
+        cases["public+early"] = (public, lambda flags: None)     # with forward.EARLY_CHECKS, in this process
         for name, (call, wait) in cases.items():
-            launch_ms, wait_ms, wall, driver = time_calls(call, wait, args.calls)
+            process_early = forward.EARLY_CHECKS
+            forward.EARLY_CHECKS = process_early or name == "public+early"
+            try:
+                launch_ms, wait_ms, wall, driver = time_calls(call, wait, args.calls)
+            finally:
+                early, forward.EARLY_CHECKS = forward.EARLY_CHECKS, process_early
             rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
-                         "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
+                         "early_checks": early, "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
                          "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,
                          **{f"{key}_per_call": value for key, value in driver.items()}})
             print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms  "

@@ -211,6 +211,7 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
     if events is None and config.selector in ("random", "oracle"):   # selected in torch, then given as events
         validation.check_values(q, k, v, g, beta, initial_state)
         events, _ = select_torch(*prepare(q, k, v, g, beta, use_qk_l2norm_in_kernel), config, scale=scale)
+    validation.take_early()     # forget early flags no public call took (a backend call's): only this call's count
     o, final_state, events, scores, per_head, flags = triton_backend.sparse_gdn_forward(
         q, k, v, g, beta, events=events, budget=config.budget, selector=config.selector, band=config.band,
         scale=scale, initial_state=initial_state, output_final_state=output_final_state,
@@ -219,7 +220,7 @@ def _triton_forward(q, k, v, g, beta, config, *, events, scale, initial_state, o
     if checks is not None:
         checks.add(flags)
     else:
-        validation.check_flags(flags, o, q, k, v, g, beta, initial_state, scale)
+        validation.check_flags(flags, o, q, k, v, g, beta, initial_state, scale, early=validation.take_early())
     return o, final_state, SelectionInfo(events, scores, per_head)
 
 

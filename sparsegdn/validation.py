@@ -18,6 +18,10 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LOWEST_LOG_DECAY = -torch.finfo(torch.float32).max / CHUNK_SIZE
 LARGEST_SCALE = torch.finfo(torch.float32).max
 SMALLEST_SCALE = torch.finfo(torch.float32).tiny    # below it float32 holds a scale as a subnormal or 0
+# The GPU path's value flags (sparsegdn/triton/chunk_loads.py FLAG_*): slots 0..ERROR_FLAGS-1 are errors (o or the
+# final state not finite, g or beta bad, the initial state not finite); the slot after them (FLAG_WAIT) only says
+# that the early checks did not clear the call, which then waits for every flag.
+ERROR_FLAGS = 3
 
 
 class ResultOverflowError(ValueError):
@@ -188,7 +192,7 @@ def read_flags(flags: torch.Tensor) -> list:
     return host.tolist()
 
 
-def check_flags(flags, o, q, k, v, g, beta, initial_state, scale):
+def check_flags(flags, o, q, k, v, g, beta, initial_state, scale, early=None):
     """The contract of `check_values` for the Triton path, from the flags its kernels raised.
 
     The kernels check what they read anyway (g and beta, finite and in range, in the intra-chunk pass;
@@ -197,11 +201,64 @@ def check_flags(flags, o, q, k, v, g, beta, initial_state, scale):
     reach o (they survive every product, even with zero), so a clean o clears them. Only when a flag
     is set are the inputs read one by one, to name the argument; inputs that all pass with a
     non-finite o are an overflow (ResultOverflowError).
+
+    `early`: the call's EarlyFlags (take_early), or None. Where pass 1's early checks cleared the call (every
+    element of q, k, v and the initial state finite and within their bound, g and beta in range), it returns as
+    soon as they are read, while the later kernels still run (chunk_loads.WAIT_BOUND says why o cannot overflow
+    then); else it waits for every flag, as without them.
     """
-    if not any(read_flags(flags)):
+    if early is not None and not any(early.read()):
+        return
+    if not any(read_flags(flags)[:ERROR_FLAGS]):
         return
     check_values(q, k, v, g, beta, initial_state)
     _raise_overflow(o, q, k, v, g, beta, scale)
+
+
+class EarlyFlags:
+    """The value flags as pass 1 left them (the early checks), copied to the host behind it: `read` waits for that
+    copy only, not for the kernels queued after pass 1."""
+
+    def __init__(self, host, event):
+        self.host, self.event, self.copied = host, event, event is None
+
+    def wait(self) -> None:
+        if not self.copied:
+            self.event.synchronize()
+            self.copied = True
+
+    def read(self) -> list:
+        self.wait()
+        return self.host.tolist()
+
+
+def copy_early(flags: torch.Tensor) -> None:
+    """Called by the GPU path right after pass 1's launch (and by a plan's replay at the same point): copies the
+    flags to this thread's pinned buffer behind pass 1 and keeps them for take_early. On the CPU (the interpreter)
+    the kernels have run: a copy of the flags as they are now."""
+    if not flags.is_cuda:
+        _read_back.early = EarlyFlags(flags.clone(), None)
+        return
+    places = getattr(_read_back, "early_places", None)
+    if places is None:
+        places = _read_back.early_places = {}
+    place = places.get(flags.device)      # [pinned buffer, event, its last copy] per device: an event records on
+    if place is None or place[0].shape != flags.shape:      # one device only
+        place = places[flags.device] = [torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True),
+                                        torch.cuda.Event(), None]
+    host, event, last = place
+    if last is not None:    # a copy nobody waited for (a backend call's) may still land: on another stream, after
+        last.wait()         # this one
+    host.copy_(flags, non_blocking=True)
+    event.record(torch.cuda.current_stream(flags.device))
+    place[2] = _read_back.early = EarlyFlags(host, event)
+
+
+def take_early() -> EarlyFlags | None:
+    """The early flags this thread's last GPU call copied (copy_early), or None; forgotten once taken."""
+    early = getattr(_read_back, "early", None)
+    _read_back.early = None
+    return early
 
 
 class DeferredChecks:
@@ -236,7 +293,7 @@ class DeferredChecks:
         labels = self._labels
         self._labels, self._flags = [], []
         for label, row in zip(labels, rows):
-            if any(row):
+            if any(row[:ERROR_FLAGS]):
                 raise ValueError(f"{label}: the GDN core saw a NaN or infinite value (or g > 0) in its inputs, "
                                  "initial state or output")
 

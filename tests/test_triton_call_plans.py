@@ -12,7 +12,9 @@ import pytest
 import torch
 from gdn_inputs import random_inputs
 
+from sparsegdn import validation
 from sparsegdn.triton import call_plans, call_record, forward, graphs, launch, segment_scan  # noqa: F401 (every kernel module)
+from sparsegdn.triton.chunk_loads import NUM_FLAGS
 
 OPTIONS = dict(events=None, budget=0.29, selector="score", band=1, scale=64 ** -0.5, output_final_state=True,
                use_qk_l2norm_in_kernel=True, stage_hook=None)
@@ -127,7 +129,7 @@ def _traced(log, tensors, allocations):
 CASES = {"default": ({}, {}, False), "no-final-state": ({"output_final_state": False}, {}, False),
          "initial-state": ({}, {}, True), "all-events": ({"selector": "all"}, {}, False),
          "stored-inverse": ({}, {"STORE_INVERSE": True}, False), "paired": ({}, {"PAIRED": True}, True),
-         "split-outputs": ({}, {"SPLIT_OUTPUTS": True}, False)}
+         "split-outputs": ({}, {"SPLIT_OUTPUTS": True}, False), "early-checks": ({"early": True}, {}, True)}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -200,7 +202,7 @@ def test_a_plan_replays_the_launches_of_a_call_with_that_calls_pointers(launches
         assert (got is None) == (want is None)
         if want is not None:
             assert (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device)
-    assert torch.equal(planned[5], torch.zeros(3, dtype=torch.int32)), "the value flags start at zero"
+    assert torch.equal(planned[5], torch.zeros(NUM_FLAGS, dtype=torch.int32)), "the value flags start at zero"
     assert torch.equal(planned[2], launched[2]) if case == "all-events" else True, "every event, filled as launched"
     again = _call(_inputs(4, initial), **changes)
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(again[:5], planned[:5]) if a is not None)
@@ -372,3 +374,23 @@ def test_a_descriptor_argument_is_replayed_around_the_calls_address(monkeypatch)
     # a descriptor over memory two inputs share (k a view of q): which input it reads is unknowable, so no plan
     record, o = recorded(q)
     assert call_plans.build(record, {"v": q, "k": q.view_as(q)}, (o,)) is None
+
+
+def test_a_plan_copies_the_early_flags_where_the_recorded_call_did(launches, monkeypatch):
+    """The early checks' copy (forward.EARLY_CHECKS) is no launch: a plan notes its place (after pass 1) and makes
+    it there with the planned call's own flags, before the later launches."""
+    copies = []
+    monkeypatch.setattr(validation, "copy_early", lambda flags: copies.append((len(launches), flags.data_ptr(),
+                                                                               tuple(flags.shape))))
+    for seed in (1, 2):                 # compiled, then recorded
+        _call(_inputs(seed, True), early=True)
+    plan = next(iter(call_plans._plans.values()))
+    assert plan.early is not None and plan.early[0] == 1, "after pass 1, the first recorded launch"
+    copies.clear()
+    launches.clear()
+    planned = _call(_inputs(3, True), early=True)
+    assert copies == [(1, planned[5].data_ptr(), (NUM_FLAGS,))], "once, after pass 1, the planned call's flags"
+    assert launches[0][0] == "intra_chunk_kernel" and len(launches) > 1
+    copies.clear()
+    _call(_inputs(4, True))             # without the early checks: another key, launched and recorded, no copy
+    assert copies == []

@@ -769,3 +769,64 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
         _switched_matches_torch((q, k, v, g, beta, s0), out[True], out[False], 1e-3, f"streamed, seed {seed}")
     assert streamed[:2] == [False, True] and made, (streamed, made)
     assert len(replays) == 4, len(replays)         # seeds 2 and 3, streamed and not
+
+
+@pytest.mark.parametrize("route", ["one-launch-s0", "default-lists", "float32-K64", "two-launches-HV3"])
+def test_gpu_early_checks_change_no_output(route, monkeypatch):
+    """forward.EARLY_CHECKS: pass 1 also checks q, k, v and the initial state, and the public call waits for pass
+    1's flags only. Four calls of one key in a row, each with the early checks off then on (the first of each
+    launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
+    and with them on no call reads its late flags. Then through the plan: a NaN in q is a ValueError naming q, an
+    element of v beyond the bound (finite) waits and passes. Routes: the one launch with an initial state, the lists
+    beside the chains by the defaults (LISTS_FROM lowered to the case), float32 heads of 64, the two launches with
+    three value heads a key head."""
+    from sparsegdn import validation
+    from sparsegdn.triton import call_plans, forward, graphs
+    from sparsegdn.triton.chunk_loads import WAIT_BOUND
+    monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+    batch, tokens, heads, value_heads, dim, dtype, initial = {
+        "one-launch-s0": (1, 2000, 2, 4, 128, torch.bfloat16, True),
+        "default-lists": (2, 4096, 2, 4, 128, torch.bfloat16, False),
+        "float32-K64": (2, 777, 1, 2, 64, torch.float32, True),
+        "two-launches-HV3": (1, 1500, 2, 6, 128, torch.bfloat16, False)}[route]
+    if route == "default-lists":
+        _list_outputs_on(monkeypatch, by_default=True)
+        monkeypatch.setattr(forward, "LISTS_FROM", batch * value_heads * sparsegdn.num_chunks(tokens))
+        monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", sparsegdn.num_chunks(tokens))
+    if route == "two-launches-HV3":
+        monkeypatch.setattr(forward, "OVERLAP", False)
+    waits, read_flags = [], validation.read_flags
+    monkeypatch.setattr(validation, "read_flags", lambda flags: waits.append(1) or read_flags(flags))
+
+    def call(seed, early, spoil=None):
+        monkeypatch.setattr(forward, "EARLY_CHECKS", early)
+        q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, dim, dim, dtype=dtype, seed=seed,
+                                             initial_state=initial, device="cuda")
+        if spoil == "q":
+            q[batch - 1, tokens // 3, heads - 1, 5] = float("nan")
+        elif spoil == "v":
+            v[0, tokens - 1, value_heads - 1, 0] = 2 * WAIT_BOUND.value
+        return sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
+                                                 budget=0.29, band=1, backend="triton")
+    call_plans.clear()
+    try:
+        for seed in (1, 2, 3, 4):
+            o_ref, s_ref, info_ref = call(seed, False)
+            waits.clear()
+            o, s, info = call(seed, True)
+            assert waits == [], f"seed {seed}: the late flags were read"
+            # the same kernels after pass 1, whose early variant computes its statistics as before: equal, within
+            # a margin for a compiler that orders pass 1's sums otherwise
+            assert torch.equal(info.events, info_ref.events), seed
+            assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6, (seed, rel_err(o, o_ref))
+        plan = next(plan for plan in call_plans._plans.values() if plan.early is not None)
+        assert plan.early[0] == 1, plan.early
+        with pytest.raises(ValueError, match="^q"):
+            call(5, True, spoil="q")
+        waits.clear()
+        o, s, _ = call(6, True, spoil="v")
+        assert len(waits) == 1 and torch.isfinite(o).all()
+        o_ref, s_ref, _ = call(6, False, spoil="v")
+        assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6
+    finally:
+        call_plans.clear()

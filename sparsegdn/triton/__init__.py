@@ -25,12 +25,14 @@ def sparse_gdn_forward(q, k, v, g, beta, *, events, budget, selector, band, scal
     ignored); selector one of "score", "uniform", "all" when events is None; scale a float.
 
     stage_hook(name), when given, is called after each of the five passes (forward.STAGES, for timing).
-    replayable=False keeps the call off the CUDA graphs (graphs.py; for a caller that defers its checks).
+    replayable=False keeps the call off the CUDA graphs (graphs.py) and the early checks (forward.EARLY_CHECKS): for a
+    caller that defers its checks.
     call_key: the caller's key of everything but the pointers (sparsegdn.api.checked_key), or None to make one here.
     Returns (o [B,T,HV,V] in v.dtype, final_state float32 [B,HV,K,V] or None,
              events bool[B,HV,NC], scores float32[B,HV,NC], budget_per_head int64[B,HV],
-             flags int32 [3]: non-zero where the kernels saw a non-finite output, bad gates or a
-             non-finite initial state; read back by the caller, see sparsegdn.validation.check_flags).
+             flags int32 [4]: non-zero where the kernels saw a non-finite output, bad gates or a
+             non-finite initial state, and (the early checks only) where the call must wait for them all;
+             read back by the caller, see sparsegdn.validation.check_flags).
     """
     from .forward import sparse_gdn_forward as forward
 

@@ -24,6 +24,8 @@ arguments, and for each pointer the buffer it points into and the offset there. 
   descriptor argument (list_output's Gluon kernels) is remade around such an address with its recorded shape,
   strides, block shape, layout and padding, its base found in an input (a view inside exactly one input counts)
   or a recorded allocation;
+- where the recorded call copied its early flags (forward.EARLY_CHECKS: right after pass 1), copies this call's
+  flags at the same place among the launches (call_record.copy_early);
 - returns fresh tensors, as a launched call does (nothing is kept between calls, nothing copied).
 
 The key is graphs.call_key: every tensor's shape, strides, dtype, device and 16-byte alignment, every option's
@@ -124,6 +126,7 @@ class Plan:
     zeroed_bytes: int
     launches: tuple
     outputs: tuple      # ("part", index) or ("value", value) for each item the forward returned
+    early: tuple | None = None  # (launches before it, the flags' part): where the replay copies the early flags
 
 
 _plans: OrderedDict = OrderedDict()
@@ -251,7 +254,14 @@ def build(record: call_record.Recording, tensors: dict, outputs) -> Plan | None:
             result.append(("part", index))
         else:
             result.append(("value", x))
-    return Plan(input_names, tuple(parts), sizes[WORKSPACE], sizes[ZEROED], tuple(launches), tuple(result))
+    early = None
+    if record.early is not None:        # the early flags: a whole recorded allocation (forward's flags)
+        after, flags = record.early
+        index = next((i for i, tensor in enumerate(allocated) if tensor is flags), None)
+        if index is None:
+            return None
+        early = (after, index)
+    return Plan(input_names, tuple(parts), sizes[WORKSPACE], sizes[ZEROED], tuple(launches), tuple(result), early)
 
 
 def extent_bytes(x: torch.Tensor) -> int:
@@ -283,7 +293,17 @@ def run(plan: Plan, tensors: dict):
         bases.append(0 if part.place == OWN else
                      (workspace if part.place == WORKSPACE else zeroed).data_ptr() + part.offset)
     first_part = len(plan.input_names)
-    for step in plan.launches:
+
+    def part_tensor(index):
+        part = plan.parts[index]
+        if part.place == OWN:
+            return own[index]
+        buffer = workspace if part.place == WORKSPACE else zeroed
+        return buffer[part.offset:part.offset + part.nbytes].view(part.dtype).view(part.shape)
+    early_after, early_part = plan.early if plan.early is not None else (-1, None)
+    for done, step in enumerate(plan.launches):
+        if done == early_after:       # the early flags, copied where the recorded call copied them
+            call_record.copy_early(part_tensor(early_part))
         for index in step.allocate:
             part = plan.parts[index]
             own[index] = (call_record.empty(*part.shape, dtype=part.dtype, device=device) if part.fill is None else
@@ -295,16 +315,9 @@ def run(plan: Plan, tensors: dict):
             arguments[position] = address if descriptor is None else descriptor.at(address)
         compiled = step.compiled
         compiled.run(*step.dims, stream, compiled.function, compiled.packed_metadata, None, None, None, *arguments)
-
-    def output(kind, value):
-        if kind == "value":
-            return value
-        part = plan.parts[value]
-        if part.place == OWN:
-            return own[value]
-        buffer = workspace if part.place == WORKSPACE else zeroed
-        return buffer[part.offset:part.offset + part.nbytes].view(part.dtype).view(part.shape)
-    return tuple(output(kind, value) for kind, value in plan.outputs)
+    if early_after == len(plan.launches):
+        call_record.copy_early(part_tensor(early_part))
+    return tuple(value if kind == "value" else part_tensor(value) for kind, value in plan.outputs)
 
 
 @triton.jit

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import validation
+
 _local = threading.local()
 
 
@@ -25,6 +27,7 @@ class Recording:
     launches: list = field(default_factory=list)       # (compiled kernel, grid dims, positional arguments)
     complete: bool = True                               # every launch went straight through a compiled kernel
     replayable: bool = True                             # no launch of a kind a plan cannot replay (note_unreplayable)
+    early: tuple | None = None                          # (launches before it, the flags): copy_early's
 
 
 def active() -> Recording | None:
@@ -63,6 +66,15 @@ def _noted(tensor, fill):
     if record is not None:
         record.allocations.append((tensor, fill))
     return tensor
+
+
+def copy_early(flags: torch.Tensor) -> None:
+    """validation.copy_early(flags) (the early checks' flags on their way to the host), noted by an active
+    recording with its place among the launches, where a plan's replay makes the same copy."""
+    record = active()
+    if record is not None:
+        record.early = (len(record.launches), flags)
+    validation.copy_early(flags)
 
 
 def note_launch(compiled, dims, arguments) -> None:

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ..config import BLOCK_SIZE, CHUNK_SIZE
+from ..validation import ERROR_FLAGS
 
 CHUNK = tl.constexpr(CHUNK_SIZE)   # tokens per chunk
 BLOCK = tl.constexpr(BLOCK_SIZE)   # rows of one block of the band solver
@@ -36,7 +37,22 @@ LOWEST_LOG_DECAY = tl.constexpr(-torch.finfo(torch.float32).max / CHUNK_SIZE)
 FLAG_OUTPUT = tl.constexpr(0)        # o (as stored) or the final state has a NaN or inf (NaN and inf in q, k or v always reach o)
 FLAG_GATES = tl.constexpr(1)         # g or beta not finite or out of range
 FLAG_INITIAL_STATE = tl.constexpr(2)  # the initial state not finite
-NUM_FLAGS = 3
+FLAG_WAIT = tl.constexpr(3)          # early checks (pass 1): q, k, v or the initial state has an element that is
+                                     # NaN, infinite or above WAIT_BOUND; the caller then waits for every flag
+NUM_FLAGS = 4
+assert ERROR_FLAGS == FLAG_WAIT.value, "the error slots come first, FLAG_WAIT after them (validation reads them so)"
+# Pass 1's early checks (forward.EARLY_CHECKS) let the public call return once pass 1 has run when every element of
+# q, k, v and the initial state is at most this in magnitude, g is above -WAIT_BOUND and g and beta are in range.
+# Why a bound and not only finiteness: the call then returns before o is written, so an overflow of o from finite
+# inputs (ResultOverflowError when the call waits) must be out of reach. With normalised keys, a scale of at most 1
+# and every input element within 2^12, a state whose commits do not expand (band 3's: they contract) stays within
+# ||S0|| + sum beta ||v|| ~ 6e9 at 128K tokens and heads of 128, and |o| under ~1e10; 3.4e38 (bfloat16's and float32's
+# largest) needs the state to grow by a further ~1e28. Bands 0-2's band-projected commits can expand: random keys
+# stay near contracting, but keys chosen to do so reach ~3.7x a commit at band 1 (state_pass.warm_up_begin), ~50 such
+# commits without decay. There, with the early checks on, an overflow of o is returned without its
+# ResultOverflowError. Raw keys (commits that can expand without bound), scales above 1 and float16 outputs (largest
+# 65504) always wait (forward.early_checks).
+WAIT_BOUND = tl.constexpr(4096.0)
 
 
 @triton.jit
@@ -145,6 +161,13 @@ def any_not_finite(x):
     """int32 scalar: 1 when any element of a 2D tile is NaN or infinite. The sum of x * 0 is NaN exactly then
     (0 for finite values): one multiply-add an element instead of a compare and a select."""
     return not_finite(tl.sum(tl.sum(x.to(tl.float32) * 0.0, axis=1), axis=0)).to(tl.int32)
+
+
+@triton.jit
+def any_beyond(x, bound: tl.constexpr):
+    """int32 scalar: 1 when any element of a 2D tile is NaN, infinite or above `bound` in magnitude (one compare:
+    NaN fails it)."""
+    return any_2d(~(tl.abs(x.to(tl.float32)) <= bound))
 
 
 @triton.jit

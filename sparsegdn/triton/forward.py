@@ -194,6 +194,26 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains)")
 LISTS_SEGMENT = int(_LISTS_SEGMENT_SETTING)
 LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
+# Early checks: pass 1 also checks q, k, v and the initial state (finite and within chunk_loads.WAIT_BOUND, besides
+# g and beta as always), the flags are copied to the host right behind it (validation.copy_early), and the public
+# call waits for that copy instead of its last kernel: it returns while the later passes run, so the next call's
+# host work (its Python up to its first launch) overlaps them instead of leaving the GPU idle. Why: the public
+# call's one sync, after every kernel, cost +33% / +29% / +20% / +8.8% / +6.3% / +7.2% over its kernels at 4K-128K
+# (H200, batch 28, the front page's run). Costs: pass 1 reads q too (at 128K tokens, H 16, K 128: 512 MiB more), and
+# one small copy between pass 1 and pass 2. Only for calls whose caller reads the flags back (a DeferredChecks
+# caller syncs no call) and whose checks can clear them: normalised keys, a scale of at most 1, o in bfloat16,
+# float32 or float64 (chunk_loads.WAIT_BOUND says why, and where an overflow of o still goes unreported). A call the
+# early checks do not clear waits for every flag, as without them.
+# Off until timed on a GPU: SPARSEGDN_EARLY_CHECKS=1 turns it on.
+EARLY_CHECKS = os.environ.get("SPARSEGDN_EARLY_CHECKS", "0") == "1"
+EARLY_DTYPES = (torch.bfloat16, torch.float32, torch.float64)   # o's dtypes (v's) whose range WAIT_BOUND keeps
+EARLY_MAX_SCALE = 1.0       # q k^T's scale: the bound on o takes it as at most 1 (the default is K^-0.5)
+
+
+def early_checks(v, normalize: bool, scale: float, deferred: bool) -> bool:
+    """Whether this call runs the early checks (EARLY_CHECKS): its flags read back by the call (not deferred),
+    normalised keys, a scale of at most EARLY_MAX_SCALE, and o (v's dtype) in one of EARLY_DTYPES."""
+    return EARLY_CHECKS and not deferred and normalize and scale <= EARLY_MAX_SCALE and v.dtype in EARLY_DTYPES
 
 
 def sparse_gdn_forward(q, k, v, g, beta, **options):
@@ -207,6 +227,7 @@ def sparse_gdn_forward(q, k, v, g, beta, **options):
     """
     replayable = options.pop("replayable", True)      # False: the caller defers its checks (graphs.py)
     call_key = options.pop("call_key", None)          # the public call's key (sparsegdn.api.checked_key), or None
+    options["early"] = early_checks(v, options["use_qk_l2norm_in_kernel"], options["scale"], deferred=not replayable)
     if v.is_cuda:
         tensors = dict(q=q, k=k, v=v, g=g, beta=beta, initial_state=options.pop("initial_state"))
         index = v.get_device()
@@ -221,7 +242,7 @@ def _on_device(tensors, options, replayable, call_key):
     """sparse_gdn_forward on the inputs' device, the current one: replayed from a graph, from a plan, or launched."""
     if graphs.wanted(tensors, events=options["events"], selector=options["selector"],
                      stage_hook=options.get("stage_hook"), deferred=not replayable):
-        return graphs.replay(_forward, tensors, options, design=design_switches())
+        return graphs.replay(_forward, tensors, dict(options, early=False), design=design_switches())
     if call_plans.wanted(events=options["events"], stage_hook=options.get("stage_hook")):
         return call_plans.call(_forward, tensors, options, design=design_switches(), key=call_key)
     return _forward(**tensors, **options)
@@ -242,7 +263,7 @@ def design_switches() -> tuple:
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
             list_output_module.SIDE_STREAM, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS, LISTS_SEGMENT,
-            LISTS_WARM_UP,
+            LISTS_WARM_UP, EARLY_CHECKS,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -314,7 +335,7 @@ def store_inverse(band: int) -> bool:
 
 
 def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial_state,
-             output_final_state, use_qk_l2norm_in_kernel, stage_hook=None):
+             output_final_state, use_qk_l2norm_in_kernel, stage_hook=None, early=False):
     out_dtype = v.dtype
     dtype = v.dtype if v.dtype in DOT_DTYPES else torch.float32
     q, k = (rows_view(x.to(dtype)) for x in (q, k))
@@ -330,7 +351,10 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
 
     t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
         k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,
-        num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS or by_lists)
+        num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS or by_lists,
+        early=(q, initial_state) if early else None)
+    if early:       # the flags as pass 1 leaves them, on their way to the host (early_checks)
+        call_record.copy_early(flags)
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:

@@ -19,10 +19,12 @@ import triton.language as tl
 
 from .band_solve import band_inverse, last_of, log_decay_between
 from . import call_record
-from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, LOWEST_LOG_DECAY, inverse_norm, load_gates, load_rows, load_tile, not_finite,
-                          padded, raise_flag, round_to, solve_precision)
+from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, FLAG_WAIT, LOWEST_LOG_DECAY, WAIT_BOUND, any_beyond,
+                          inverse_norm, load_gates, load_rows, load_tile, not_finite, padded, raise_flag, round_to,
+                          solve_precision)
 from .launch import Launcher
 
+STATE_ROWS = tl.constexpr(16)      # rows of the initial state a tile of the early checks reads
 CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
 
 
@@ -35,14 +37,16 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE",
-                                                                          "STORE_VECTORS"])
+                                                                          "STORE_VECTORS", "EARLY_CHECKS", "HAS_STATE"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
-                       vectors_ptr,
+                       vectors_ptr, q_ptr, state_ptr,
                        T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
+                       q_sb, q_st, q_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
-                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr):
+                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr,
+                       HAS_STATE: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     hv = pid % HV
     c = (pid // HV) % NC
@@ -63,6 +67,18 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
+    if EARLY_CHECKS:    # q (by the first value head of each key head), k, v, the initial state (by chunk 0's programs)
+        wait = tl.maximum(any_beyond(k, WAIT_BOUND), any_beyond(v, WAIT_BOUND))
+        # a decay beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log decay
+        # past float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
+        wait = tl.maximum(wait, tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0))
+        if hv % (HV // H) == 0:
+            wait = tl.maximum(wait, any_beyond(load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK),
+                                               WAIT_BOUND))
+        if HAS_STATE:
+            if c == 0:
+                wait = tl.maximum(wait, state_beyond(state_ptr + (b * HV + hv) * K * V, K, V, BV))
+        raise_flag(flags_ptr, FLAG_WAIT, wait)
     if STORE_VECTORS:                   # [gamma, k's inverse norms] of the chunk, as the output roles compute them
         tokens = tl.arange(0, CHUNK)
         tl.store(vectors_ptr + stat * 2 * CHUNK + tokens, gamma)
@@ -75,12 +91,28 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
         tl.store(t_inv_ptr + offsets, round_to(t_inv, t_inv_ptr.dtype.element_ty))
 
 
+@triton.jit
+def state_beyond(state_ptr, K, V, BV: tl.constexpr):
+    """int32 scalar: any_beyond(WAIT_BOUND) over one head pair's initial state (float32 [K, V], contiguous), read
+    STATE_ROWS rows at a time."""
+    rows = tl.arange(0, STATE_ROWS)
+    cols = tl.arange(0, BV)
+    beyond = tl.full([], 0, tl.int32)
+    for row0 in range(0, K, STATE_ROWS):
+        mask = ((row0 + rows) < K)[:, None] & (cols < V)[None, :]
+        tile = tl.load(state_ptr + (row0 + rows)[:, None] * V + cols[None, :], mask=mask, other=0.0)
+        beyond = tl.maximum(beyond, any_beyond(tile, WAIT_BOUND))
+    return beyond
+
+
 launch_intra_chunk = Launcher(intra_chunk_kernel)
 
 
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
-                store_vectors=False):
-    """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous.
+                store_vectors=False, early=None):
+    """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous. `early`: None,
+    or (q, initial_state or None) for the early checks (forward.early_checks): flags[FLAG_WAIT] is raised where an
+    element of q, k, v or the initial state (float32 [B,HV,K,V], contiguous) is NaN, infinite or beyond WAIT_BOUND.
 
     Returns t_inv [B,HV,NC,64,64] in k.dtype (None unless store_inverse) and the per-chunk statistics
     gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta; last, the chunk vectors
@@ -95,11 +127,13 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     vectors = (call_record.empty(batch, num_value_heads, num_chunks, 2, CHUNK_SIZE, device=k.device,
                                  dtype=torch.float32)
                if store_vectors else stats)
+    q, initial_state = early if early is not None else (k, None)     # k: a stand-in the kernel does not read
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,
-        tokens,
-        num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads, num_value_heads,
-        key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
-        PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors)
+        q, flags if initial_state is None else initial_state, tokens,
+        num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), *q.stride()[:3], key_heads,
+        num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
+        PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors,
+        EARLY_CHECKS=early is not None, HAS_STATE=initial_state is not None)
     return ((t_inv if store_inverse else None), stats[0], stats[1], stats[2],
             (vectors if store_vectors else None))
