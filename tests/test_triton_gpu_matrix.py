@@ -819,8 +819,9 @@ def test_gpu_early_checks_change_no_output(route, monkeypatch):
             # a margin for a compiler that orders pass 1's sums otherwise
             assert torch.equal(info.events, info_ref.events), seed
             assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6, (seed, rel_err(o, o_ref))
-        plan = next(plan for plan in call_plans._plans.values() if plan.early is not None)
-        assert plan.early[0] == 1, plan.early
+        if route != "two-launches-HV3":     # a route no plan serves there (batch 30: no plan made): launched
+            plan = next(plan for plan in call_plans._plans.values() if plan.early is not None)
+            assert plan.early[0] == 1, plan.early
         with pytest.raises(ValueError, match="^q"):
             call(5, True, spoil="q")
         waits.clear()

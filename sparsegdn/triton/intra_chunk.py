@@ -57,6 +57,14 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
     v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
     g, beta, gamma = load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh)
+    if EARLY_CHECKS:    # q loaded beside k and v (one wait for memory; the first value head of each key head reads
+        # it, the others' loads masked off), and reduced to the flag before anything else holds registers; a decay
+        # beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log decay past
+        # float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
+        q_rows = tl.where(hv % (HV // H) == 0, T, t0)
+        q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, q_rows, q_st, K, CHUNK, BK)
+        wait = tl.maximum(tl.maximum(any_beyond(q, WAIT_BOUND), any_beyond(k, WAIT_BOUND)),
+                          tl.maximum(any_beyond(v, WAIT_BOUND), tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0)))
     k_scale = inverse_norm(k, NORMALIZE)
     kf = k.to(tl.float32)
     magnitude = tl.sqrt(tl.sum(kf * kf, axis=1)) * k_scale * tl.sqrt(tl.sum(v * v, axis=1))
@@ -67,14 +75,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
-    if EARLY_CHECKS:    # q (by the first value head of each key head), k, v, the initial state (by chunk 0's programs)
-        wait = tl.maximum(any_beyond(k, WAIT_BOUND), any_beyond(v, WAIT_BOUND))
-        # a decay beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log decay
-        # past float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
-        wait = tl.maximum(wait, tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0))
-        if hv % (HV // H) == 0:
-            wait = tl.maximum(wait, any_beyond(load_tile(q_ptr + b * q_sb + hk * q_sh, t0, T, q_st, K, CHUNK, BK),
-                                               WAIT_BOUND))
+    if EARLY_CHECKS:    # the initial state by chunk 0's programs
         if HAS_STATE:
             if c == 0:
                 wait = tl.maximum(wait, state_beyond(state_ptr + (b * HV + hv) * K * V, K, V, BV))
