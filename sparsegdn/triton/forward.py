@@ -187,8 +187,10 @@ LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 # 28 the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
 # worth timing again. Beside the lists the warm-up of 20 moved o (band 1, relative to whole chains) by 1.6e-3 at 32K
 # (segments of 256) and 1.6-2.1e-3 at 128K (segments of 1,024 to 256), and at 32K not at all against the torch backend
-# (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists). Off (0: whole chains) until timed:
-# SPARSEGDN_LISTS_SEGMENT sets it (commits a segment).
+# (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists). Timed in batch 30 (H100,
+# analysis/results/overlap/batch30): never faster than whole chains, 4.27 / 4.24 / 4.11 / 4.06 ms at 128K with segments
+# of 128 / 256 / 512 / 1,024 against 4.06 (the warm-ups' extra commits take the multiprocessors the lists need). Off
+# (0: whole chains): SPARSEGDN_LISTS_SEGMENT sets it (commits a segment).
 _LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "0")
 if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains)")
