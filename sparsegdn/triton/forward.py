@@ -206,7 +206,9 @@ LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, whe
 # caller syncs no call) and whose checks can clear them: normalised keys, a scale of at most 1, o in bfloat16,
 # float32 or float64 (chunk_loads.WAIT_BOUND says why, and where an overflow of o still goes unreported). A call the
 # early checks do not clear waits for every flag, as without them.
-# Off until timed on a GPU: SPARSEGDN_EARLY_CHECKS=1 turns it on.
+# Off: timed in batch 30 (H100, analysis/results/overlap/batch30) the wait moved as designed (the public call at its
+# own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to +372 us at 4K-128K): the public call
+# -5% at 4K, level at 16K, +1% to +6% from 32K. SPARSEGDN_EARLY_CHECKS=1 turns it on.
 EARLY_CHECKS = os.environ.get("SPARSEGDN_EARLY_CHECKS", "0") == "1"
 EARLY_DTYPES = (torch.bfloat16, torch.float32, torch.float64)   # o's dtypes (v's) whose range WAIT_BOUND keeps
 EARLY_MAX_SCALE = 1.0       # q k^T's scale: the bound on o takes it as at most 1 (the default is K^-0.5)
