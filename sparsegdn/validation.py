@@ -165,30 +165,40 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
         _raise_overflow(o, q, k, v, g, beta, scale)
 
 
-_read_back = threading.local()      # this thread's pinned buffers (by shape, dtype) and events (by device)
+_read_back = threading.local()      # this thread's pinned buffers and events (_copy_to_host)
+
+
+def _copy_to_host(flags: torch.Tensor, role: str) -> list:
+    """Queues a copy of flags (on a GPU) into this thread's pinned buffer for `role` ("read" or "early") on their
+    device, of their shape and dtype, behind the work queued so far on the current stream, and records that place's
+    event. Returns the place, [pinned buffer, event, last]: `last` is the role's last EarlyFlags (copy_early), whose
+    copy, if nobody waited for it (a backend call's), may still land in the buffer: it is waited for first. Buffers
+    and events are made once and used again."""
+    places = getattr(_read_back, "places", None)
+    if places is None:
+        places = _read_back.places = {}
+    key = (role, flags.device, tuple(flags.shape), flags.dtype)
+    place = places.get(key)
+    if place is None:
+        place = places[key] = [torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True), torch.cuda.Event(), None]
+    host, event, last = place
+    if last is not None:
+        last.wait()
+    host.copy_(flags, non_blocking=True)
+    event.record(torch.cuda.current_stream(flags.device))
+    return place
 
 
 def read_flags(flags: torch.Tensor) -> list:
     """The flags on the host, as `tolist()` gives them (nested for stacked flags). On a GPU they are copied
     into pinned memory behind the last kernel and waited for on an event (a spinning wait), not with
     `tolist()`'s pageable copy, whose wait came back late when the host had finished launching well before
-    the kernels ended (benchmarks/public_call_probe.py). The pinned buffer and the event are this thread's,
-    made once and used again: the wait ends before this returns, so no later read finds the copy running."""
+    the kernels ended (benchmarks/public_call_probe.py). The wait ends before this returns, so no later read
+    finds the copy running."""
     if not flags.is_cuda:
         return flags.tolist()
-    buffers = getattr(_read_back, "buffers", None)
-    if buffers is None:
-        buffers = _read_back.buffers = {}
-    shape_key, device_key = (tuple(flags.shape), flags.dtype), flags.device
-    host = buffers.get(shape_key)
-    if host is None:
-        host = buffers[shape_key] = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
-    copied = buffers.get(device_key)
-    if copied is None:
-        copied = buffers[device_key] = torch.cuda.Event()
-    host.copy_(flags, non_blocking=True)
-    copied.record(torch.cuda.current_stream(flags.device))
-    copied.synchronize()
+    host, event, _ = _copy_to_host(flags, "read")
+    event.synchronize()
     return host.tolist()
 
 
@@ -239,19 +249,8 @@ def copy_early(flags: torch.Tensor) -> None:
     if not flags.is_cuda:
         _read_back.early = EarlyFlags(flags.clone(), None)
         return
-    places = getattr(_read_back, "early_places", None)
-    if places is None:
-        places = _read_back.early_places = {}
-    place = places.get(flags.device)      # [pinned buffer, event, its last copy] per device: an event records on
-    if place is None or place[0].shape != flags.shape:      # one device only
-        place = places[flags.device] = [torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True),
-                                        torch.cuda.Event(), None]
-    host, event, last = place
-    if last is not None:    # a copy nobody waited for (a backend call's) may still land: on another stream, after
-        last.wait()         # this one
-    host.copy_(flags, non_blocking=True)
-    event.record(torch.cuda.current_stream(flags.device))
-    place[2] = _read_back.early = EarlyFlags(host, event)
+    place = _copy_to_host(flags, "early")
+    place[2] = _read_back.early = EarlyFlags(place[0], place[1])
 
 
 def take_early() -> EarlyFlags | None:

@@ -1,5 +1,6 @@
-"""The early checks (sparsegdn/triton/forward.py EARLY_CHECKS): pass 1 checks q, k, v and the initial state, and the
-public call that they clear returns without waiting for its later kernels; the contract's errors stay the same.
+"""The early checks (sparsegdn/triton/forward.py EARLY_CHECKS): a scan of q and the initial state and pass 1 (k, v and g
+as it loads them) raise a flag, and the public call that they clear returns without waiting for its later kernels;
+the contract's errors stay the same.
 
 Under TRITON_INTERPRET=1 at small shapes (the GPU matrix repeats the public call's cases at the benchmark's heads).
 On the CPU the kernels have run when a call returns, so "returns without waiting" is shown by what the call reads:
@@ -13,7 +14,7 @@ import sparsegdn
 from sparsegdn import validation
 from sparsegdn.triton import forward
 from sparsegdn.triton.chunk_loads import FLAG_GATES, FLAG_WAIT, NUM_FLAGS, WAIT_BOUND
-from sparsegdn.triton.intra_chunk import intra_chunk
+from sparsegdn.triton.intra_chunk import SCAN_TILES, early_scan, intra_chunk
 
 pytestmark = [pytest.mark.skipif(not sparsegdn.config.triton_available(),
                                  reason="needs triton with CUDA or TRITON_INTERPRET=1"),
@@ -43,9 +44,9 @@ def _spoil(inputs, name, index, value):
     return tuple(spoiled[n] for n in ("q", "k", "v", "g", "beta", "s0"))
 
 
-# one element each, away from the first chunk, head and batch row where the kernel's own indexing could hide it:
-# q of key head 1 (read by the first of its value heads), k's last token, v's last value head, the initial state
-# of batch row 1's last head pair (read by its chunk-0 program)
+# one element each, away from the first chunk, head and batch row where the kernels' own indexing could hide it:
+# q of key head 1 in batch row 1, k's last token, v's last value head, the initial state of batch row 1's last head
+# pair
 PLACES = {"q": (1, 100, 1, 7), "k": (0, 149, 1, 15), "v": (1, 65, 3, 31), "s0": (1, 3, 15, 31)}
 
 
@@ -64,6 +65,31 @@ def test_pass_one_clears_inputs_at_the_bound():
     for name, place in PLACES.items():
         inputs = _spoil(inputs, name, place, WAIT_BOUND.value)
     assert _pass_one(*inputs)[FLAG_WAIT] == 0
+
+
+SCAN_BLOCK = SCAN_TILES.value * 64     # tokens a program of the scan reads
+
+
+@pytest.mark.parametrize("place", [(0, 0, 0, 0), (1, 599, 2, 15), (0, SCAN_BLOCK, 1, 3), (1, 2 * SCAN_BLOCK - 1, 0, 9),
+                                   (0, 2 * SCAN_BLOCK + 64, 2, 0)])
+def test_the_scan_finds_a_q_element_in_any_block_of_a_strided_view(place):
+    """early_scan over three blocks of tokens (the last ragged) of a q split from a wider projection, as a model's q
+    comes (read in place through its strides): an element anywhere raises FLAG_WAIT, the columns past K are not q's."""
+    projection = torch.randn(2, 600, 3 * 24, dtype=torch.bfloat16)
+    q = projection.view(2, 600, 3, 24)[..., :16]
+
+    def scan(q, state=None):
+        flags = torch.zeros(NUM_FLAGS, dtype=torch.int32)
+        early_scan(q, state, flags, num_value_heads=6)
+        return flags.tolist()
+    projection.view(2, 600, 3, 24)[..., 16:] = float("nan")
+    assert scan(q) == [0] * NUM_FLAGS, "clean q (NaN only past K, in the projection's other columns)"
+    q[place] = float("inf")
+    assert scan(q) == [0, 0, 0, 1], place
+    state = torch.zeros(2, 6, 16, 32)
+    state[1, 5, 15, 31] = float("nan")
+    q[place] = 1.0
+    assert scan(q, state) == [0, 0, 0, 1] and scan(q, torch.zeros_like(state)) == [0] * NUM_FLAGS
 
 
 def _public(inputs, **options):
@@ -232,7 +258,8 @@ def test_a_copy_nobody_waited_for_is_waited_for_before_its_buffer_is_used_again(
 
         def tolist(self):
             return [0] * NUM_FLAGS
-    monkeypatch.setattr(validation._read_back, "early_places", {"cuda:0": [Host(), Event(), None]}, raising=False)
+    place = ("early", Flags.device, Flags.shape, Flags.dtype)   # validation._copy_to_host's key
+    monkeypatch.setattr(validation._read_back, "places", {place: [Host(), Event(), None]}, raising=False)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device: None)
     validation.copy_early(Flags())
     first = validation.take_early()

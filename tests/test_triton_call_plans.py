@@ -377,20 +377,20 @@ def test_a_descriptor_argument_is_replayed_around_the_calls_address(monkeypatch)
 
 
 def test_a_plan_copies_the_early_flags_where_the_recorded_call_did(launches, monkeypatch):
-    """The early checks' copy (forward.EARLY_CHECKS) is no launch: a plan notes its place (after pass 1) and makes
-    it there with the planned call's own flags, before the later launches."""
+    """The early checks' copy (forward.EARLY_CHECKS) is no launch: a plan notes its place (after the scan and pass 1)
+    and makes it there with the planned call's own flags, before the later launches."""
     copies = []
     monkeypatch.setattr(validation, "copy_early", lambda flags: copies.append((len(launches), flags.data_ptr(),
                                                                                tuple(flags.shape))))
     for seed in (1, 2):                 # compiled, then recorded
         _call(_inputs(seed, True), early=True)
     plan = next(iter(call_plans._plans.values()))
-    assert plan.early is not None and plan.early[0] == 1, "after pass 1, the first recorded launch"
+    assert plan.early is not None and plan.early[0] == 2, "after the scan and pass 1, the first recorded launches"
     copies.clear()
     launches.clear()
     planned = _call(_inputs(3, True), early=True)
-    assert copies == [(1, planned[5].data_ptr(), (NUM_FLAGS,))], "once, after pass 1, the planned call's flags"
-    assert launches[0][0] == "intra_chunk_kernel" and len(launches) > 1
+    assert copies == [(2, planned[5].data_ptr(), (NUM_FLAGS,))], "once, after pass 1, the planned call's flags"
+    assert [name for name, *_ in launches[:2]] == ["early_scan_kernel", "intra_chunk_kernel"] and len(launches) > 2
     copies.clear()
     _call(_inputs(4, True))             # without the early checks: another key, launched and recorded, no copy
     assert copies == []

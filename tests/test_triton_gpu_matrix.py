@@ -773,8 +773,8 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
 
 @pytest.mark.parametrize("route", ["one-launch-s0", "default-lists", "float32-K64", "two-launches-HV3"])
 def test_gpu_early_checks_change_no_output(route, monkeypatch):
-    """forward.EARLY_CHECKS: pass 1 also checks q, k, v and the initial state, and the public call waits for pass
-    1's flags only. Four calls of one key in a row, each with the early checks off then on (the first of each
+    """forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks k, v and g, and the public call
+    waits for their flags only. Four calls of one key in a row, each with the early checks off then on (the first of each
     launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
     and with them on no call reads its late flags. Then through the plan: a NaN in q is a ValueError naming q, an
     element of v beyond the bound (finite) waits and passes. Routes: the one launch with an initial state, the lists
@@ -821,7 +821,7 @@ def test_gpu_early_checks_change_no_output(route, monkeypatch):
             assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6, (seed, rel_err(o, o_ref))
         if route != "two-launches-HV3":     # a route no plan serves there (batch 30: no plan made): launched
             plan = next(plan for plan in call_plans._plans.values() if plan.early is not None)
-            assert plan.early[0] == 1, plan.early
+            assert plan.early[0] == 2, plan.early      # behind the scan and pass 1
         with pytest.raises(ValueError, match="^q"):
             call(5, True, spoil="q")
         waits.clear()

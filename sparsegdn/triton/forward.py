@@ -196,19 +196,21 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains)")
 LISTS_SEGMENT = int(_LISTS_SEGMENT_SETTING)
 LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
-# Early checks: pass 1 also checks q, k, v and the initial state (finite and within chunk_loads.WAIT_BOUND, besides
-# g and beta as always), the flags are copied to the host right behind it (validation.copy_early), and the public
+# Early checks: a scan of q and the initial state launched before pass 1 (intra_chunk.early_scan) and pass 1 on the
+# k, v and g it loads anyway check them (finite and within chunk_loads.WAIT_BOUND, besides g and beta as always);
+# the flags are copied to the host right behind it (validation.copy_early), and the public
 # call waits for that copy instead of its last kernel: it returns while the later passes run, so the next call's
 # host work (its Python up to its first launch) overlaps them instead of leaving the GPU idle. Why: the public
 # call's one sync, after every kernel, cost +33% / +29% / +20% / +8.8% / +6.3% / +7.2% over its kernels at 4K-128K
-# (H200, batch 28, the front page's run). Costs: pass 1 reads q too (at 128K tokens, H 16, K 128: 512 MiB more), and
-# one small copy between pass 1 and pass 2. Only for calls whose caller reads the flags back (a DeferredChecks
+# (H200, batch 28, the front page's run). Costs: q read once more (at 128K tokens, H 16, K 128: 512 MiB), a launch,
+# and one small copy between pass 1 and pass 2. Only for calls whose caller reads the flags back (a DeferredChecks
 # caller syncs no call) and whose checks can clear them: normalised keys, a scale of at most 1, o in bfloat16,
 # float32 or float64 (chunk_loads.WAIT_BOUND says why, and where an overflow of o still goes unreported). A call the
 # early checks do not clear waits for every flag, as without them.
-# Off: timed in batch 30 (H100, analysis/results/overlap/batch30) the wait moved as designed (the public call at its
-# own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to +372 us at 4K-128K): the public call
-# -5% at 4K, level at 16K, +1% to +6% from 32K. SPARSEGDN_EARLY_CHECKS=1 turns it on.
+# Off: timed in batch 30 (H100, analysis/results/overlap/batch30) with q loaded in pass 1 (no scan), the wait moved as
+# designed (the public call at its own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to
+# +372 us at 4K-128K): the public call -5% at 4K, level at 16K, +1% to +6% from 32K. The scan (its own launch, q's
+# bytes once) is not yet timed. SPARSEGDN_EARLY_CHECKS=1 turns it on.
 EARLY_CHECKS = os.environ.get("SPARSEGDN_EARLY_CHECKS", "0") == "1"
 EARLY_DTYPES = (torch.bfloat16, torch.float32, torch.float64)   # o's dtypes (v's) whose range WAIT_BOUND keeps
 EARLY_MAX_SCALE = 1.0       # q k^T's scale: the bound on o takes it as at most 1 (the default is K^-0.5)

@@ -20,11 +20,13 @@ import triton.language as tl
 from .band_solve import band_inverse, last_of, log_decay_between
 from . import call_record
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, FLAG_WAIT, LOWEST_LOG_DECAY, WAIT_BOUND, any_beyond,
-                          inverse_norm, load_gates, load_rows, load_tile, not_finite, padded, raise_flag, round_to,
-                          solve_precision)
+                          cdiv, inverse_norm, load_gates, load_rows, load_tile, not_finite, padded, raise_flag,
+                          round_to, solve_precision)
 from .launch import Launcher
 
 STATE_ROWS = tl.constexpr(16)      # rows of the initial state a tile of the early checks reads
+SCAN_TILES = tl.constexpr(4)       # tiles of CHUNK tokens of q a program of early_scan reads
+SCAN_WARPS = 4
 CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
 
 
@@ -37,16 +39,14 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE",
-                                                                          "STORE_VECTORS", "EARLY_CHECKS", "HAS_STATE"])
+                                                                          "STORE_VECTORS", "EARLY_CHECKS"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
-                       vectors_ptr, q_ptr, state_ptr,
+                       vectors_ptr,
                        T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
-                       q_sb, q_st, q_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
-                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr,
-                       HAS_STATE: tl.constexpr):
+                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     hv = pid % HV
     c = (pid // HV) % NC
@@ -57,14 +57,11 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
     v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
     g, beta, gamma = load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh)
-    if EARLY_CHECKS:    # q loaded beside k and v (one wait for memory; the first value head of each key head reads
-        # it, the others' loads masked off), and reduced to the flag before anything else holds registers; a decay
+    if EARLY_CHECKS:    # k, v and g as loaded (q and the initial state: early_scan, launched before); a decay
         # beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log decay past
         # float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
-        q_rows = tl.where(hv % (HV // H) == 0, T, t0)
-        q = load_tile(q_ptr + b * q_sb + hk * q_sh, t0, q_rows, q_st, K, CHUNK, BK)
-        wait = tl.maximum(tl.maximum(any_beyond(q, WAIT_BOUND), any_beyond(k, WAIT_BOUND)),
-                          tl.maximum(any_beyond(v, WAIT_BOUND), tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0)))
+        wait = tl.maximum(tl.maximum(any_beyond(k, WAIT_BOUND), any_beyond(v, WAIT_BOUND)),
+                          tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0))
     k_scale = inverse_norm(k, NORMALIZE)
     kf = k.to(tl.float32)
     magnitude = tl.sqrt(tl.sum(kf * kf, axis=1)) * k_scale * tl.sqrt(tl.sum(v * v, axis=1))
@@ -75,10 +72,7 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
-    if EARLY_CHECKS:    # the initial state by chunk 0's programs
-        if HAS_STATE:
-            if c == 0:
-                wait = tl.maximum(wait, state_beyond(state_ptr + (b * HV + hv) * K * V, K, V, BV))
+    if EARLY_CHECKS:
         raise_flag(flags_ptr, FLAG_WAIT, wait)
     if STORE_VECTORS:                   # [gamma, k's inverse norms] of the chunk, as the output roles compute them
         tokens = tl.arange(0, CHUNK)
@@ -90,6 +84,27 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
         rows = tl.arange(0, CHUNK)
         offsets = stat * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :]
         tl.store(t_inv_ptr + offsets, round_to(t_inv, t_inv_ptr.dtype.element_ty))
+
+
+@triton.jit
+def early_scan_kernel(q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H: tl.constexpr, K, V,
+                      BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
+    """The early checks of q and the initial state: raises flags[FLAG_WAIT] where an element is NaN, infinite or
+    beyond WAIT_BOUND. The first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head
+    each (key heads fastest: side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV
+    after them one head pair's initial state each (float32 [K, V], contiguous)."""
+    pid = tl.program_id(0).to(tl.int64)
+    wait = tl.full([], 0, tl.int32)
+    if pid < NQ:
+        h = pid % H
+        b = pid // (H * NB)
+        t0 = ((pid // H) % NB) * (SCAN_TILES * CHUNK)
+        base = q_ptr + b * q_sb + h * q_sh
+        for tile in tl.static_range(SCAN_TILES):
+            wait = tl.maximum(wait, any_beyond(load_tile(base, t0 + tile * CHUNK, T, q_st, K, CHUNK, BK), WAIT_BOUND))
+    elif HAS_STATE:
+        wait = state_beyond(state_ptr + (pid - NQ) * K * V, K, V, BV)
+    raise_flag(flags_ptr, FLAG_WAIT, wait)
 
 
 @triton.jit
@@ -107,6 +122,22 @@ def state_beyond(state_ptr, K, V, BV: tl.constexpr):
 
 
 launch_intra_chunk = Launcher(intra_chunk_kernel)
+launch_early_scan = Launcher(early_scan_kernel)
+
+
+def early_scan(q, initial_state, flags, num_value_heads):
+    """Launches early_scan_kernel over q [B,T,H,K] (innermost dimension contiguous) and, where given, the initial
+    state (float32 [B,HV,K,V], contiguous): flags[FLAG_WAIT] raised for an element beyond WAIT_BOUND (or not
+    finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q cost about 2.2x its bytes there
+    (kernel_bench.notes.md, batch 30)."""
+    batch, tokens, key_heads, key_dim = q.shape
+    blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
+    q_programs = batch * blocks * key_heads
+    state_programs = 0 if initial_state is None else batch * num_value_heads
+    value_dim = 1 if initial_state is None else initial_state.shape[-1]
+    launch_early_scan((q_programs + state_programs,), q, flags if initial_state is None else initial_state, flags,
+                      tokens, blocks, q_programs, *q.stride()[:3], key_heads, key_dim, value_dim, BK=padded(key_dim),
+                      BV=padded(value_dim), HAS_STATE=initial_state is not None, num_warps=SCAN_WARPS)
 
 
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
@@ -128,13 +159,13 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     vectors = (call_record.empty(batch, num_value_heads, num_chunks, 2, CHUNK_SIZE, device=k.device,
                                  dtype=torch.float32)
                if store_vectors else stats)
-    q, initial_state = early if early is not None else (k, None)     # k: a stand-in the kernel does not read
+    if early is not None:
+        early_scan(*early, flags, num_value_heads)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,
-        q, flags if initial_state is None else initial_state, tokens,
-        num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), *q.stride()[:3], key_heads,
+        tokens, num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
         PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors,
-        EARLY_CHECKS=early is not None, HAS_STATE=initial_state is not None)
+        EARLY_CHECKS=early is not None)
     return ((t_inv if store_inverse else None), stats[0], stats[1], stats[2],
             (vectors if store_vectors else None))
