@@ -80,8 +80,8 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
 DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
 DESIGNS["whole_chains"] = (None, 0, "whole")
 # "early": by_band with the early checks (forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks
-# k, v and g, and the public call waits for their flags only); its public call against by_band's, and each against its own entry,
-# is what it is timed for.
+# k, v and g, and the public call waits for their flags only); its public call against by_band's, and each against its
+# own entry, is what it is timed for.
 DESIGNS["early"] = (None, 0, "early")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.

@@ -774,8 +774,8 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
 @pytest.mark.parametrize("route", ["one-launch-s0", "default-lists", "float32-K64", "two-launches-HV3"])
 def test_gpu_early_checks_change_no_output(route, monkeypatch):
     """forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks k, v and g, and the public call
-    waits for their flags only. Four calls of one key in a row, each with the early checks off then on (the first of each
-    launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
+    waits for their flags only. Four calls of one key in a row, each with the early checks off then on (the first of
+    each launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
     and with them on no call reads its late flags. Then through the plan: a NaN in q is a ValueError naming q, an
     element of v beyond the bound (finite) waits and passes. Routes: the one launch with an initial state, the lists
     beside the chains by the defaults (LISTS_FROM lowered to the case), float32 heads of 64, the two launches with
