@@ -14,6 +14,17 @@ from sparsegdn.recurrence import token_recurrence
 pytestmark = pytest.mark.skipif(not sparsegdn.config.triton_available(),
                                 reason="needs triton with CUDA or TRITON_INTERPRET=1")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def same_columns(a, b):
+    """Two chain passes that differ only in how many value columns a program takes: bit for bit on a GPU (each
+    column's products are its own). The interpreter's products are numpy's matmul, whose BLAS kernels can round a
+    column by its place in the block (on an AMD EPYC host: 2e-7 relative, one or two float32 ulps), so there within
+    four ulps."""
+    if a.is_cuda:
+        assert torch.equal(a, b)
+    else:
+        torch.testing.assert_close(a, b, rtol=4 * 2 ** -23, atol=4 * 2 ** -23 * b.abs().max().item())
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="full shapes only on a GPU")
 # The small shapes below are for the interpreter; on a GPU the Triton path refuses heads under 64
 # (tests/test_triton_gpu_matrix.py covers that refusal and the GPU shapes).
@@ -445,8 +456,8 @@ def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, monkeypat
                                              **options)
     for b in range(batch):                  # the slots a row's snapshots use (the rest is padding, never stored)
         used = int(schedule.per_head[b].sum()) + value_heads
-        assert torch.equal(published[b, :used], plain[b, :used])
-    assert torch.equal(final, plain_final)
+        same_columns(published[b, :used], plain[b, :used])
+    same_columns(final, plain_final)
     segments = cdiv(n_chunks, cut) if cut else 1
     counts = progress.view(batch * value_heads, segments, cdiv(value_dim, state_pass.PROGRESS_BV)).cpu()
     for row, count in enumerate(schedule.per_head.flatten().tolist()):
