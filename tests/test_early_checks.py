@@ -1,5 +1,6 @@
 """The early checks (sparsegdn/triton/forward.py EARLY_CHECKS): a scan of q and the initial state and pass 1 (k, v and g
-as it loads them) raise a flag, and the public call that they clear returns without waiting for its later kernels;
+as it loads them) raise a flag for a head vector's norm or an element of the state beyond the bound, and the public
+call that they clear returns without waiting for its later kernels;
 the contract's errors stay the same.
 
 Under TRITON_INTERPRET=1 at small shapes (the GPU matrix repeats the public call's cases at the benchmark's heads).
@@ -60,11 +61,32 @@ def test_pass_one_asks_to_wait_for_an_input_element_that_is_not_finite_or_beyond
     assert _pass_one(*_spoil(inputs, name, PLACES[name], value), early=False)[FLAG_WAIT] == 0, "only when asked"
 
 
+def _row_at(inputs, name, value):
+    """The inputs with the head vector (one token's) of `name` at its place set to `value` (a number or a row)."""
+    q, k, v, g, beta, s0 = inputs
+    spoiled = dict(q=q, k=k, v=v, g=g, beta=beta, s0=s0)
+    spoiled[name] = spoiled[name].clone()
+    spoiled[name][PLACES[name][:3]] = value
+    return tuple(spoiled[n] for n in ("q", "k", "v", "g", "beta", "s0"))
+
+
 def test_pass_one_clears_inputs_at_the_bound():
-    inputs = _inputs(2, dtype=torch.float32)
-    for name, place in PLACES.items():
-        inputs = _spoil(inputs, name, place, WAIT_BOUND.value)
+    """q's, k's and v's head vectors with a norm of exactly the bound, an element of the initial state at it."""
+    inputs = _spoil(_inputs(2, dtype=torch.float32), "s0", PLACES["s0"], WAIT_BOUND.value)
+    for name in ("q", "k", "v"):
+        row = torch.zeros(SHAPE[-1] if name == "v" else SHAPE[-2])
+        row[-1] = WAIT_BOUND.value
+        inputs = _row_at(inputs, name, row)
     assert _pass_one(*inputs)[FLAG_WAIT] == 0
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_pass_one_asks_to_wait_for_a_head_vector_beyond_the_bound_in_norm(name):
+    """Every element within the bound, the head vector's norm beyond it: the bound is on norms
+    (chunk_loads.WAIT_BOUND)."""
+    width = SHAPE[-1] if name == "v" else SHAPE[-2]
+    inputs = _row_at(_inputs(2, dtype=torch.float32), name, WAIT_BOUND.value / width ** 0.5 * 1.01)
+    assert _pass_one(*inputs)[FLAG_WAIT] == 1
 
 
 SCAN_BLOCK = SCAN_TILES.value * 64     # tokens a program of the scan reads

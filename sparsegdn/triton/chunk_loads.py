@@ -37,12 +37,15 @@ LOWEST_LOG_DECAY = tl.constexpr(-torch.finfo(torch.float32).max / CHUNK_SIZE)
 FLAG_OUTPUT = tl.constexpr(0)        # o (as stored) or the final state has a NaN or inf (NaN and inf in q, k or v always reach o)
 FLAG_GATES = tl.constexpr(1)         # g or beta not finite or out of range
 FLAG_INITIAL_STATE = tl.constexpr(2)  # the initial state not finite
-FLAG_WAIT = tl.constexpr(3)          # early checks (pass 1): q, k, v or the initial state has an element that is
-                                     # NaN, infinite or above WAIT_BOUND; the caller then waits for every flag
+FLAG_WAIT = tl.constexpr(3)          # early checks: a head vector of q, k or v (one token's) with a norm above
+                                     # WAIT_BOUND or not finite, or an element of the initial state above it or not
+                                     # finite, or g below -WAIT_BOUND; the caller then waits for every flag
 NUM_FLAGS = 4
 assert ERROR_FLAGS == FLAG_WAIT.value, "the error slots come first, FLAG_WAIT after them (validation reads them so)"
-# Pass 1's early checks (forward.EARLY_CHECKS) let the public call return once pass 1 has run when every element of
-# q, k, v and the initial state is at most this in magnitude, g is above -WAIT_BOUND and g and beta are in range.
+# The early checks (forward.EARLY_CHECKS) let the public call return once pass 1 has run when every head vector of q, k
+# and v (one token's) has a norm of at most this, every element of the initial state is at most this in magnitude, g
+# is above -WAIT_BOUND and g and beta are in range. Norms, not elements: pass 1 has k's and v's rows' sums of squares
+# anyway (a compare of 64 values instead of a tile's); a norm bound implies the element bound.
 # Why a bound and not only finiteness: the call then returns before o is written, so an overflow of o from finite
 # inputs (ResultOverflowError when the call waits) must be out of reach. With normalised keys, a scale of at most 1
 # and every input element within 2^12, a state whose commits do not expand (band 3's: they contract) stays within
@@ -168,6 +171,13 @@ def any_beyond(x, bound: tl.constexpr):
     """int32 scalar: 1 when any element of a 2D tile is NaN, infinite or above `bound` in magnitude (one compare:
     NaN fails it)."""
     return any_2d(~(tl.abs(x.to(tl.float32)) <= bound))
+
+
+@triton.jit
+def any_row_beyond(squares, bound: tl.constexpr):
+    """int32 scalar: 1 when any of a tile's rows, given by its sums of squares (float32 [ROWS]), has a norm above
+    `bound` or is not finite (a NaN fails the compare; an element past ~1.8e19 squares to inf)."""
+    return tl.max((~(squares <= bound * bound)).to(tl.int32), axis=0)
 
 
 @triton.jit

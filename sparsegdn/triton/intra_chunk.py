@@ -20,8 +20,8 @@ import triton.language as tl
 from .band_solve import band_inverse, last_of, log_decay_between
 from . import call_record
 from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, FLAG_WAIT, LOWEST_LOG_DECAY, WAIT_BOUND, any_beyond,
-                          cdiv, inverse_norm, load_gates, load_rows, load_tile, not_finite, padded, raise_flag,
-                          round_to, solve_precision)
+                          any_row_beyond, cdiv, inverse_norm, load_gates, load_rows, load_tile, not_finite, padded,
+                          raise_flag, round_to, solve_precision)
 from .launch import Launcher
 
 STATE_ROWS = tl.constexpr(16)      # rows of the initial state a tile of the early checks reads
@@ -57,14 +57,11 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     k = load_tile(k_ptr + b * k_sb + hk * k_sh, t0, T, k_st, K, CHUNK, BK)
     v = load_rows(v_ptr + b * v_sb + hv * v_sh, t0, T, v_st, v_sd, V, CHUNK, BV)
     g, beta, gamma = load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh)
-    if EARLY_CHECKS:    # k, v and g as loaded (q and the initial state: early_scan, launched before); a decay
-        # beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log decay past
-        # float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
-        wait = tl.maximum(tl.maximum(any_beyond(k, WAIT_BOUND), any_beyond(v, WAIT_BOUND)),
-                          tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0))
     k_scale = inverse_norm(k, NORMALIZE)
     kf = k.to(tl.float32)
-    magnitude = tl.sqrt(tl.sum(kf * kf, axis=1)) * k_scale * tl.sqrt(tl.sum(v * v, axis=1))
+    k_squares = tl.sum(kf * kf, axis=1)
+    v_squares = tl.sum(v * v, axis=1)
+    magnitude = tl.sqrt(k_squares) * k_scale * tl.sqrt(v_squares)
     gamma_last = last_of(gamma)
     stat = (b * HV + hv) * NC + c
     tl.store(log_decay_ptr + stat, gamma_last)
@@ -72,7 +69,11 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
     tl.store(read_ptr + stat, tl.sum(tl.exp(gamma), axis=0))   # counts padded tokens too, as the reference
     bad = not_finite(g) | not_finite(beta) | (g > 0) | (g < LOWEST_LOG_DECAY) | (beta < 0) | (beta > 1)
     raise_flag(flags_ptr, FLAG_GATES, tl.max(bad.to(tl.int32), axis=0))
-    if EARLY_CHECKS:
+    if EARLY_CHECKS:    # k's and v's rows by the sums of squares above (q and the initial state: early_scan, launched
+        # before); a decay beyond e^-WAIT_BOUND a token (inside the contract's range) can take a chunk's cumulative log
+        # decay past float32's range: a NaN that only o's flag reports (band_solve.log_decay_between)
+        wait = tl.maximum(tl.maximum(any_row_beyond(k_squares, WAIT_BOUND), any_row_beyond(v_squares, WAIT_BOUND)),
+                          tl.max((g < -WAIT_BOUND).to(tl.int32), axis=0))
         raise_flag(flags_ptr, FLAG_WAIT, wait)
     if STORE_VECTORS:                   # [gamma, k's inverse norms] of the chunk, as the output roles compute them
         tokens = tl.arange(0, CHUNK)
@@ -89,10 +90,11 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
 @triton.jit
 def early_scan_kernel(q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
-    """The early checks of q and the initial state: raises flags[FLAG_WAIT] where an element is NaN, infinite or
-    beyond WAIT_BOUND. The first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head
-    each (key heads fastest: side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV
-    after them one head pair's initial state each (float32 [K, V], contiguous)."""
+    """The early checks of q and the initial state: raises flags[FLAG_WAIT] where a head vector of q (one token's)
+    has a norm beyond WAIT_BOUND or an element of the initial state is beyond it (or either is not finite). The
+    first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head each (key heads fastest:
+    side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV after them one head pair's
+    initial state each (float32 [K, V], contiguous)."""
     pid = tl.program_id(0).to(tl.int64)
     wait = tl.full([], 0, tl.int32)
     if pid < NQ:
@@ -101,7 +103,8 @@ def early_scan_kernel(q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, 
         t0 = ((pid // H) % NB) * (SCAN_TILES * CHUNK)
         base = q_ptr + b * q_sb + h * q_sh
         for tile in tl.static_range(SCAN_TILES):
-            wait = tl.maximum(wait, any_beyond(load_tile(base, t0 + tile * CHUNK, T, q_st, K, CHUNK, BK), WAIT_BOUND))
+            rows = load_tile(base, t0 + tile * CHUNK, T, q_st, K, CHUNK, BK).to(tl.float32)
+            wait = tl.maximum(wait, any_row_beyond(tl.sum(rows * rows, axis=1), WAIT_BOUND))
     elif HAS_STATE:
         wait = state_beyond(state_ptr + (pid - NQ) * K * V, K, V, BV)
     raise_flag(flags_ptr, FLAG_WAIT, wait)
@@ -127,9 +130,9 @@ launch_early_scan = Launcher(early_scan_kernel)
 
 def early_scan(q, initial_state, flags, num_value_heads):
     """Launches early_scan_kernel over q [B,T,H,K] (innermost dimension contiguous) and, where given, the initial
-    state (float32 [B,HV,K,V], contiguous): flags[FLAG_WAIT] raised for an element beyond WAIT_BOUND (or not
-    finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q cost about 2.2x its bytes there
-    (kernel_bench.notes.md, batch 30)."""
+    state (float32 [B,HV,K,V], contiguous): flags[FLAG_WAIT] raised for a head vector of q or an element of the
+    state beyond WAIT_BOUND (or not finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q
+    cost about 2.2x its bytes there (kernel_bench.notes.md, batch 30)."""
     batch, tokens, key_heads, key_dim = q.shape
     blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
     q_programs = batch * blocks * key_heads
@@ -143,8 +146,9 @@ def early_scan(q, initial_state, flags, num_value_heads):
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
                 store_vectors=False, early=None):
     """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous. `early`: None,
-    or (q, initial_state or None) for the early checks (forward.early_checks): flags[FLAG_WAIT] is raised where an
-    element of q, k, v or the initial state (float32 [B,HV,K,V], contiguous) is NaN, infinite or beyond WAIT_BOUND.
+    or (q, initial_state or None) for the early checks (forward.early_checks): flags[FLAG_WAIT] is raised where a
+    head vector of q, k or v has a norm beyond WAIT_BOUND or an element of the initial state (float32 [B,HV,K,V],
+    contiguous) is beyond it, or either is not finite (chunk_loads.FLAG_WAIT).
 
     Returns t_inv [B,HV,NC,64,64] in k.dtype (None unless store_inverse) and the per-chunk statistics
     gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta; last, the chunk vectors
