@@ -212,8 +212,9 @@ def check_flags(flags, o, q, k, v, g, beta, initial_state, scale, early=None):
     is set are the inputs read one by one, to name the argument; inputs that all pass with a
     non-finite o are an overflow (ResultOverflowError).
 
-    `early`: the call's EarlyFlags (take_early), or None. Where pass 1's early checks cleared the call (every
-    element of q, k, v and the initial state finite and within their bound, g and beta in range), it returns as
+    `early`: the call's EarlyFlags (take_early), or None. Where the early checks cleared the call (every head
+    vector of q, k and v and every element of the initial state finite and within their bound, g and beta in
+    range), it returns as
     soon as they are read, while the later kernels still run (chunk_loads.WAIT_BOUND says why o cannot overflow
     then); else it waits for every flag, as without them.
     """

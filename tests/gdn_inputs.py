@@ -49,3 +49,16 @@ def scheduled_events(batch, value_heads, key_dim, value_dim, tokens, events, *, 
     schedule = build_schedule(events.to(device), chunk_log_decay)
     options = dict(normalize=True, num_value_heads=value_heads, num_chunks=n_chunks, band=1)
     return (k, v, g, beta, t_inv, s0, flags, schedule), options
+
+
+def same_columns(a, b):
+    """Two chain passes that differ only in how many value columns a program takes (the autotuned state pass against
+    the publishing one of state_pass.PROGRESS_BV columns): bit for bit on a GPU, where each column's products are its
+    own. The interpreter's products are numpy's matmul, whose BLAS kernels can round a column by its place in the
+    block (on an AMD EPYC host: 2e-7 relative, one or two float32 ulps, where another host gave equal bits), so
+    there within four ulps of the largest value."""
+    if a.is_cuda:
+        assert torch.equal(a, b)
+    else:
+        ulp = 2.0 ** -23
+        torch.testing.assert_close(a, b, rtol=4 * ulp, atol=4 * ulp * b.abs().max().item())

@@ -5,7 +5,7 @@ comparison at the contract's benchmark shape (H=16, HV=32, K=V=128) and run only
 """
 import pytest
 import torch
-from gdn_inputs import random_events, random_inputs, rel_err
+from gdn_inputs import random_events, random_inputs, rel_err, same_columns
 
 import sparsegdn
 from sparsegdn import selection
@@ -14,17 +14,6 @@ from sparsegdn.recurrence import token_recurrence
 pytestmark = pytest.mark.skipif(not sparsegdn.config.triton_available(),
                                 reason="needs triton with CUDA or TRITON_INTERPRET=1")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def same_columns(a, b):
-    """Two chain passes that differ only in how many value columns a program takes: bit for bit on a GPU (each
-    column's products are its own). The interpreter's products are numpy's matmul, whose BLAS kernels can round a
-    column by its place in the block (on an AMD EPYC host: 2e-7 relative, one or two float32 ulps), so there within
-    four ulps."""
-    if a.is_cuda:
-        assert torch.equal(a, b)
-    else:
-        torch.testing.assert_close(a, b, rtol=4 * 2 ** -23, atol=4 * 2 ** -23 * b.abs().max().item())
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="full shapes only on a GPU")
 # The small shapes below are for the interpreter; on a GPU the Triton path refuses heads under 64
 # (tests/test_triton_gpu_matrix.py covers that refusal and the GPU shapes).

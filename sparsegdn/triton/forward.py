@@ -197,7 +197,8 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
 LISTS_SEGMENT = int(_LISTS_SEGMENT_SETTING)
 LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
 # Early checks: a scan of q and the initial state launched before pass 1 (intra_chunk.early_scan) and pass 1 on the
-# k, v and g it loads anyway check them (finite and within chunk_loads.WAIT_BOUND, besides g and beta as always);
+# k, v and g it loads anyway check them (head vectors' norms and the state's elements finite and within
+# chunk_loads.WAIT_BOUND, besides g and beta as always);
 # the flags are copied to the host right behind it (validation.copy_early), and the public
 # call waits for that copy instead of its last kernel: it returns while the later passes run, so the next call's
 # host work (its Python up to its first launch) overlaps them instead of leaving the GPU idle. Why: the public
