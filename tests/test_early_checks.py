@@ -92,24 +92,25 @@ def test_pass_one_asks_to_wait_for_a_head_vector_beyond_the_bound_in_norm(name):
 SCAN_BLOCK = SCAN_TILES.value * 64     # tokens a program of the scan reads
 
 
-@pytest.mark.parametrize("place", [(0, 0, 0, 0), (1, 599, 2, 15), (0, SCAN_BLOCK, 1, 3), (1, 2 * SCAN_BLOCK - 1, 0, 9),
+@pytest.mark.parametrize("place", [(0, 0, 0, 0), (1, 599, 2, 11), (0, SCAN_BLOCK, 1, 3), (1, 2 * SCAN_BLOCK - 1, 0, 9),
                                    (0, 2 * SCAN_BLOCK + 64, 2, 0)])
 def test_the_scan_finds_a_q_element_in_any_block_of_a_strided_view(place):
     """early_scan over three blocks of tokens (the last ragged) of a q split from a wider projection, as a model's q
-    comes (read in place through its strides): an element anywhere raises FLAG_WAIT, the columns past K are not q's."""
+    comes (read in place through its strides): an element anywhere raises FLAG_WAIT. K = 12 in tiles of 16 columns:
+    the projection's columns 12-15 of each head lie inside the tile and are not q's (masked off)."""
     projection = torch.randn(2, 600, 3 * 24, dtype=torch.bfloat16)
-    q = projection.view(2, 600, 3, 24)[..., :16]
+    q = projection.view(2, 600, 3, 24)[..., :12]
 
     def scan(q, state=None):
         flags = torch.zeros(NUM_FLAGS, dtype=torch.int32)
         early_scan(q, state, flags, num_value_heads=6)
         return flags.tolist()
-    projection.view(2, 600, 3, 24)[..., 16:] = float("nan")
+    projection.view(2, 600, 3, 24)[..., 12:] = float("nan")
     assert scan(q) == [0] * NUM_FLAGS, "clean q (NaN only past K, in the projection's other columns)"
     q[place] = float("inf")
     assert scan(q) == [0, 0, 0, 1], place
-    state = torch.zeros(2, 6, 16, 32)
-    state[1, 5, 15, 31] = float("nan")
+    state = torch.zeros(2, 6, 12, 32)
+    state[1, 5, 11, 31] = float("nan")
     q[place] = 1.0
     assert scan(q, state) == [0, 0, 0, 1] and scan(q, torch.zeros_like(state)) == [0] * NUM_FLAGS
 

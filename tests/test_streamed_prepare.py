@@ -130,8 +130,8 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     """forward's route where the Gluon lists run beside the chain pass (lists_by_default, taken on an H200 for long
     calls), with the lists stood in for and their machine's conditions met (list_output.eligible, asked again after
     pass 1): the lists are made before pass 3 with progress counts, pass 3 is streamed where STREAM_PREPARE says so,
-    and the chain pass that publishes (and, streamed, waits on the marks) leaves the final state bit for bit as the
-    two launches' state pass does."""
+    and the chain pass that publishes (and, streamed, waits on the marks) leaves the final state as the two launches'
+    state pass does (bit for bit on a GPU, within rounding in the interpreter: gdn_inputs.same_columns)."""
     from sparsegdn.triton import event_prepare as event_prepare_module
     from sparsegdn.triton import forward, list_output
     # value heads of 64: two of the default's chain blocks of 32 (state_pass.PROGRESS_BV), each publishing its counts
@@ -164,9 +164,10 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
 def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch):
     """forward.LISTS_SEGMENT: lists_by_default's own decision (no stand-in for it) takes the call to the lists, the
     chain pass walks segments of LISTS_SEGMENT commits beside them from warm-ups of LISTS_WARM_UP (WARM_UP left 0),
-    publishing every segment's progress (with_state gets the segment length), and leaves the final state bit for bit
-    as the two launches' state pass does with the same segments and warm-up; LISTS_SEGMENT 0 walks whole chains; a
-    call that keeps the one launch (LISTS_FROM 0 here; short calls, a model's strided v) is not cut by it."""
+    publishing every segment's progress (with_state gets the segment length), and leaves the final state as the two
+    launches' state pass does (gdn_inputs.same_columns) with the same segments and warm-up; LISTS_SEGMENT 0 walks
+    whole chains; a call that keeps the one launch (LISTS_FROM 0 here; short calls, a model's strided v) is not cut
+    by it."""
     from sparsegdn.triton import forward, list_output
     q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=8, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton",

@@ -48,13 +48,13 @@ assert ERROR_FLAGS == FLAG_WAIT.value, "the error slots come first, FLAG_WAIT af
 # anyway (a compare of 64 values instead of a tile's); a norm bound implies the element bound.
 # Why a bound and not only finiteness: the call then returns before o is written, so an overflow of o from finite
 # inputs (ResultOverflowError when the call waits) must be out of reach. With normalised keys, a scale of at most 1
-# and every input element within 2^12, a state whose commits do not expand (band 3's: they contract) stays within
-# ||S0|| + sum beta ||v|| ~ 6e9 at 128K tokens and heads of 128, and |o| under ~1e10; 3.4e38 (bfloat16's and float32's
-# largest) needs the state to grow by a further ~1e28. Bands 0-2's band-projected commits can expand: random keys
-# stay near contracting, but keys chosen to do so reach ~3.7x a commit at band 1 (state_pass.warm_up_begin), ~50 such
-# commits without decay. There, with the early checks on, an overflow of o is returned without its
-# ResultOverflowError. Raw keys (commits that can expand without bound), scales above 1 and float16 outputs (largest
-# 65504) always wait (forward.early_checks).
+# and every head vector of q, k and v within norm 2^12, a state whose commits do not expand (band 3's: they contract)
+# stays within ||S0|| + sum beta ||v|| ~ 6e9 at 128K tokens and heads of 128, and |o| under ~1e10; 3.4e38
+# (bfloat16's and float32's largest) needs the state to grow by a further ~1e28. Bands 0-2's band-projected commits
+# can expand: random keys stay near contracting, but keys chosen to do so reach ~3.7x a commit at band 1
+# (state_pass.warm_up_begin), ~50 such commits without decay. There, with the early checks on, an overflow of o is
+# returned without its ResultOverflowError. Raw keys (commits that can expand without bound), scales above 1 and
+# float16 outputs (largest 65504) always wait (forward.early_checks).
 WAIT_BOUND = tl.constexpr(4096.0)
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Batch 31, call 2 (issue 14): the early checks' fourth form. Call 1 (third form: q scanned by a kernel of its own,
 # pass 1 comparing every element of its k and v tiles) cost the entry +94 us at 32K and +305 at 128K on the H200, and
-# +650 at 128K for dense semantics, whose pass 1 is heavier: the tile compares in pass 1, not q's bytes, were the
-# cost. Now pass 1 checks k's and v's head vectors by the sums of squares it forms anyway (64 compares a tile) and the
+# +631 at 128K for dense semantics, whose pass 1 is heavier: by that, the tile compares in pass 1 rather than q's
+# bytes were the cost. Now pass 1 checks k's and v's head vectors by the sums of squares it forms anyway (64 compares a tile) and the
 # scan q's by theirs. Run from the project root: OUT=$OUT bash analysis/results/overlap/batch31/call2.sh
 # Prediction: the scan alone at ~3.5-4 TB/s (q's 128 / 512 MiB at 32K / 128K: ~35 / ~140 us); the early entry
 # within ~1.3x that of by_band's (32K: +35-45 us; 128K: +140-180), so the early public call faster than by_band's at
