@@ -83,6 +83,9 @@ DESIGNS["whole_chains"] = (None, 0, "whole")
 # k, v and g, and the public call waits for their flags only); its public call against by_band's, and each against its
 # own entry, is what it is timed for.
 DESIGNS["early"] = (None, 0, "early")
+# "waiting": by_band with the early checks off (the public call waits for its last kernel), by_band's design until the
+# early checks became the default.
+DESIGNS["waiting"] = (None, 0, "waiting")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -96,6 +99,7 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
                    "whole": (((forward, "LISTS_SEGMENT"), 0),),
                    "early": (((forward, "EARLY_CHECKS"), True),),
+                   "waiting": (((forward, "EARLY_CHECKS"), False),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),
                    "one_launch_fold": (((forward, "LISTS_FROM"), 0), ((forward, "FOLD_COMMITS"), True)),
                    "stream": (((forward, "STREAM_PREPARE"), True),),
