@@ -34,7 +34,8 @@ KERNEL_COLUMNS = {"T": pl.Int64, "budget": pl.Float64, "band": pl.Int64, "select
                   "peak_mem_mb": pl.Float64, "fla_peak_mem_mb": pl.Float64,
                   "device": pl.Utf8, "date": pl.Utf8, "command": pl.Utf8, "build": pl.Utf8,
                   "output_final_state": pl.Boolean, "cuda_graph": pl.Boolean, "call_plans": pl.Boolean,
-                  "api_wall_ms": pl.Float64, "output_lists": pl.Boolean, "lists_from": pl.Int64}
+                  "api_wall_ms": pl.Float64, "output_lists": pl.Boolean, "lists_from": pl.Int64,
+                  "early_checks": pl.Boolean}
 PROVENANCE = ("device", "date", "command", "build")
 
 
@@ -167,7 +168,20 @@ def _graphed(rows: pl.DataFrame) -> str:
                  "(sparsegdn/triton/call_plans.py: the host's work done once, the tensors read in place)"
                  + (f"; the {', '.join(f'`{s}`' for s in launched)} rows' calls were launched through Python "
                     "(that build did not plan them)." if launched else "."))
-    return note + _lists(rows)
+    return note + _lists(rows) + _early(rows)
+
+
+def _early(rows: pl.DataFrame) -> str:
+    """Where the default design's public calls waited for the early checks' flags only, when the file says."""
+    default = rows.filter(pl.col("default_design").fill_null(True))
+    early = default.filter(pl.col("early_checks").fill_null(False))
+    if not early.height:
+        return ""
+    lengths = early["T"].unique(maintain_order=True).to_list()
+    where = "every length" if early.height == default.height else ", ".join(_tokens(t) for t in lengths)
+    return (f" At {where} the default design's public call waited for the early checks' flags only "
+            "(forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1's checks of k, v and g) and "
+            "returned while the later passes ran, so the next call's host work overlapped them.")
 
 
 def _lists(rows: pl.DataFrame) -> str:

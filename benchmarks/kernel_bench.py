@@ -201,6 +201,14 @@ def set_design(design):
             setattr(module, attribute, value)
 
 
+def waits_early(inputs, design) -> bool:
+    """Whether the public call (as public_call calls it) waits for the early checks' flags only in `design`
+    (forward.early_checks: its switch and the call's conditions)."""
+    set_design(design)
+    q, v = inputs[0], inputs[2]
+    return forward.early_checks(v, True, q.shape[-1] ** -0.5, False)
+
+
 def takes_lists(inputs, config: SparseConfig, design) -> bool:
     """Whether the public call of `config` runs the output lists beside the chain pass in `design`: by its switches
     (the lists designs) or by forward.LISTS_FROM where the one launch is on."""
@@ -421,6 +429,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "call_plans": planned.get(name),
                 # the outputs by the Gluon lists beside the chain pass (forward.LISTS_FROM, or the lists design)
                 "output_lists": takes_lists(inputs, config, setting), "lists_from": forward.LISTS_FROM,
+                "early_checks": waits_early(inputs, setting),
                 "command": process_settings() + "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py "
                 + " ".join(sys.argv[1:]),
             })

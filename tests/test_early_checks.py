@@ -37,7 +37,8 @@ def _pass_one(q, k, v, g, beta, s0, early=True):
 
 
 def _spoil(inputs, name, index, value):
-    """The inputs with one element of `name` (q, k, v or s0) set to value (a copy: the others are shared)."""
+    """The inputs with `name` (q, k, v or s0) at `index` (an element, or a head vector by its first three indices)
+    set to value (a copy: the others are shared)."""
     q, k, v, g, beta, s0 = inputs
     spoiled = dict(q=q, k=k, v=v, g=g, beta=beta, s0=s0)
     spoiled[name] = spoiled[name].clone()
@@ -61,22 +62,13 @@ def test_pass_one_asks_to_wait_for_an_input_element_that_is_not_finite_or_beyond
     assert _pass_one(*_spoil(inputs, name, PLACES[name], value), early=False)[FLAG_WAIT] == 0, "only when asked"
 
 
-def _row_at(inputs, name, value):
-    """The inputs with the head vector (one token's) of `name` at its place set to `value` (a number or a row)."""
-    q, k, v, g, beta, s0 = inputs
-    spoiled = dict(q=q, k=k, v=v, g=g, beta=beta, s0=s0)
-    spoiled[name] = spoiled[name].clone()
-    spoiled[name][PLACES[name][:3]] = value
-    return tuple(spoiled[n] for n in ("q", "k", "v", "g", "beta", "s0"))
-
-
 def test_pass_one_clears_inputs_at_the_bound():
     """q's, k's and v's head vectors with a norm of exactly the bound, an element of the initial state at it."""
     inputs = _spoil(_inputs(2, dtype=torch.float32), "s0", PLACES["s0"], WAIT_BOUND.value)
     for name in ("q", "k", "v"):
         row = torch.zeros(SHAPE[-1] if name == "v" else SHAPE[-2])
         row[-1] = WAIT_BOUND.value
-        inputs = _row_at(inputs, name, row)
+        inputs = _spoil(inputs, name, PLACES[name][:3], row)
     assert _pass_one(*inputs)[FLAG_WAIT] == 0
 
 
@@ -85,7 +77,7 @@ def test_pass_one_asks_to_wait_for_a_head_vector_beyond_the_bound_in_norm(name):
     """Every element within the bound, the head vector's norm beyond it: the bound is on norms
     (chunk_loads.WAIT_BOUND)."""
     width = SHAPE[-1] if name == "v" else SHAPE[-2]
-    inputs = _row_at(_inputs(2, dtype=torch.float32), name, WAIT_BOUND.value / width ** 0.5 * 1.01)
+    inputs = _spoil(_inputs(2, dtype=torch.float32), name, PLACES[name][:3], WAIT_BOUND.value / width ** 0.5 * 1.01)
     assert _pass_one(*inputs)[FLAG_WAIT] == 1
 
 

@@ -44,7 +44,7 @@ NUM_FLAGS = 4
 assert ERROR_FLAGS == FLAG_WAIT.value, "the error slots come first, FLAG_WAIT after them (validation reads them so)"
 # The early checks (forward.EARLY_CHECKS) let the public call return once pass 1 has run when every head vector of q, k
 # and v (one token's) has a norm of at most this, every element of the initial state is at most this in magnitude, g
-# is above -WAIT_BOUND and g and beta are in range. Norms, not elements: pass 1 has k's and v's rows' sums of squares
+# is at least -WAIT_BOUND and g and beta are in range. Norms, not elements: pass 1 has k's and v's rows' sums of squares
 # anyway (a compare of 64 values instead of a tile's); a norm bound implies the element bound.
 # Why a bound and not only finiteness: the call then returns before o is written, so an overflow of o from finite
 # inputs (ResultOverflowError when the call waits) must be out of reach. With normalised keys, a scale of at most 1
