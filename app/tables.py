@@ -29,7 +29,7 @@ COLUMN_LABELS = {
     "sparsegdn_ms": "kernels only (ms)", "fla_ms": "FLA (ms)",
     "flashqla_ms": "FlashQLA (ms)", "public_vs_fla": "FLA / public call", "public_vs_flashqla": "FlashQLA / public call",
     "kernels_vs_fla": "FLA / kernels only", "peak_mem_mb": "peak extra MB", "fla_peak_mem_mb": "FLA peak extra MB",
-    "output_lists": "outputs by the Gluon lists",
+    "output_lists": "outputs by the Gluon lists", "early_checks": "waited for the early checks only",
     "tokens": "tokens", "core": "GDN core", "error": "error", "prefill_ms_median": "prefill (ms, median)",
     "core_ms_median": "GDN core (ms, median)", "prefill_vs_dense": "prefill vs dense", "core_vs_dense": "core vs dense",
     "peak_mem_gib": "peak GiB", "family": "inputs", "seeds": "seeds", "config": "configuration", "length": "tokens",

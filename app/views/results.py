@@ -38,17 +38,23 @@ for path in files:
     st.dataframe(tables.readable(bench.select(
         "T", "budget", "band", "selector", "design", "api_ms", "api_ms_low", "api_ms_high", "api_wall_ms",
         "sparsegdn_ms", "fla_ms", "flashqla_ms", "public_vs_fla",
-        "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb", "output_lists")), hide_index=True)
+        "public_vs_flashqla", "kernels_vs_fla", "peak_mem_mb", "fla_peak_mem_mb", "output_lists", "early_checks")),
+        hide_index=True)
     if bench["output_lists"].any():
         st.caption("`outputs by the Gluon lists`: the call wrote its outputs by the Gluon lists beside the chain pass "
                    "(sparsegdn/triton/list_output.py), not by the one launch; which calls take them is "
                    "sparsegdn/triton/forward.py's LISTS_FROM and the conditions beside it (lists_by_default) as of "
                    "the run's build.")
+    if bench["early_checks"].any():
+        st.caption("`waited for the early checks only`: the public call waited for the flags of a scan of q and of "
+                   "the first pass (sparsegdn/triton/forward.py's EARLY_CHECKS), not for its last kernel, and "
+                   "returned while the later passes ran.")
 
 st.subheader("FlashQLA with and without its context parallelism")
-st.write("Where FlashQLA's lead above 16K comes from: the same inputs timed with its segments joined by decay "
-         "(auto_cp=True, what the table above runs) and walking every chunk in order (auto_cp=False), beside FLA "
-         "and our dense semantics, each with its error against the float32 torch core.")
+st.write("What FlashQLA's context parallelism buys it (it led our public call above 16K on the H200 of that run): "
+         "the same inputs timed with its segments joined by decay (auto_cp=True, what the table above runs) and "
+         "walking every chunk in order (auto_cp=False), beside FLA and our dense semantics, each with its error "
+         "against the float32 torch core.")
 for path in sorted(RESULTS.glob("flashqla_cp_study*.json")):
     meta, rows = measurements.cp_study(path)
     caption(path.name, {"device": meta["device"], "date": meta["date"], "build": f"sources {meta['sources']}",
