@@ -172,13 +172,20 @@ def _graphed(rows: pl.DataFrame) -> str:
 
 
 def _early(rows: pl.DataFrame) -> str:
-    """Where the default design's public calls waited for the early checks' flags only, when the file says."""
+    """Which of the default design's public calls waited for the early checks' flags only (each configuration at
+    which lengths, or every call), when the file says."""
     default = rows.filter(pl.col("default_design").fill_null(True))
     early = default.filter(pl.col("early_checks").fill_null(False))
     if not early.height:
         return ""
-    lengths = early["T"].unique(maintain_order=True).to_list()
-    where = "every length" if early.height == default.height else ", ".join(_tokens(t) for t in lengths)
+    if early.height == default.height:
+        where = "every length and configuration"
+    else:
+        where = "; ".join(
+            f"budget {budget:g}, band {band}, `{selector}` at "
+            + ", ".join(_tokens(t) for t in group["T"].unique(maintain_order=True).to_list())
+            for (budget, band, selector), group in early.group_by(["budget", "band", "selector"],
+                                                                  maintain_order=True))
     return (f" At {where} the default design's public call waited for the early checks' flags only "
             "(forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1's checks of k, v and g) and "
             "returned while the later passes ran, so the next call's host work overlapped them.")

@@ -8,9 +8,10 @@ with no profiler, the same entry followed by each way of waiting for its flags: 
 synchronize, the public call's `flags.tolist()`, a copy into pinned memory with an event, and the
 public call itself; for each, the host's launch time (until the entry returns), its wait, and the
 wall time per call (medians of `--calls` calls after a warm-up). Uses benchmarks/kernel_bench.py's
-inputs (budget 0.29, band 1, `score`). `public+early` is the public call with the early checks
-(forward.EARLY_CHECKS: it waits for pass 1's flags only), in the same process; SPARSEGDN_EARLY_CHECKS=1
-puts every case under them (the entry's copy of the early flags included).
+inputs (budget 0.29, band 1, `score`). `public` is the public call without the early checks (it waits for its
+last kernel), `public+early` with them (forward.EARLY_CHECKS: it waits for pass 1's flags only), in the same
+process; the entry cases run under the process's setting (SPARSEGDN_EARLY_CHECKS, on by default: the entry's copy
+of the early flags included).
 
 Each case also counts, over its wall-time calls, the caching allocator's calls into the driver (torch.cuda.memory_stats:
 `num_device_alloc`, `num_device_free`, `num_alloc_retries`, per call): a cudaMalloc or cudaFree inside a call costs
@@ -94,10 +95,10 @@ def main():
 
         cases = {f"entry+{name}": (entry, wait) for name, wait in waits(pinned).items()}
         cases["public"] = (public, lambda flags: None)
-        cases["public+early"] = (public, lambda flags: None)     # with forward.EARLY_CHECKS, in this process
+        cases["public+early"] = (public, lambda flags: None)     # with forward.EARLY_CHECKS ("public": without)
         for name, (call, wait) in cases.items():
             process_early = forward.EARLY_CHECKS
-            forward.EARLY_CHECKS = process_early or name == "public+early"
+            forward.EARLY_CHECKS = {"public": False, "public+early": True}.get(name, process_early)
             try:
                 launch_ms, wait_ms, wall, driver = time_calls(call, wait, args.calls)
             finally:

@@ -74,6 +74,23 @@ def test_the_public_call_shows_the_spread_of_its_rounds_and_its_wall_time(result
     assert "| 4K | 0.500 | 0.400 |" in table and "timed rounds" not in table     # a file without rounds: no spread
 
 
+def test_the_table_says_which_calls_waited_for_the_early_checks_only(results_dir):
+    """Rows that record early_checks say where the public call waited for those flags only; files without the
+    field say nothing about them."""
+    rows = json.loads((results_dir / "kernel_bench.json").read_text())
+
+    def table():
+        (results_dir / "kernel_bench.json").write_text(json.dumps(rows))
+        return measurements.kernel_table(measurements.kernel_bench(results_dir / "kernel_bench.json"), "k")
+
+    assert "early checks" not in table()
+    rows[0]["early_checks"], rows[1]["early_checks"] = True, False
+    assert "At budget 0.29, band 1, `score` at 4K the default design's public call waited for the early" in table()
+    for row in rows:
+        row["early_checks"] = True
+    assert "At every length and configuration the default design's public call waited" in table()
+
+
 def test_a_measured_flashqla_gets_its_own_columns(results_dir):
     rows = json.loads((results_dir / "kernel_bench.json").read_text())
     for row in rows:

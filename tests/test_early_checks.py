@@ -126,11 +126,14 @@ def early(monkeypatch):
 @pytest.mark.parametrize("band, initial_state", [(1, True), (3, False), (0, True)])
 def test_the_early_checks_change_no_output_and_read_no_late_flag(early, monkeypatch, band, initial_state):
     inputs = _inputs(3, initial_state=initial_state)
+    copies = validation.early_copies
     with_early = _public(inputs, band=band)
     assert early == [], "cleared by pass 1: the late flags are never read"
+    assert validation.early_copies == copies + 1, "one early copy a call (kernel_bench.waited_early counts them)"
     monkeypatch.setattr(forward, "EARLY_CHECKS", False)
     without = _public(inputs, band=band)
     assert len(early) == 1, "without them the call waits for every flag"
+    assert validation.early_copies == copies + 1
     for got, want in zip(with_early[:2], without[:2]):
         assert torch.equal(got, want)
     assert torch.equal(with_early[2].events, without[2].events)
@@ -235,18 +238,21 @@ def test_early_flags_a_backend_call_left_are_not_a_later_calls(early):
         _public(spoiled)
 
 
-def test_the_benchmark_design_early_sets_and_puts_back_the_switch(monkeypatch):
-    """kernel_bench's design "early" is by_band with EARLY_CHECKS on; the next design puts back what it was."""
+@pytest.mark.parametrize("design, process", [("early", False), ("waiting", True)])
+def test_the_benchmark_designs_set_and_put_back_the_switch(design, process, monkeypatch):
+    """kernel_bench's designs "early" and "waiting" are by_band with EARLY_CHECKS on and off, whatever the
+    process's setting; the next design without their tag puts back what it was."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import kernel_bench
     monkeypatch.setattr(kernel_bench, "_saved_switches", {})
-    monkeypatch.setattr(forward, "EARLY_CHECKS", False)
-    kernel_bench.set_design(kernel_bench.DESIGNS["early"])
-    assert forward.EARLY_CHECKS and (forward.STORE_INVERSE, forward.COMMIT_SEGMENT) == (None, 0)
+    monkeypatch.setattr(forward, "EARLY_CHECKS", process)
+    kernel_bench.set_design(kernel_bench.DESIGNS[design])
+    assert forward.EARLY_CHECKS == (design == "early")
+    assert (forward.STORE_INVERSE, forward.COMMIT_SEGMENT) == (None, 0)
     kernel_bench.set_design(kernel_bench.DESIGNS["by_band"])
-    assert not forward.EARLY_CHECKS
+    assert forward.EARLY_CHECKS == process
 
 
 def test_a_copy_nobody_waited_for_is_waited_for_before_its_buffer_is_used_again(monkeypatch):

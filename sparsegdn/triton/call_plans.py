@@ -1,7 +1,8 @@
 """Calls launched from a recorded plan: the host's work of a call done once per key, the tensors read in place.
 
-Why: the public call reads its value flags back, a sync after which nothing of the next call's host work is
-hidden behind the GPU, and above graphs.MAX_TOKENS its kernels wait on the host. On the H200 (2026-12-02,
+Why: the public call reads its value flags back (after its last kernel when this was built; after pass 1 with
+the early checks, forward.EARLY_CHECKS), a sync after which nothing of the next call's host work is hidden behind
+the GPU, and above graphs.MAX_TOKENS its kernels wait on the host. On the H200 (2026-12-02,
 benchmarks/public_call_probe.py, analysis/results/overlap/batch9/call4) a call at 16K tokens took 1.04 ms for
 0.61 ms of kernels: the host needed ~0.5 ms to reach the last launch (the Python of six host functions, ~20
 allocations, two fills and six launches, each launch keyed by all of its ~20-60 arguments), and the

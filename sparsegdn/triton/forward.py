@@ -208,7 +208,7 @@ LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, whe
 # caller syncs no call) and whose checks can clear them: normalised keys, a scale of at most 1, o in bfloat16,
 # float32 or float64 (chunk_loads.WAIT_BOUND says why, and where an overflow of o still goes unreported). A call the
 # early checks do not clear waits for every flag, as without them.
-# Off: timed in batch 30 (H100, analysis/results/overlap/batch30) with q loaded in pass 1 (no scan), the wait moved as
+# Timed in batch 30 (off then; H100, analysis/results/overlap/batch30) with q loaded in pass 1 (no scan), the wait moved as
 # designed (the public call at its own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to
 # +372 us at 4K-128K): the public call -5% at 4K, level at 16K, +1% to +6% from 32K. With the scan and pass 1
 # comparing every element of k and v (batch 31, H200) the entry grew +40 / +94 / +305 us at 4K / 32K / 128K, by its

@@ -2,8 +2,9 @@
 launch faster, see CUDA_GRAPH).
 
 Why: at short lengths the kernels of one call take less time than the host's work to launch them (the
-call's Python and ~12 launches), and the public call reads its value flags back, a sync after which that
-host time is no longer hidden behind the GPU. A CUDA graph replays every launch of a call in one: the
+call's Python and ~12 launches), and the public call read its value flags back after its last kernel, a sync
+after which that host time was no longer hidden behind the GPU (a replayed call still does: it runs without the
+early checks). A CUDA graph replays every launch of a call in one: the
 host then copies the inputs in, replays, and copies the outputs out. The copies cost GPU time (q, k and
 v read and written once more), so the replay pays only where the host's time outweighs them. On the H200
 (2026-12-01, analysis/results/kernel_bench.json, build 2e1ce401944d, budget 0.29, public call), replayed
