@@ -2,10 +2,12 @@
 
     python benchmarks/call_gaps.py --tokens 4096 16384 65536 131072 --out runs/gaps
 
-The public call reads its value flags back (one device sync a call), so in a benchmark loop the GPU waits for the
+The public call reads its value flags back (one device sync a call: after its last kernel when this was written;
+with the early checks, forward.EARLY_CHECKS, after pass 1 only), so in a benchmark loop the GPU waits for the
 host at three places: before the call's first kernel (the API's checks, the plan's key, its first allocations and
 launch; hidden while the GPU still clears do_bench's cache), between kernels where the host queues a launch later
-than the GPU could start it, and after the last kernel (the read-back's wait, the return, the next event). This runs
+than the GPU could start it, and after the last kernel (the read-back's wait, the return, the next event; not with
+the early checks, whose call returns while the later kernels run). This runs
 the public call in do_bench's loop (cache clear, call) under torch.profiler, exports the trace, and splits each
 call's span into those parts from the kernels' GPU times and the launches' host times (kineto puts both on one
 clock); the call of median span is kept event by event (host ops and runtime calls, GPU operations). The profiler's

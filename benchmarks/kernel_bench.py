@@ -358,14 +358,13 @@ def launched_from_a_plan(fn) -> bool:
 
 
 def waited_early(fn) -> bool:
-    """Whether fn's calls copied the early checks' flags (validation.copy_early: two more calls, the copies counted)
-    and so, with the benchmark's inputs (head vectors' norms far inside chunk_loads.WAIT_BOUND), waited for them
-    only (forward.EARLY_CHECKS). A call replayed from a CUDA graph makes no such copy."""
-    before = validation.early_copies
+    """Whether fn's calls waited for the early checks' flags only (forward.EARLY_CHECKS): two more calls, the calls
+    the early checks cleared counted (validation.early_returns). A call replayed from a CUDA graph runs without them."""
+    before = validation.early_returns
     fn()
     fn()
     torch.cuda.synchronize()
-    return validation.early_copies > before
+    return validation.early_returns == before + 2
 
 
 def wall_per_call(fn, loops=3, calls=WALL_CALLS):

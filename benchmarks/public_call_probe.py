@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench                                # noqa: E402
 from sparsegdn import SparseConfig                 # noqa: E402
+from sparsegdn import validation                   # noqa: E402
 from sparsegdn.triton import call_plans, forward, graphs, launch   # noqa: E402
 from sparsegdn.triton.chunk_loads import NUM_FLAGS       # noqa: E402
 
@@ -99,12 +100,14 @@ def main():
         for name, (call, wait) in cases.items():
             process_early = forward.EARLY_CHECKS
             forward.EARLY_CHECKS = {"public": False, "public+early": True}.get(name, process_early)
+            returns = validation.early_returns
             try:
                 launch_ms, wait_ms, wall, driver = time_calls(call, wait, args.calls)
             finally:
                 early, forward.EARLY_CHECKS = forward.EARLY_CHECKS, process_early
             rows.append({"T": tokens, "case": name, "launch_ms": launch_ms, "wait_ms": wait_ms, "wall_ms": wall,
-                         "early_checks": early, "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
+                         "early_checks": early, "returned_early": validation.early_returns > returns,
+                         "fast_launch": launch.FAST_LAUNCH, "call_plans": call_plans.CALL_PLANS,
                          "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,
                          **{f"{key}_per_call": value for key, value in driver.items()}})
             print(f"T={tokens} {name:22s} launch {launch_ms:.3f}  wait {wait_ms:.3f}  wall/call {wall:.3f} ms  "

@@ -166,7 +166,7 @@ def check_values_after(o, final_state, q, k, v, g, beta, initial_state, scale):
 
 
 _read_back = threading.local()      # this thread's pinned buffers and events (_copy_to_host)
-early_copies = 0        # copy_early's copies so far (read by benchmarks/kernel_bench.py; not locked: a count)
+early_returns = 0       # calls the early checks cleared (check_flags; read by benchmarks: not locked, a count)
 
 
 def _copy_to_host(flags: torch.Tensor, role: str) -> list:
@@ -208,8 +208,9 @@ def check_flags(flags, o, q, k, v, g, beta, initial_state, scale, early=None):
 
     The kernels check what they read anyway (g and beta, finite and in range, in the intra-chunk pass;
     the initial state in the state pass; o as it is written); only the early checks add a pass, a scan of q and the
-    initial state. Reading the flags back is the call's one device sync: after every launch, or, where the early
-    checks cleared the call (`early`), after pass 1 only. NaN and inf in q, k or v always
+    initial state. Reading the flags back is the call's device sync: after pass 1 only where the early checks
+    cleared the call (`early`); else after every launch (and first for the early copy, where one was made). NaN and
+    inf in q, k or v always
     reach o (they survive every product, even with zero), so a clean o clears them. Only when a flag
     is set are the inputs read one by one, to name the argument; inputs that all pass with a
     non-finite o are an overflow (ResultOverflowError).
@@ -221,6 +222,8 @@ def check_flags(flags, o, q, k, v, g, beta, initial_state, scale, early=None):
     then, but for keys chosen to make band 0-2 commits expand); else it waits for every flag, as without them.
     """
     if early is not None and not any(early.read()):
+        global early_returns
+        early_returns += 1
         return
     if not any(read_flags(flags)[:ERROR_FLAGS]):
         return
@@ -249,8 +252,6 @@ def copy_early(flags: torch.Tensor) -> None:
     """Called by the GPU path right after pass 1's launch (and by a plan's replay at the same point): copies the
     flags to this thread's pinned buffer behind pass 1 and keeps them for take_early. On the CPU (the interpreter)
     the kernels have run: a copy of the flags as they are now."""
-    global early_copies
-    early_copies += 1
     if not flags.is_cuda:
         _read_back.early = EarlyFlags(flags.clone(), None)
         return

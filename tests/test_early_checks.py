@@ -126,14 +126,14 @@ def early(monkeypatch):
 @pytest.mark.parametrize("band, initial_state", [(1, True), (3, False), (0, True)])
 def test_the_early_checks_change_no_output_and_read_no_late_flag(early, monkeypatch, band, initial_state):
     inputs = _inputs(3, initial_state=initial_state)
-    copies = validation.early_copies
+    returns = validation.early_returns
     with_early = _public(inputs, band=band)
     assert early == [], "cleared by pass 1: the late flags are never read"
-    assert validation.early_copies == copies + 1, "one early copy a call (kernel_bench.waited_early counts them)"
+    assert validation.early_returns == returns + 1, "counted (kernel_bench.waited_early reads the count)"
     monkeypatch.setattr(forward, "EARLY_CHECKS", False)
     without = _public(inputs, band=band)
     assert len(early) == 1, "without them the call waits for every flag"
-    assert validation.early_copies == copies + 1
+    assert validation.early_returns == returns + 1
     for got, want in zip(with_early[:2], without[:2]):
         assert torch.equal(got, want)
     assert torch.equal(with_early[2].events, without[2].events)
@@ -143,9 +143,11 @@ def test_the_early_checks_change_no_output_and_read_no_late_flag(early, monkeypa
 def test_a_non_finite_input_is_a_value_error_naming_it(early, name):
     inputs = _spoil(_inputs(4), "s0" if name == "initial_state" else name,
                     PLACES["s0" if name == "initial_state" else name], float("nan"))
+    returns = validation.early_returns
     with pytest.raises(ValueError, match=f"^{name}"):
         _public(inputs)
     assert len(early) == 1, "not cleared: the call waited for every flag"
+    assert validation.early_returns == returns, "not an early return"
 
 
 def test_gates_out_of_range_are_a_value_error_naming_them(early):
