@@ -208,15 +208,15 @@ LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, whe
 # caller syncs no call) and whose checks can clear them: normalised keys, a scale of at most 1, o in bfloat16,
 # float32 or float64 (chunk_loads.WAIT_BOUND says why, and where an overflow of o still goes unreported). A call the
 # early checks do not clear waits for every flag, as without them.
-# Timed in batch 30 (off then; H100, analysis/results/overlap/batch30) with q loaded in pass 1 (no scan), the wait moved as
-# designed (the public call at its own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to
-# +372 us at 4K-128K): the public call -5% at 4K, level at 16K, +1% to +6% from 32K. With the scan and pass 1
-# comparing every element of k and v (batch 31, H200) the entry grew +40 / +94 / +305 us at 4K / 32K / 128K, by its
-# size pass 1's tile compares rather than q's bytes (dense semantics, the same q, grew +631 us at 128K); the public
-# call -3% to -11% at 4K-16K, +3% to +5% from 32K. Now pass 1 compares the rows' sums of squares it forms anyway
-# (the bound is on head vectors' norms). On since batch 32 (H100, analysis/results/overlap/batch32): the entry grew
-# +60 / +189 us at 32K / 128K and the public call against the waiting one's was -3% / -24% / -19% / -8% / -1% / -1%
-# at 4K-128K (budget 0.29) and -20% to +0.5% for dense semantics. SPARSEGDN_EARLY_CHECKS=0 turns it off.
+# Timed in batch 30 (off then; H100, analysis/results/overlap/batch30) with q loaded in pass 1 (no scan), the wait moved
+# as designed (the public call at its own entry's time) but pass 1 carrying q cost about twice q's bytes (entry +17 to
+# +372 us at 4K-128K): the public call -5% at 4K, level at 16K, +1% to +6% from 32K. With the scan and pass 1 comparing
+# every element of k and v (batch 31, H200) the entry grew +40 / +94 / +305 us at 4K / 32K / 128K, by its size pass 1's
+# tile compares rather than q's bytes (dense semantics, the same q, grew +631 us at 128K); the public call -3% to -11%
+# at 4K-16K, +3% to +5% from 32K. Now pass 1 compares the rows' sums of squares it forms anyway (the bound is on head
+# vectors' norms). On since batch 32 (H100, analysis/results/overlap/batch32): the entry grew +60 / +189 us at 32K /
+# 128K and the public call against the waiting one's was -3% / -24% / -19% / -8% / -1% / -1% at 4K-128K (budget 0.29)
+# and -20% to +0.5% for dense semantics. SPARSEGDN_EARLY_CHECKS=0 turns it off.
 EARLY_CHECKS = os.environ.get("SPARSEGDN_EARLY_CHECKS", "1") == "1"
 EARLY_DTYPES = (torch.bfloat16, torch.float32, torch.float64)   # o's dtypes (v's) whose range WAIT_BOUND keeps
 EARLY_MAX_SCALE = 1.0       # q k^T's scale: the bound on o takes it as at most 1 (the default is K^-0.5)
