@@ -178,17 +178,18 @@ def _early(rows: pl.DataFrame) -> str:
     early = default.filter(pl.col("early_checks").fill_null(False))
     if not early.height:
         return ""
-    if early.height == default.height:
-        where = "every length and configuration"
-    else:
-        where = "; ".join(
-            f"budget {budget:g}, band {band}, `{selector}` at "
-            + ", ".join(_tokens(t) for t in group["T"].unique(maintain_order=True).to_list())
-            for (budget, band, selector), group in early.group_by(["budget", "band", "selector"],
-                                                                  maintain_order=True))
+    where = "every length and configuration" if early.height == default.height else _configurations_at(early)
     return (f" At {where} the default design's public call waited for the early checks' flags only "
             "(forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1's checks of k, v and g) and "
             "returned while the later passes ran, so the next call's host work overlapped them.")
+
+
+def _configurations_at(rows: pl.DataFrame) -> str:
+    """'budget 0.29, band 1, `score` at 16K, 32K; ...': each configuration of `rows` at which lengths."""
+    return "; ".join(
+        f"budget {budget:g}, band {band}, `{selector}` at "
+        + ", ".join(_tokens(t) for t in group["T"].unique(maintain_order=True).to_list())
+        for (budget, band, selector), group in rows.group_by(["budget", "band", "selector"], maintain_order=True))
 
 
 def _lists(rows: pl.DataFrame) -> str:
@@ -198,13 +199,9 @@ def _lists(rows: pl.DataFrame) -> str:
     lists = default.filter(pl.col("output_lists").fill_null(False))
     if not lists.height:
         return ""
-    where = []
-    for (budget, band, selector), group in lists.group_by(["budget", "band", "selector"], maintain_order=True):
-        lengths = group["T"].unique(maintain_order=True).to_list()
-        where.append(f"budget {budget:g}, band {band}, `{selector}` at {', '.join(_tokens(t) for t in lengths)}")
     threshold = lists["lists_from"].drop_nulls().unique().to_list()
     return (" The default design's calls wrote their outputs by the Gluon lists beside the chain pass "
-            f"(sparsegdn/triton/list_output.py) for {'; '.join(where)}"
+            f"(sparsegdn/triton/list_output.py) for {_configurations_at(lists)}"
             + (f" (forward.LISTS_FROM {threshold[0]:,} head chunks and the conditions beside it in that build)"
                if len(threshold) == 1 else "")
             + "; every other call by the one launch of the chains and the outputs. Those calls' stage times are "

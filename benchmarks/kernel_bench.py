@@ -347,24 +347,15 @@ def driver_calls() -> int:
     return counts["num_device_alloc"] + counts["num_device_free"]
 
 
-def launched_from_a_plan(fn) -> bool:
-    """Whether fn's calls are launched from a recorded plan (call_plans.py): two more calls, the plans' replays
-    counted."""
-    before = call_plans.replays
+def how_called(fn) -> tuple[bool, bool]:
+    """(planned, early) from two more calls of fn: whether they were launched from a recorded plan (call_plans.py,
+    the plans' replays counted) and whether both waited for the early checks' flags only (forward.EARLY_CHECKS,
+    the calls the early checks cleared counted: validation.early_returns; a CUDA graph's replay runs without them)."""
+    replays, returns = call_plans.replays, validation.early_returns
     fn()
     fn()
     torch.cuda.synchronize()
-    return call_plans.replays > before
-
-
-def waited_early(fn) -> bool:
-    """Whether fn's calls waited for the early checks' flags only (forward.EARLY_CHECKS): two more calls, the calls
-    the early checks cleared counted (validation.early_returns). A call replayed from a CUDA graph runs without them."""
-    before = validation.early_returns
-    fn()
-    fn()
-    torch.cuda.synchronize()
-    return validation.early_returns == before + 2
+    return call_plans.replays > replays, validation.early_returns == returns + 2
 
 
 def wall_per_call(fn, loops=3, calls=WALL_CALLS):
@@ -393,8 +384,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
             times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
             drivers[name] += driver_calls() - before
     walls = {name: wall_per_call(fn) for name, fn in runs.items() if name.startswith("api/")}
-    planned = {name: launched_from_a_plan(fn) for name, fn in runs.items() if name.startswith("api/")}
-    early = {name: waited_early(fn) for name, fn in runs.items() if name.startswith("api/")}
+    called = {name: how_called(fn) for name, fn in runs.items() if name.startswith("api/")}
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}
     set_design(default_setting)
     median = {name: statistics.median(values) for name, values in times.items()}
@@ -408,6 +398,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 continue
             entry = f"entry/{design}/{label(config)}"
             is_default = design == default_design
+            from_plan, early = called[name]
             rows.append({
                 "T": tokens, "budget": config.budget, "band": config.band, "selector": config.selector,
                 "design": design,
@@ -430,11 +421,11 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
                 "device": device, "date": args.date, "build": code, "output_final_state": True,
                 "cuda_graph": graphs.CUDA_GRAPH and tokens <= graphs.MAX_TOKENS,   # the benchmark's B is 1
                 # the public call launched from a recorded plan (sparsegdn/triton/call_plans.py), as seen after the timing
-                "call_plans": planned.get(name),
+                "call_plans": from_plan,
                 # the outputs by the Gluon lists beside the chain pass (forward.LISTS_FROM, or the lists design)
                 "output_lists": takes_lists(inputs, config, setting), "lists_from": forward.LISTS_FROM,
                 # the public call waited for the early checks' flags only, as seen after the timing
-                "early_checks": early.get(name),
+                "early_checks": early,
                 "command": process_settings() + "FLA_FLASH_QLA=0 python benchmarks/kernel_bench.py "
                 + " ".join(sys.argv[1:]),
             })

@@ -129,7 +129,7 @@ def test_the_early_checks_change_no_output_and_read_no_late_flag(early, monkeypa
     returns = validation.early_returns
     with_early = _public(inputs, band=band)
     assert early == [], "cleared by pass 1: the late flags are never read"
-    assert validation.early_returns == returns + 1, "counted (kernel_bench.waited_early reads the count)"
+    assert validation.early_returns == returns + 1, "counted (kernel_bench.how_called reads the count)"
     monkeypatch.setattr(forward, "EARLY_CHECKS", False)
     without = _public(inputs, band=band)
     assert len(early) == 1, "without them the call waits for every flag"
