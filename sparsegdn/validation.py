@@ -169,6 +169,14 @@ _read_back = threading.local()      # this thread's pinned buffers and events (_
 early_returns = 0       # calls the early checks cleared (check_flags; read by benchmarks: not locked, a count)
 
 
+def host_buffer(flags: torch.Tensor) -> torch.Tensor:
+    """A host tensor of flags' shape and dtype that later calls copy into, whatever their grad mode: made outside
+    inference mode (one made under torch.inference_mode is an inference tensor, which a later caller outside it,
+    under no_grad, may not write: GPU matrix, batch 34), pinned where flags are on a GPU."""
+    with torch.inference_mode(False):
+        return torch.empty(flags.shape, dtype=flags.dtype, pin_memory=flags.is_cuda)
+
+
 def _copy_to_host(flags: torch.Tensor, role: str) -> list:
     """Queues a copy of flags (on a GPU) into this thread's pinned buffer for `role` ("read" or "early") on their
     device, of their shape and dtype, behind the work queued so far on the current stream, and records that place's
@@ -181,7 +189,7 @@ def _copy_to_host(flags: torch.Tensor, role: str) -> list:
     key = (role, flags.device, tuple(flags.shape), flags.dtype)
     place = places.get(key)
     if place is None:
-        place = places[key] = [torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True), torch.cuda.Event(), None]
+        place = places[key] = [host_buffer(flags), torch.cuda.Event(), None]
     host, event, last = place
     if last is not None:
         last.wait()

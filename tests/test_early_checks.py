@@ -292,3 +292,17 @@ def test_a_copy_nobody_waited_for_is_waited_for_before_its_buffer_is_used_again(
     validation.copy_early(Flags())
     assert len(waited) == 2
     validation.take_early()
+
+
+def test_the_flags_host_buffer_made_under_inference_mode_takes_copies_outside_it():
+    """validation.host_buffer: the buffer a call's flags are copied into is kept for later calls, whatever their grad
+    mode. One made under torch.inference_mode was an inference tensor, and the next call under no_grad failed on
+    its copy (the GPU matrix, batch 34: 8 cases after a graph test on the same worker). On the CPU it is not pinned;
+    the mode is what is checked."""
+    flags = torch.tensor([0, 1, 0, 2], dtype=torch.int32)
+    with torch.inference_mode():
+        host = validation.host_buffer(flags)
+    assert not host.is_inference() and host.shape == flags.shape and host.dtype == flags.dtype
+    with torch.no_grad():
+        host.copy_(flags)
+    assert host.tolist() == [0, 1, 0, 2]

@@ -39,6 +39,28 @@ def test_uniform_gives_equal_counts_evenly_spaced():
     assert torch.equal(chunks, torch.arange(2, 40, 4))
 
 
+def _uniform_by_head(batch, heads, n_chunks, count):
+    """uniform_events' rule written out one head pair at a time."""
+    events = torch.zeros(batch, heads, n_chunks, dtype=torch.bool)
+    base, extra = divmod(count, heads)
+    for head in range(heads):
+        m = base + (1 if head < extra else 0)
+        for i in range(m):
+            events[:, head, int((i + 0.5) * n_chunks / m)] = True
+    return events
+
+
+@pytest.mark.parametrize("batch,heads,n_chunks,count", [(1, 8, 40, 83), (2, 32, 2048, 594 * 32), (1, 32, 512, 5),
+                                                        (3, 6, 7, 42), (1, 4, 9, 0), (2, 3, 1000, 1999)])
+def test_uniform_events_follow_the_rule_for_every_head_pair(batch, heads, n_chunks, count):
+    """All head pairs at once (no loop of launches) give the rule's chunks: counts that differ by at most one, the
+    first head pairs taking the extra, chunk i of m at floor((i + 1/2) NC / m); head pairs with no event included."""
+    events = selection.uniform_events(batch, heads, n_chunks, count)
+    assert events.shape == (batch, heads, n_chunks) and events.dtype == torch.bool
+    assert int(events[0].sum()) == count
+    assert torch.equal(events, _uniform_by_head(batch, heads, n_chunks, count))
+
+
 def test_random_is_seeded():
     q, k, v, g, beta, _ = random_inputs(1, 640, 2, 4, dtype=torch.float32)
     runs = [sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, selector="random", seed=s, backend="torch")[2].events

@@ -1,0 +1,109 @@
+"""Is the public call bounded by its longest commit chain or by its total work? (issue 14; a probe, not a test)
+
+    python benchmarks/chain_probe.py [--tokens 32768 131072] [--out DIR]
+
+On kernel_bench's inputs (head pairs with decay speeds from fast to slow), for each length and selection it
+records the commit chains the selector made (events per head pair: the longest, the mean, the number of head
+pairs that kept every chunk) and times the public call (median of kernel_bench.ROUNDS interleaved do_bench
+rounds) with its stage times (the stage hook; serialized, so indicative). The selections:
+
+- `score` at budgets 0.15, 0.29 and 0.5: the library's default selector; the shared budget lets slow head pairs
+  keep every chunk, so the longest chain may not shrink with the budget.
+- `uniform` at 0.29: the same number of events, spread evenly over the head pairs, so that no chain is longer
+  than 0.29 of the chunks.
+- `score` at 0.29 with the chains beside the lists cut into segments of SEGMENT commits (forward.LISTS_SEGMENT,
+  each segment's entering state from a warm-up): the longest chain's walk shortened, the total work grown.
+
+Reading: if `uniform` at 0.29 is much faster than `score` at 0.29 while `score` barely moves between 0.15 and 0.5,
+the longest chain bounds the call (context parallelism for long chains is the direction); if `uniform` is level,
+the total work does. Writes chain_probe.json under --out (one row per length and selection).
+"""
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernel_bench                                   # noqa: E402
+from kernel_bench import DESIGNS, ROUNDS, make_inputs, public_call, set_design, stage_times   # noqa: E402
+from sparsegdn import SparseConfig                    # noqa: E402
+from sparsegdn.config import num_chunks               # noqa: E402
+from sparsegdn.triton import forward                  # noqa: E402
+
+SEGMENT = 512
+
+
+def selections():
+    """(name, SparseConfig, forward.LISTS_SEGMENT) of every selection the probe times."""
+    def config(budget, selector):
+        return SparseConfig(budget=budget, band=1, selector=selector, backend="triton")
+    return [("score 0.15", config(0.15, "score"), 0), ("score 0.29", config(0.29, "score"), 0),
+            ("score 0.5", config(0.5, "score"), 0), ("uniform 0.29", config(0.29, "uniform"), 0),
+            (f"score 0.29 segments {SEGMENT}", config(0.29, "score"), SEGMENT)]
+
+
+def chains(inputs, config) -> dict:
+    """The commit chains of one public call: events per head pair (B = 1)."""
+    _, _, info = public_call(inputs, config)
+    per_head = info.budget_per_head.flatten().tolist()
+    n_chunks = num_chunks(inputs[0].shape[1])
+    return {"chunks": n_chunks, "events": sum(per_head), "longest_chain": max(per_head),
+            "mean_chain": statistics.fmean(per_head), "whole_chains": sum(1 for n in per_head if n == n_chunks),
+            "per_head": per_head}
+
+
+def with_segment(segment, fn):
+    def run():
+        forward.LISTS_SEGMENT = segment
+        return fn()
+    return run
+
+
+def probe(tokens) -> list[dict]:
+    inputs = make_inputs(tokens)
+    by_band = DESIGNS["by_band"]
+    set_design(by_band)
+    kept = forward.LISTS_SEGMENT
+    runs = {name: with_segment(segment, lambda config=config: public_call(inputs, config))
+            for name, config, segment in selections()}
+    for fn in runs.values():               # compile and autotune before any timing
+        fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, fn in runs.items():
+            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    rows = []
+    for name, config, segment in selections():
+        forward.LISTS_SEGMENT = segment
+        row = {"T": tokens, "selection": name, "budget": config.budget, "selector": config.selector,
+               "lists_segment": segment, "api_ms": statistics.median(times[name]), "api_ms_runs": times[name],
+               **chains(inputs, config), "stage_ms": stage_times(inputs, config, by_band)}
+        rows.append(row)
+        print(f"T={tokens:6d} {name:24s} api {row['api_ms']:7.3f} ms  chains: longest {row['longest_chain']:5d} "
+              f"of {row['chunks']}, mean {row['mean_chain']:7.1f}, whole {row['whole_chains']:2d}  "
+              + " ".join(f"{s}={t:.3f}" for s, t in row["stage_ms"].items()), flush=True)
+    forward.LISTS_SEGMENT = kept
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("chain_probe.py times the GPU path: no CUDA device here")
+    print(torch.cuda.get_device_name(), "sources", kernel_bench.sources_digest(), flush=True)
+    rows = [row for tokens in args.tokens for row in probe(tokens)]
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "chain_probe.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
