@@ -89,7 +89,10 @@ def uniform_events(batch: int, heads: int, n_chunks: int, count: int, device=Non
     total is exactly `count`. Chunk i of m sits at floor((i + 1/2) NC / m), distinct for m <= NC.
     All head pairs at once, with no host sync. The loop over head pairs this replaces launched about four small
     kernels a head pair; with it the GPU path's selection stage read 3.9-4.1 ms at HV = 32 at 32K and 128K tokens (an
-    H100, benchmarks/chain_probe.py, batch 34), the `score` selector's 0.11-0.17 ms.
+    H100, benchmarks/chain_probe.py, batch 34), the `score` selector's 0.11-0.18 ms. The division is by a tensor, a
+    true division on every device: the loop divided by a Python number, which torch computes on a GPU as a multiply
+    by its float32 reciprocal, and that puts some chunks one early (NC = 52, m = 41: 25 for 26, in a float32
+    reproduction), off the rule above.
     """
     base, extra = divmod(count, heads)
     per_head = torch.full((heads, 1), base, dtype=torch.long, device=device)

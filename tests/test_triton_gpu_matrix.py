@@ -699,6 +699,34 @@ def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     assert len(replays) == 4, len(replays)
 
 
+@pytest.mark.parametrize("cap", [168, 128])
+def test_gpu_register_capped_chains_match_torch(cap, monkeypatch):
+    """state_pass.CHAIN_MAXNREG beside the Gluon lists (LISTS_FROM lowered to the case): the publishing chain programs
+    compiled under a register cap (they spill at 168 and 128: compile_report --lists-path) give the same call as
+    uncapped, the lists waiting on their counts as in a real call (no stage hook): within the torch backend's
+    tolerance given the events and within 1e-3 of the uncapped call. The launches' option is checked."""
+    from sparsegdn.triton import call_plans, forward, state_pass
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    call_plans.clear()          # both calls launched (and recorded), none replayed from an earlier case's plan
+    taken, real_launch = [], state_pass.launch_publishing_chains
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs.get("maxnreg"))
+        return real_launch(*args, **kwargs)
+    monkeypatch.setattr(state_pass, "launch_publishing_chains", spy)
+    q, k, v, g, beta, s0 = inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16,
+                                                  initial_state=True, device="cuda", seed=70)
+    out = {}
+    for value in (0, cap):
+        monkeypatch.setattr(state_pass, "CHAIN_MAXNREG", value)
+        out[value] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", initial_state=s0,
+                                                       output_final_state=True, budget=0.29, selector="score", band=1)
+    _switched_matches_torch(inputs, out[cap], out[0], 1e-3, f"chains capped at {cap} registers")
+    assert taken == [None, cap] and made, (taken, made)
+
+
 def _off_then_on(monkeypatch, module, name, inputs, hooked=True):
     """{False: the call, True: the call}, with module.name set to each (budget 0.29, band 1, `score`, the final state
     asked for), of inputs (q, k, v, g, beta, initial state); hooked: under the stage hook's guard (a sync after each

@@ -268,6 +268,7 @@ def design_switches() -> tuple:
             STREAM_PREPARE, event_prepare_module.STREAM_PROGRAMS, event_prepare_module.STREAM_MAXNREG,
             state_pass_module.FOLD_MAX_KEY_DIM, state_pass_module.STREAMED_STAGES, state_pass_module.PROGRESS_STAGES,
             state_pass_module.PROGRESS_BV, state_pass_module.PROGRESS_WARPS, state_pass_module.TRANSPOSED,
+            state_pass_module.CHAIN_MAXNREG,
             state_pass_module.TMA_SNAPSHOTS,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,

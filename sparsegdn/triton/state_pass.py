@@ -110,6 +110,16 @@ PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
 # them (24 KB); two stages (72 KB, compiled for sm_90) do (event_prepare.STREAM_MAXNREG says the registers' side).
 # SPARSEGDN_STREAMED_CHAIN_STAGES sets it.
 STREAMED_STAGES = int(os.environ.get("SPARSEGDN_STREAMED_CHAIN_STAGES", "2"))
+# A register cap for the publishing chain programs (0: none, the default). Uncapped, a program of PROGRESS_BV 32 and
+# four warps takes 255 registers a thread (compile_report --lists-path, sm_90), so two fill a multiprocessor's
+# registers and a list program finds no room beside two; segments beside the lists (forward.LISTS_SEGMENT) add chain
+# programs and lost (batches 30, 34). Under a cap of 168 three fit, under 128 four, if the products do not spill:
+# compile_report's local_ops says. Not timed yet (the next GPU batch, kernel_bench.notes.md); not for float32
+# lists, whose products need more. SPARSEGDN_CHAIN_MAXNREG sets it, read at import (a plan-key setting).
+_CHAIN_MAXNREG_SETTING = os.environ.get("SPARSEGDN_CHAIN_MAXNREG", "0")
+if not _CHAIN_MAXNREG_SETTING.isdigit() or int(_CHAIN_MAXNREG_SETTING) not in (0, *range(64, 256, 8)):
+    raise ValueError(f"SPARSEGDN_CHAIN_MAXNREG={_CHAIN_MAXNREG_SETTING!r}: 0 (no cap) or a multiple of 8, 64 to 248")
+CHAIN_MAXNREG = int(_CHAIN_MAXNREG_SETTING)
 
 
 def _prune(configs, named_args, **kwargs):
@@ -599,8 +609,18 @@ def state_pass(w, u, k_commit, schedule, initial_state, flags, *, store_final, s
                                  num_warps=PROGRESS_WARPS,
                                  num_stages=STREAMED_STAGES if ready is not None else PROGRESS_STAGES,
                                  STREAMED=ready is not None, TRANSPOSED=transposed_chains(paired, folded),
-                                 **({"launch_pdl": True} if ready is not None else {}))
+                                 **({"launch_pdl": True} if ready is not None else {}),
+                                 **chain_register_cap(w.dtype))
     return snapshots, (final_state if store_final else None)
+
+
+def chain_register_cap(dtype: torch.dtype) -> dict:
+    """The publishing chain programs' launch option for CHAIN_MAXNREG: none when 0, under the interpreter (no
+    registers), or for float32 lists (their products take three tf32 products each, more registers than the cap is
+    meant for)."""
+    if not CHAIN_MAXNREG or INTERPRET.value or dtype == torch.float32:
+        return {}
+    return {"maxnreg": CHAIN_MAXNREG}
 
 
 def tma_snapshots(paired, folded) -> bool:
