@@ -10,11 +10,7 @@
 # then fit beside the chains. Falsified if the capped setting with segments beats the default's whole chains at 128K
 # by more than 5% (then the chains' footprint, not their walk, held the call).
 set -u
-mkdir -p "$OUT"
-exec > >(tee "$OUT/caps.log") 2>&1
-SECONDS=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python benchmarks/kernel_bench.py --digest
+source benchmarks/batch_head.sh caps.log
 timeout 150 python -m pytest -q -p no:cacheprovider tests/test_triton_gpu_matrix.py -k register_capped \
   > "$OUT/cases.log" 2>&1
 echo "cases rc $? at ${SECONDS}s"; tail -1 "$OUT/cases.log"

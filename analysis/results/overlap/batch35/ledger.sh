@@ -9,11 +9,7 @@
 # call, only cheaper passes can reach the target at 128K; if our upper bound is below it, a better schedule of the
 # same passes can; between, the chains' share of a multiprocessor decides.
 set -u
-mkdir -p "$OUT"
-exec > >(tee "$OUT/ledger.log") 2>&1
-SECONDS=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python benchmarks/kernel_bench.py --digest
+source benchmarks/batch_head.sh ledger.log
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 METRICS=$(python benchmarks/sm_ledger.py --metrics)
 for tokens in 32768 131072; do
