@@ -14,9 +14,11 @@ rounds) with its stage times (the stage hook; serialized, so indicative). The se
 - `score` at 0.29 with the chains beside the lists cut into segments of each --segments size (forward.LISTS_SEGMENT,
   each segment's entering state from a warm-up): the longest chain's walk shortened, the total work grown.
 
-Reading: if `uniform` at 0.29 is much faster than `score` at 0.29 while `score` barely moves between 0.15 and 0.5,
-the longest chain bounds the call (context parallelism for long chains is the direction); if `uniform` is level,
-the total work does. Writes chain_probe.json under --out (one row per length and selection).
+Reading (batch 34): the chain pass's stage time follows the longest chain, but `uniform` is not the same work with
+short chains: every head pair then has commits, so every chunk's output reads a state and the outputs grow (2.66
+against 0.99 ms at 128K); compare the chain pass's stage times, not the calls. Segments that shorten the chain pass
+without shortening the call say that something beside the chains holds it. Writes chain_probe.json under --out (one
+row per length and selection).
 """
 import argparse
 import json
