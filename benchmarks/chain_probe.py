@@ -27,11 +27,10 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernel_bench                                   # noqa: E402
-from kernel_bench import DESIGNS, ROUNDS, make_inputs, public_call, set_design, stage_times   # noqa: E402
+from kernel_bench import DESIGNS, make_inputs, public_call, set_design, stage_times, timed_rounds   # noqa: E402
 from sparsegdn import SparseConfig                    # noqa: E402
 from sparsegdn.config import num_chunks               # noqa: E402
 from sparsegdn.triton import forward                  # noqa: E402
@@ -75,10 +74,7 @@ def probe(tokens, segments=SEGMENTS) -> list[dict]:
     for fn in runs.values():               # compile and autotune before any timing
         fn()
     torch.cuda.synchronize()
-    times = {name: [] for name in runs}
-    for _ in range(ROUNDS):
-        for name, fn in runs.items():
-            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    times, _ = timed_rounds(runs)
     rows = []
     for name, config, segment in selections(segments):
         forward.LISTS_SEGMENT = segment

@@ -365,6 +365,20 @@ def wall_per_call(fn, loops=3, calls=WALL_CALLS):
     return statistics.median(loop_walls(fn, loops, calls))
 
 
+def timed_rounds(runs: dict, rounds: int = ROUNDS) -> tuple[dict, dict]:
+    """({name: ms of each round}, {name: the allocator's driver calls during its rounds}): every fn of `runs` timed in
+    turn (triton.testing.do_bench's median), `rounds` times, interleaved, so that a drift of the machine falls on
+    every contender."""
+    times = {name: [] for name in runs}
+    drivers = {name: 0 for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            before = driver_calls()
+            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+            drivers[name] += driver_calls() - before
+    return times, drivers
+
+
 def measure(tokens, args, bandwidth, matrix_rate, device, code):
     inputs = make_inputs(tokens)
     default_setting = (forward.STORE_INVERSE, forward.COMMIT_SEGMENT)
@@ -376,13 +390,7 @@ def measure(tokens, args, bandwidth, matrix_rate, device, code):
             print(f"T={tokens} {name} failed: {type(error).__name__}: {error}", flush=True)
             del runs[name]
     torch.cuda.synchronize()
-    times = {name: [] for name in runs}
-    drivers = {name: 0 for name in runs}        # the allocator's driver calls during each contender's timed rounds
-    for _ in range(ROUNDS):
-        for name, fn in runs.items():
-            before = driver_calls()
-            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-            drivers[name] += driver_calls() - before
+    times, drivers = timed_rounds(runs)
     walls = {name: wall_per_call(fn) for name, fn in runs.items() if name.startswith("api/")}
     called = {name: how_called(fn) for name, fn in runs.items() if name.startswith("api/")}
     memory = {name: peak_extra_mb(fn) for name, fn in runs.items() if not name.startswith("entry/")}

@@ -1,20 +1,8 @@
 """kernel_bench's designs `process` and `whole_chains` and its refusals (batch 29: runs started with
 SPARSEGDN_COMMIT_SEGMENT that named by_band alone timed whole chains under a command naming the segments)."""
-import os
-import subprocess
-import sys
-from pathlib import Path
+from fresh_process import run_fresh as bench
 
-ROOT = Path(__file__).resolve().parents[1]
 IMPORT = "import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; "
-
-
-def bench(code, **settings):
-    """`code` run in a fresh process (settings are read at import) with only these SPARSEGDN_ settings, CPU only."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
-    env.update({f"SPARSEGDN_{name}": str(value) for name, value in settings.items()})
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=240)
 
 
 DESIGN = (IMPORT + "b.set_design(b.DESIGNS['process']); print(b.forward.COMMIT_SEGMENT, "

@@ -1,26 +1,18 @@
 """state_pass.CHAIN_MAXNREG, the publishing chain programs' register cap (off by default; the GPU matrix's
 test_gpu_register_capped_chains_match_torch runs it on a GPU): the setting, and when the launch takes it."""
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from fresh_process import run_fresh
 
 from sparsegdn.triton import forward, state_pass
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def imported(setting):
     """sparsegdn.triton.state_pass imported in a fresh process with SPARSEGDN_CHAIN_MAXNREG=setting (read at import)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SPARSEGDN_")}
-    env["SPARSEGDN_CHAIN_MAXNREG"] = setting
-    return subprocess.run([sys.executable, "-c", "from sparsegdn.triton import state_pass; "
-                           "print(state_pass.CHAIN_MAXNREG)"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=240)
+    return run_fresh("from sparsegdn.triton import state_pass; print(state_pass.CHAIN_MAXNREG)",
+                     CHAIN_MAXNREG=setting)
 
 
 def test_the_setting_is_a_multiple_of_eight_or_none_and_anything_else_is_refused_at_import():

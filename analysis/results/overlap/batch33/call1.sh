@@ -9,11 +9,7 @@
 # -5% to +7% there with the third form): then the default goes back to waiting on that card, or the scan is made
 # cheaper (its 128K cost on the H100: 191 us). On an H100, falsified by the same loss against batch 32's reading.
 set -u
-mkdir -p "$OUT"
-exec > >(tee "$OUT/call.log") 2>&1
-SECONDS=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python benchmarks/kernel_bench.py --digest
+source benchmarks/batch_head.sh call.log     # the same lines as it ran with, inline then
 timeout 200 python benchmarks/kernel_bench.py --designs by_band waiting --configs 0.29/1/score 1.0/3/all \
   --tokens 4096 8192 16384 32768 65536 131072 --out "$OUT/compare" > "$OUT/compare.log" 2>&1
 echo "compare rc $? at ${SECONDS}s"; grep -E "^T=" "$OUT/compare.log" | sed -E 's/fla .* MB  //' | cut -c1-110

@@ -7,10 +7,6 @@
 # `uniform` at 0.29 (longest chain 594) is faster than `score` at 0.29 by at least 1 ms at 128K. Falsified if uniform
 # is within 10% of score: then the total work bounds the call, not the longest chain.
 set -u
-mkdir -p "$OUT"
-exec > >(tee "$OUT/call.log") 2>&1
-SECONDS=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python benchmarks/kernel_bench.py --digest
+source benchmarks/batch_head.sh call.log     # the same lines as it ran with, inline then
 timeout 400 python benchmarks/chain_probe.py --tokens 32768 131072 --out "$OUT"
 echo "probe rc $? at ${SECONDS}s"
