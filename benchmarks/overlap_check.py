@@ -90,6 +90,8 @@ def main():
                         help="list_output.OWN_LAUNCH: the zero-state list's stages and programs an SM")
     parser.add_argument("--state-launch", type=int, nargs=2, default=None, metavar=("STAGES", "PER_SM"),
                         help="list_output.STATE_LAUNCH (one stage when overlapped: its waits come before the loads)")
+    parser.add_argument("--list-maxnreg", type=int, nargs=2, default=None, metavar=("OWN", "STATE"),
+                        help="list_output.LIST_MAXNREG: each list's register cap (0: none)")
     parser.add_argument("--profile", action="store_true",
                         help="also each call's kernels on the GPU's timeline (torch.profiler), serial and overlapped")
     parser.add_argument("--out", type=Path, default=None)
@@ -99,6 +101,8 @@ def main():
         list_output.OWN_LAUNCH = tuple(args.own_launch)
     if args.state_launch:
         list_output.STATE_LAUNCH = tuple(args.state_launch)
+    if args.list_maxnreg:
+        list_output.LIST_MAXNREG = list_output._register_caps(",".join(map(str, args.list_maxnreg)))
     if args.chain_stages is not None:
         from sparsegdn.triton import state_pass
         state_pass.PROGRESS_STAGES = args.chain_stages
@@ -123,7 +127,8 @@ def main():
             store, segment, warm_up = ARRANGEMENTS[name]
             row = {"T": tokens, "arrangement": name, "default_one_launch_ms": default_ms,
                    "chain_stages": args.chain_stages, "claim": args.claim,
-                   "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH}
+                   "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH,
+                   "list_maxnreg": list_output.LIST_MAXNREG}
             configure(store, segment, warm_up, False)
             calls.clear()
             call_plans.clear()          # each arrangement's first calls launched (and recorded): ListCall runs

@@ -39,7 +39,8 @@ from pathlib import Path
 
 # Each metric's unit as ncu's CSV may name it (lower case) and the factor to this module's unit: seconds, cycles a
 # second, or the count itself. A unit not listed is refused, not guessed.
-TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+        "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}          # ncu 2025 (batch 35's H100) writes "ns"
 RATE = {"cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9, "hz": 1.0, "khz": 1e3, "mhz": 1e6,
         "ghz": 1e9}
 COUNT = {"": 1.0, "cycle": 1.0, "warp": 1.0, "block": 1.0, "thread": 1.0}

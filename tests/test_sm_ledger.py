@@ -17,7 +17,7 @@ def rows(launch_id, kernel, duration_ns, active_cycles, warp_cycles, block_size=
          clock=CLOCK, sms=132, skip=()):
     """ncu's CSV rows (details page, base units) of one launch; `limits`: the occupancy limits by registers, shared
     memory, warps and blocks."""
-    values = {"gpu__time_duration.sum": ("nsecond", duration_ns), "sm__cycles_active.sum": ("cycle", active_cycles),
+    values = {"gpu__time_duration.sum": ("ns", duration_ns), "sm__cycles_active.sum": ("cycle", active_cycles),
               "sm__warps_active.sum": ("warp", warp_cycles), "sm__cycles_elapsed.avg.per_second": ("hz", clock),
               "device__attribute_multiprocessor_count": ("", sms), "launch__block_size": ("", block_size),
               **{name: ("block", limit) for name, limit in zip(sm_ledger.OCCUPANCY_LIMITS, limits)}}
@@ -54,17 +54,18 @@ def test_the_ledger_bounds_each_kernels_share_of_the_gpu_and_packs_the_call(tmp_
 
 
 def test_units_are_read_from_the_csv_and_an_unknown_one_is_refused(tmp_path):
-    """A duration in microseconds and a clock in cycles per nanosecond read as the same figures; a unit the module
-    does not know is an error naming it, not a figure off by a power of ten."""
+    """A duration in ncu's short "ns" (what batch 35's ncu wrote), in "usecond" and a clock in cycles per nanosecond
+    read as the same figures; a unit the module does not know is an error naming it, not a figure off by a power of
+    ten."""
     base = rows(0, "k", 2_000_000, 60_000_000, 240_000_000)
-    scaled = [line.replace('"nsecond","2,000,000"', '"usecond","2,000"').replace('"hz","1,500,000,000"',
+    scaled = [line.replace('"ns","2,000,000"', '"usecond","2,000"').replace('"hz","1,500,000,000"',
                                                                                   '"cycle/nsecond","1.5"')
               for line in base]
     assert scaled != base
     a, b = (sm_ledger.ledger(sm_ledger.read_csv(write(tmp_path, lines, name))) for lines, name in
             ((base, "a.csv"), (scaled, "b.csv")))
     assert b["duration_ms"] == pytest.approx(a["duration_ms"]) and b["packed_ms"] == pytest.approx(a["packed_ms"])
-    odd = [line.replace('"nsecond"', '"fortnight"') for line in base]
+    odd = [line.replace('"ns"', '"fortnight"') for line in base]
     with pytest.raises(ValueError, match="fortnight"):
         sm_ledger.read_csv(write(tmp_path, odd, "c.csv"))
 

@@ -699,23 +699,32 @@ def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     assert len(replays) == 4, len(replays)
 
 
+def _capped_lists_call(monkeypatch, module, launcher):
+    """The long calls' path (the Gluon lists beside the chains, LISTS_FROM lowered to a case's size), every call
+    launched (none replayed from an earlier case's plan), and module.launcher spied on: returns the ListCalls made
+    (_list_outputs_on) and the `maxnreg` option of each of the launcher's launches, in order."""
+    from sparsegdn.triton import call_plans, forward
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    call_plans.clear()
+    taken, real_launch = [], getattr(module, launcher)
+
+    def spy(*args, **kwargs):
+        taken.append(kwargs.get("maxnreg"))
+        return real_launch(*args, **kwargs)
+    monkeypatch.setattr(module, launcher, spy)
+    return made, taken
+
+
 @pytest.mark.parametrize("cap", [168, 128])
 def test_gpu_register_capped_chains_match_torch(cap, monkeypatch):
     """state_pass.CHAIN_MAXNREG beside the Gluon lists (LISTS_FROM lowered to the case): the publishing chain programs
     compiled under a register cap (they spill at 168 and 128: compile_report --lists-path) give the same call as
     uncapped, the lists waiting on their counts as in a real call (no stage hook): within the torch backend's
     tolerance given the events and within 1e-3 of the uncapped call. The launches' option is checked."""
-    from sparsegdn.triton import call_plans, forward, state_pass
-    made = _list_outputs_on(monkeypatch, by_default=True)
-    monkeypatch.setattr(forward, "LISTS_FROM", 1)
-    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
-    call_plans.clear()          # both calls launched (and recorded), none replayed from an earlier case's plan
-    taken, real_launch = [], state_pass.launch_publishing_chains
-
-    def spy(*args, **kwargs):
-        taken.append(kwargs.get("maxnreg"))
-        return real_launch(*args, **kwargs)
-    monkeypatch.setattr(state_pass, "launch_publishing_chains", spy)
+    from sparsegdn.triton import state_pass
+    made, taken = _capped_lists_call(monkeypatch, state_pass, "launch_publishing_chains")
     q, k, v, g, beta, s0 = inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16,
                                                   initial_state=True, device="cuda", seed=70)
     out = {}
@@ -725,6 +734,40 @@ def test_gpu_register_capped_chains_match_torch(cap, monkeypatch):
                                                        output_final_state=True, budget=0.29, selector="score", band=1)
     _switched_matches_torch(inputs, out[cap], out[0], 1e-3, f"chains capped at {cap} registers")
     assert taken == [None, cap] and made, (taken, made)
+
+
+@pytest.mark.parametrize("own_launch, caps", [((1, 3), (168, 168)), ((1, 3), (128, 0))])
+def test_gpu_register_capped_lists_match_torch(own_launch, caps, monkeypatch):
+    """list_output.LIST_MAXNREG with the zero-state list at one stage and three programs an SM (batch 35's probe):
+    the Gluon lists compiled under register caps (they spill: compiled for sm_90, 128-340 local-memory instructions)
+    give the same call as uncapped at the default launch shapes, the lists beside the chains waiting on their counts
+    as in a real call: within the torch backend's tolerance given the events and within 1e-3 of the uncapped call.
+    The launches' options are checked (a spy), and that both lists had chunks (a zero start: some head pairs' first
+    chunks have no state)."""
+    from sparsegdn.triton import list_output
+    made, taken = _capped_lists_call(monkeypatch, list_output, "launch_list_output")
+    lists, real_lists = [], list_output.make_chunk_lists
+
+    def lists_spy(*args, **kwargs):
+        tiles, own_count = real_lists(*args, **kwargs)
+        lists.append((tiles.numel(), own_count))
+        return tiles, own_count
+    monkeypatch.setattr(list_output, "make_chunk_lists", lists_spy)
+    q, k, v, g, beta, s0 = inputs = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16,
+                                                  device="cuda", seed=71)     # no initial state: both lists run
+    out, sizes = {}, []
+    for capped in (False, True):
+        monkeypatch.setattr(list_output, "LIST_MAXNREG", caps if capped else (0, 0))
+        if capped:
+            monkeypatch.setattr(list_output, "OWN_LAUNCH", own_launch)
+        out[capped] = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", initial_state=s0,
+                                                        output_final_state=True, budget=0.29, selector="score", band=1)
+        total, own_count = lists[-1]
+        sizes.append((int(own_count.item()), total))
+    assert all(0 < own < total for own, total in sizes), sizes
+    _switched_matches_torch(inputs, out[True], out[False], 1e-3, f"lists capped at {caps} registers")
+    expected = [None, None, caps[0] or None, caps[1] or None]
+    assert taken == expected and made, (taken, made)
 
 
 def _off_then_on(monkeypatch, module, name, inputs, hooked=True):

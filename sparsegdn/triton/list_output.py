@@ -66,6 +66,29 @@ LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
+# A register cap for each list's programs (0: none, the default): (zero-state list, list with a state). Both take
+# 244-255 registers a thread uncapped (compiled for sm_90 on the CPU, bf16, band 1 solved, claims, overlapped), so
+# registers hold two programs a multiprocessor; the zero-state list at one stage (57,608 B of shared memory) fits
+# three under a cap of 168 (128 local-memory instructions; 227 at 128, still three by shared memory). The list with a
+# state (106,760 B at one stage: two by shared memory either way) already spills uncapped (42 local-memory
+# instructions). batch 35's SM ledger (H100, 128K): the two lists are 293 of our call's 502-546 SM-ms, at 8 resident
+# warps a multiprocessor. Timed on an H100 (batch 35, benchmarks/overlap_check.py, public call): the zero-state list at
+# one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229 ms), at 128 21-23%, both
+# lists at 168 19-21%: the spills cost more than the third program gains. Off; SPARSEGDN_LIST_MAXNREG="own,state"
+# sets them, read at import.
+_LIST_MAXNREG_SETTING = os.environ.get("SPARSEGDN_LIST_MAXNREG", "0,0")
+
+
+def _register_caps(setting: str) -> tuple[int, int]:
+    """SPARSEGDN_LIST_MAXNREG's two caps, each 0 (none) or a multiple of 8 from 64 to 248; anything else refused."""
+    parts = setting.split(",")
+    if len(parts) != 2 or not all(part.isdigit() and int(part) in (0, *range(64, 256, 8)) for part in parts):
+        raise ValueError(f"SPARSEGDN_LIST_MAXNREG={setting!r}: two caps 'own,state', each 0 (no cap) or a multiple "
+                         f"of 8 from 64 to 248")
+    return int(parts[0]), int(parts[1])
+
+
+LIST_MAXNREG = _register_caps(_LIST_MAXNREG_SETTING)
 # The zero-state list on a stream of its own beside the chain pass (it reads no snapshot), or after it on the
 # call's stream (the default). Off: on the H200 at 128K (benchmark inputs) the side stream took 5.75-5.81 ms against
 # 4.75 on one stream with whole chains and Tinv stored (batch 22, fixed shares; 5.72-5.80 again in batch 23 call
@@ -316,6 +339,7 @@ class ListCall:
     def _launch(self, snapshots, has_state, launch, progress=None, segment=0):
         from .chunk_loads import FLAG_OUTPUT
         stages, per_sm = launch
+        cap = LIST_MAXNREG[has_state]
         if snapshots is None:                   # the zero-state list reads no snapshot: a stand-in of the type
             stand_in = call_record.empty(HEAD_DIM, HEAD_DIM, dtype=self.q.dtype, device=self.q.device)
             snapshots_desc = self._state_descriptor(stand_in)
@@ -331,7 +355,8 @@ class ListCall:
             FLAG_OUTPUT.value, self.solve, min(self.band, 1) if self.solve else 1, self.claims, self.claim,
             progress if progress is not None else self.tiles, self.schedule.first_event,
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
-            max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap)
+            max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap,
+            **({"maxnreg": cap} if cap else {}))
 
     def _state_descriptor(self, rows):
         return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], _layout(HEAD_DIM, HEAD_DIM, self.element))

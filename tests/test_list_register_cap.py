@@ -1,0 +1,37 @@
+"""list_output.LIST_MAXNREG, the Gluon lists' register caps (off by default; the GPU matrix's
+test_gpu_register_capped_lists_match_torch runs them on a GPU): the setting, and that it keys plans and graphs."""
+import pytest
+from fresh_process import run_fresh
+
+from sparsegdn.triton import forward, list_output
+
+
+def test_the_setting_is_read_at_import():
+    done = run_fresh("from sparsegdn.triton import list_output; print(*list_output.LIST_MAXNREG)",
+                     LIST_MAXNREG="168,0")
+    assert done.returncode == 0 and done.stdout.split() == ["168", "0"], done.stderr[-300:]
+    refused = run_fresh("from sparsegdn.triton import list_output", LIST_MAXNREG="168")
+    assert refused.returncode != 0 and "SPARSEGDN_LIST_MAXNREG" in refused.stderr, refused.stderr[-300:]
+
+
+@pytest.mark.parametrize("bad", ["168", "100,0", "a,b", "0,0,0", "168,-8", "256,0", ""])
+def test_two_caps_each_none_or_a_multiple_of_eight_anything_else_refused(bad):
+    with pytest.raises(ValueError, match="SPARSEGDN_LIST_MAXNREG"):
+        list_output._register_caps(bad)
+
+
+def test_good_settings_read_as_given():
+    assert list_output._register_caps("0,0") == (0, 0)
+    assert list_output._register_caps("168,128") == (168, 128)
+    assert list_output._register_caps("64,248") == (64, 248)
+
+
+@pytest.mark.parametrize("name, changed, same", [("LIST_MAXNREG", (168, 0), False), ("OWN_LAUNCH", (1, 3), False),
+                                                 ("STATE_LAUNCH", (1, 1), False), ("LIST_MAXNREG", (0, 0), True)])
+def test_the_lists_launch_settings_are_design_switches(name, changed, same, monkeypatch):
+    """Plans and CUDA graphs are keyed by forward.design_switches: a call under another cap or launch shape is not
+    replayed from one recorded under the defaults (and the same setting keys the same)."""
+    monkeypatch.setattr(list_output, "LIST_MAXNREG", (0, 0))
+    plain = forward.design_switches()
+    monkeypatch.setattr(list_output, name, changed)
+    assert (forward.design_switches() == plain) == same
