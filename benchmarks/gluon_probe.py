@@ -5,6 +5,7 @@ Triton: measurements for the next design (the product's path grown from them is 
     python benchmarks/gluon_probe.py --output-pass                 # GPU: the whole output pass over chunk lists
     python benchmarks/gluon_probe.py --output-pass --on-chip-only  # GPU: reading Tinv against solving it in Gluon
     python benchmarks/gluon_probe.py --compile                     # anywhere: every kernel compiled for sm_90
+    python benchmarks/gluon_probe.py --list-caps                   # anywhere: the lists under register caps
     TRITON_INTERPRET=1 python benchmarks/gluon_probe.py --interpret-check   # CPU: the Triton twins against torch
 
 1. A chunk's own output, o = scale M V with M = (P Tinv) diag(beta) and P the decayed causal Q K^T, from pass 1's
@@ -725,16 +726,7 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
     reports = []
     flags = torch.empty(3, dtype=torch.int32)
     for dtype, element in ((torch.bfloat16, gl.bfloat16), (torch.float16, gl.float16)):
-        wide = gl.NVMMASharedLayout.get_default_for([CHUNK, DIM], element)
-        square = gl.NVMMASharedLayout.get_default_for([CHUNK, CHUNK], element)
-        state = gl.NVMMASharedLayout.get_default_for([DIM, DIM], element)
-        q_, v_, t_, s_ = (x.to(dtype) for x in (q, v, t_inv, snapshots))
-        descriptors = (TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
-                       TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
-                       TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide),
-                       TensorDescriptor.from_tensor(t_.view(-1, CHUNK), [CHUNK, CHUNK], square),
-                       TensorDescriptor.from_tensor(s_.view(-1, DIM), [DIM, DIM], state),
-                       TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide))
+        descriptors = list_descriptors(q, v, t_inv, snapshots, dtype, element)
         for has_state, (stages, _) in ((False, list_output.OWN_LAUNCH), (True, list_output.STATE_LAUNCH)):
             forms = [(False, 1, False, False, False), (True, 1, False, False, False), (True, 0, False, False, False),
                      (False, 1, True, False, False), (True, 1, True, False, False), (False, 1, False, True, False),
@@ -754,6 +746,51 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                 reports.append(compile_report.kernel_report(
                     f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}{form}",
                     {"num_warps": 4, "STAGES": stages}, compiled))
+    return reports
+
+
+def list_descriptors(q, v, t_inv, snapshots, dtype, element):
+    """The TMA descriptors list_output's kernel takes (q, k, v, Tinv, snapshots, o), of stand-in tensors in `dtype`."""
+    wide = gl.NVMMASharedLayout.get_default_for([CHUNK, DIM], element)
+    square = gl.NVMMASharedLayout.get_default_for([CHUNK, CHUNK], element)
+    state = gl.NVMMASharedLayout.get_default_for([DIM, DIM], element)
+    q_, v_, t_, s_ = (x.to(dtype) for x in (q, v, t_inv, snapshots))
+    return (TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(q_.view(-1, H * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide),
+            TensorDescriptor.from_tensor(t_.view(-1, CHUNK), [CHUNK, CHUNK], square),
+            TensorDescriptor.from_tensor(s_.view(-1, DIM), [DIM, DIM], state),
+            TensorDescriptor.from_tensor(v_.view(-1, HV * DIM), [CHUNK, DIM], wide))
+
+
+def list_caps_compile():
+    """list_output's kernel as long calls launch it (bf16, band 1 solved, claims, beside the chains: the list with a
+    state waiting) compiled for sm_90 at the stages and register caps batch 35 timed (list_output.LIST_MAXNREG): the
+    zero-state list at two and one stages, the list with a state at one, each uncapped, at 168 and at 128."""
+    import compile_report
+    from triton.runtime.driver import driver
+    driver.set_active(compile_report.CompileOnlyDriver())
+    q = torch.empty(1, 128, H, DIM, dtype=torch.bfloat16)
+    v = torch.empty(1, 128, HV, DIM, dtype=torch.bfloat16)
+    beta = torch.empty(1, 128, HV, dtype=torch.bfloat16)
+    t_inv = torch.empty(1, HV, 2, CHUNK, CHUNK, dtype=torch.bfloat16)
+    vectors = torch.empty(1, HV, 2, 2, CHUNK)
+    snapshots = torch.empty(1, 4, DIM, DIM, dtype=torch.bfloat16)
+    ints = torch.empty(1, HV, 2, dtype=torch.int32)
+    flags = torch.empty(3, dtype=torch.int32)
+    descriptors = list_descriptors(q, v, t_inv, snapshots, torch.bfloat16, gl.bfloat16)
+    reports = []
+    for has_state, stages in ((False, 2), (False, 1), (True, 1)):
+        for cap in (None, 168, 128):
+            compiled = list_output.list_output_kernel.warmup(
+                *descriptors, ints, ints, ints.numel(), beta, *beta.stride(), vectors, ints, vectors, flags, 0.1,
+                q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, True, 1, flags, True, ints,
+                ints, 4, 1, has_state, False, True, num_warps=4, launch_pdl=True, grid=(1,),
+                **({} if cap is None else {"maxnreg": cap}))
+            reports.append(compile_report.kernel_report(
+                f"list_output_kernel state {has_state} stages {stages} cap {cap}", {"num_warps": 4}, compiled))
+    for report in reports:
+        print(json.dumps(report))
     return reports
 
 
@@ -1029,6 +1066,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
     parser.add_argument("--compile", action="store_true", help="compile the Gluon kernel for sm_90 only (no GPU)")
+    parser.add_argument("--list-caps", action="store_true",
+                        help="compile list_output's kernel for sm_90 at batch 35's stages and register caps (no GPU)")
     parser.add_argument("--output-pass", action="store_true",
                         help="the whole output pass: the product's against the persistent twin over chunk lists")
     parser.add_argument("--on-chip-only", action="store_true",
@@ -1039,6 +1078,8 @@ def main():
     args = parser.parse_args()
     if args.interpret_check:
         result = [*interpret_check(), interpret_output_pass_check()]
+    elif args.list_caps:
+        result = list_caps_compile()
     elif args.output_pass:
         result = measure_output_pass(args.tokens, args.on_chip_only)
     else:

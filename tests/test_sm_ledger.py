@@ -54,9 +54,9 @@ def test_the_ledger_bounds_each_kernels_share_of_the_gpu_and_packs_the_call(tmp_
 
 
 def test_units_are_read_from_the_csv_and_an_unknown_one_is_refused(tmp_path):
-    """A duration in ncu's short "ns" (what batch 35's ncu wrote), in "usecond" and a clock in cycles per nanosecond
-    read as the same figures; a unit the module does not know is an error naming it, not a figure off by a power of
-    ten."""
+    """A duration in ncu's short "ns" (what batch 35's ncu wrote), in "nsecond" and in "usecond", and a clock in
+    cycles per nanosecond, read as the same figures; a unit the module does not know is an error naming it, not a
+    figure off by a power of ten."""
     base = rows(0, "k", 2_000_000, 60_000_000, 240_000_000)
     scaled = [line.replace('"ns","2,000,000"', '"usecond","2,000"').replace('"hz","1,500,000,000"',
                                                                                   '"cycle/nsecond","1.5"')
@@ -65,6 +65,10 @@ def test_units_are_read_from_the_csv_and_an_unknown_one_is_refused(tmp_path):
     a, b = (sm_ledger.ledger(sm_ledger.read_csv(write(tmp_path, lines, name))) for lines, name in
             ((base, "a.csv"), (scaled, "b.csv")))
     assert b["duration_ms"] == pytest.approx(a["duration_ms"]) and b["packed_ms"] == pytest.approx(a["packed_ms"])
+    long_form = [line.replace('"ns"', '"nsecond"') for line in base]
+    assert long_form != base
+    c = sm_ledger.ledger(sm_ledger.read_csv(write(tmp_path, long_form, "long.csv")))
+    assert c["duration_ms"] == pytest.approx(a["duration_ms"]) == pytest.approx(2.0)
     odd = [line.replace('"ns"', '"fortnight"') for line in base]
     with pytest.raises(ValueError, match="fortnight"):
         sm_ledger.read_csv(write(tmp_path, odd, "c.csv"))

@@ -67,15 +67,15 @@ LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
 # A register cap for each list's programs (0: none, the default): (zero-state list, list with a state). Both take
-# 244-255 registers a thread uncapped (compiled for sm_90 on the CPU, bf16, band 1 solved, claims, overlapped), so
-# registers hold two programs a multiprocessor; the zero-state list at one stage (57,608 B of shared memory) fits
-# three under a cap of 168 (128 local-memory instructions; 227 at 128, still three by shared memory). The list with a
-# state (106,760 B at one stage: two by shared memory either way) already spills uncapped (42 local-memory
-# instructions). batch 35's SM ledger (H100, 128K): the two lists are 293 of our call's 502-546 SM-ms, at 8 resident
-# warps a multiprocessor. Timed on an H100 (batch 35, benchmarks/overlap_check.py, public call): the zero-state list at
-# one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229 ms), at 128 21-23%, both
-# lists at 168 19-21%: the spills cost more than the third program gains. Off; SPARSEGDN_LIST_MAXNREG="own,state"
-# sets them, read at import.
+# 244-255 registers a thread uncapped (benchmarks/gluon_probe.py --list-caps: sm_90, bf16, band 1 solved, claims,
+# overlapped), so registers hold two programs a multiprocessor; the zero-state list at one stage (57,608 B of shared
+# memory) fits three under a cap of 168 (128 local-memory instructions; 227 at 128, still three by shared memory).
+# The list with a state (106,760 B at one stage: two by shared memory either way) already spills uncapped (42
+# local-memory instructions). Batch 35's SM ledger (H100, 128K): the two lists are 293 of our call's 502-546 SM-ms,
+# at 8 resident warps a multiprocessor. Timed on an H100 (batch 35, benchmarks/overlap_check.py, public call): the
+# zero-state list at one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229 ms),
+# at 128 21-23%, both lists at 168 19-21% (whether three were resident, and the spills' own cost, not measured).
+# Off; SPARSEGDN_LIST_MAXNREG="own,state" sets them, read at import.
 _LIST_MAXNREG_SETTING = os.environ.get("SPARSEGDN_LIST_MAXNREG", "0,0")
 
 

@@ -117,7 +117,7 @@ STREAMED_STAGES = int(os.environ.get("SPARSEGDN_STREAMED_CHAIN_STAGES", "2"))
 # spills (BV 32: 172 and 244 local-memory instructions) and shared memory still holds two at three stages (114,704 B
 # a program); at BV 16, two stages and 168: 16 local-memory instructions, 71,688 B, three a multiprocessor
 # (kernel_bench.notes.md, session of 2026-12-05, sixth). Not timed: batch 35's SM ledger put the chain pass at 7-15%
-# of the call's multiprocessor time at 128K, the lists at 58%, so a schedule cannot reach the target; not for float32
+# of the call's multiprocessor time at 128K, the lists at 54-58%, so a schedule cannot reach the target; not for float32
 # lists, whose products need more. SPARSEGDN_CHAIN_MAXNREG sets it, read at import (a plan-key setting).
 _CHAIN_MAXNREG_SETTING = os.environ.get("SPARSEGDN_CHAIN_MAXNREG", "0")
 if not _CHAIN_MAXNREG_SETTING.isdigit() or int(_CHAIN_MAXNREG_SETTING) not in (0, *range(64, 256, 8)):

@@ -21,7 +21,11 @@ start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
 table = collections.defaultdict(dict)
 for row in csv.DictReader(lines[start:]):
     name = row["Metric Name"].replace("smsp__average_warps_issue_stalled_", "").replace("_per_issue_active.ratio", "")
-    table[(row["ID"], row["Kernel Name"][:24])][name] = float(row["Metric Value"].replace(",", "") or 0)
+    text = row["Metric Value"].replace(",", "")
+    try:
+        table[(row["ID"], row["Kernel Name"][:24])][name] = float(text)
+    except ValueError:          # "n/a" and the like: left out of the table, kept in the CSV
+        pass
 for (launch, kernel), metrics in table.items():
     top = sorted(((v, k) for k, v in metrics.items() if "smsp__" not in k), reverse=True)[:7]
     print(launch, kernel, " ".join(f"{k}={v:.2f}" for v, k in top))
