@@ -661,16 +661,19 @@ def chunk_lists(schedule):
 TMA_VARIANTS = ((1, 4), (2, 2), (3, 1), (2, 1))                # (stages, programs an SM): shared memory allows these
 
 
+def compile_stand_ins():
+    """Empty CPU tensors of two chunks, the shapes the kernels are compiled for: q, v, beta, Tinv, vectors."""
+    return (torch.empty(1, 128, H, DIM, dtype=torch.bfloat16), torch.empty(1, 128, HV, DIM, dtype=torch.bfloat16),
+            torch.empty(1, 128, HV, dtype=torch.bfloat16), torch.empty(1, HV, 2, CHUNK, CHUNK, dtype=torch.bfloat16),
+            torch.empty(1, HV, 2, 2, CHUNK))
+
+
 def compile_only():
     """The Gluon kernel compiled for sm_90 through compile_report's compile-only driver: its machine code's size."""
     import compile_report
     from triton.runtime.driver import driver
     driver.set_active(compile_report.CompileOnlyDriver())
-    q = torch.empty(1, 128, H, DIM, dtype=torch.bfloat16)
-    v = torch.empty(1, 128, HV, DIM, dtype=torch.bfloat16)
-    beta = torch.empty(1, 128, HV, dtype=torch.bfloat16)
-    t_inv = torch.empty(1, HV, 2, CHUNK, CHUNK, dtype=torch.bfloat16)
-    vectors = torch.empty(1, HV, 2, 2, CHUNK)
+    q, v, beta, t_inv, vectors = compile_stand_ins()
     compiled = own_output_gluon_kernel.warmup(q, q, v, beta, t_inv, vectors, v, 0.1, 2, H, HV, DIM, DIM,
                                               num_warps=4, grid=(1,))
     reports = [compile_report.kernel_report("own_output_gluon_kernel", {"num_warps": 4}, compiled)]
@@ -770,11 +773,7 @@ def list_caps_compile():
     import compile_report
     from triton.runtime.driver import driver
     driver.set_active(compile_report.CompileOnlyDriver())
-    q = torch.empty(1, 128, H, DIM, dtype=torch.bfloat16)
-    v = torch.empty(1, 128, HV, DIM, dtype=torch.bfloat16)
-    beta = torch.empty(1, 128, HV, dtype=torch.bfloat16)
-    t_inv = torch.empty(1, HV, 2, CHUNK, CHUNK, dtype=torch.bfloat16)
-    vectors = torch.empty(1, HV, 2, 2, CHUNK)
+    q, v, beta, t_inv, vectors = compile_stand_ins()
     snapshots = torch.empty(1, 4, DIM, DIM, dtype=torch.bfloat16)
     ints = torch.empty(1, HV, 2, dtype=torch.int32)
     flags = torch.empty(3, dtype=torch.int32)
