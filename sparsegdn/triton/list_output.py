@@ -66,16 +66,17 @@ LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # one stage at two.
 OWN_LAUNCH = (2, 2)
 STATE_LAUNCH = (1, 2)
-# A register cap for each list's programs (0: none, the default): (zero-state list, list with a state). Both take
-# 244-255 registers a thread uncapped (benchmarks/gluon_probe.py --list-caps: sm_90, bf16, band 1 solved, claims,
-# overlapped), so registers hold two programs a multiprocessor; the zero-state list at one stage (57,608 B of shared
-# memory) fits three under a cap of 168 (128 local-memory instructions; 227 at 128, still three by shared memory).
-# The list with a state (106,760 B at one stage: two by shared memory either way) already spills uncapped (42
-# local-memory instructions). Batch 35's SM ledger (H100, 128K): the two lists are 293 of our call's 502-546 SM-ms,
-# at 8 resident warps a multiprocessor. Timed on an H100 (batch 35, benchmarks/overlap_check.py, public call): the
-# zero-state list at one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229 ms),
-# at 128 21-23%, both lists at 168 19-21% (whether three were resident, and the spills' own cost, not measured).
-# Off; SPARSEGDN_LIST_MAXNREG="own,state" sets them, read at import.
+# A register cap for each list's programs (0: none, the default): (zero-state list, list with a state). Uncapped,
+# the zero-state list takes 227 registers a thread at two stages (244 at one) and the list with a state 255
+# (benchmarks/gluon_probe.py --list-caps: sm_90, bf16, band 1 solved, claims, overlapped; batch 35's reordered
+# kernel), so registers hold two programs a multiprocessor; the zero-state list at one stage (57,608 B of shared
+# memory) fits three under a cap of 168 (44 local-memory instructions; 98 at 128, still three by shared memory).
+# The list with a state (106,760 B at one stage) stays at two by shared memory. Batch 35's SM ledger (H100, 128K):
+# the two lists are 293 of our call's 502-546 SM-ms, at 8 resident warps a multiprocessor. Timed on an H100 before
+# the reorder (batch 35, benchmarks/overlap_check.py, public call; then 128 local-memory instructions under 168):
+# the zero-state list at one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229
+# ms), at 128 21-23%, both lists at 168 19-21% (whether three were resident, and the spills' own cost, not
+# measured). Off; SPARSEGDN_LIST_MAXNREG="own,state" sets them, read at import.
 _LIST_MAXNREG_SETTING = os.environ.get("SPARSEGDN_LIST_MAXNREG", "0,0")
 
 
@@ -473,27 +474,38 @@ if GLUON_PROBLEM is None:
             q_smem = q_bufs.index(stage)
             k_smem = k_bufs.index(stage)
             v_smem = v_bufs.index(stage)
+            # Q K^T and (SOLVE) K K^T issued together; P is made before the solve and round(beta V) after it, so
+            # that neither S nor the decays nor the values are held through it. Batch 35 (H100, 128K; reorder.sh):
+            # the list with a state had 42 local-memory instructions compiled (1.81 M spilling requests in ncu's
+            # memory section), now 2 (1,056 local loads executed in the call); its launch 0.942 ms serialized against
+            # 0.995, the zero-state list 1.228 against 1.246; the public call 0.3-0.5% faster at 128K and 0.8-1.1%
+            # at 32K (two rounds, alternating processes).
             s = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                               use_acc=False, is_async=True)
+            if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv
+                kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)),
+                                   gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
             qf = q_smem.load(rows_layout).to(gl.float32)
             if NORMALIZE:
                 q_scale = gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6)  # chunk_loads.inverse_norm's
             else:
                 q_scale = gl.sum(qf * 0.0, axis=1) + 1.0
-            values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
-            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-            # band_solve.log_decay_between's cap: a NaN (a cumulative sum past float32's range) stays NaN, so that
-            # the overflow reaches o and its flag
-            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
-                                      propagate_nan=tl.PropagateNan.ALL))
-            if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv
-                kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)),
-                                   gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
+            if SOLVE:
                 token_i = c * CHUNK + i
                 beta_i = gl.load(beta_ptr + b * beta_sb + token_i * beta_st + hv * beta_sh, mask=token_i < T,
                                  other=0.0).to(gl.float32)
                 k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
-                kk = warpgroup_mma_wait(num_outstanding=0, deps=(kk,))
+                s, kk = warpgroup_mma_wait(num_outstanding=0, deps=(s, kk))
+            else:
+                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            # band_solve.log_decay_between's cap: a NaN (a cumulative sum past float32's range) stays NaN, so that
+            # the overflow reaches o and its flag
+            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
+                                      propagate_nan=tl.PropagateNan.ALL))
+            q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
+            p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
+            p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
+            if SOLVE:
                 a = gl.where(i[:, None] > j[None, :],
                              kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay, 0.0)
                 if HAS_STATE:
@@ -504,11 +516,9 @@ if GLUON_PROBLEM is None:
                 band_inverse_batched(a, scratch, t_bufs.index(0), BAND, num_warps)
                 fence_async_shared()
                 gl.thread_barrier()
-            q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
-            p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
-            p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
             m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                               use_acc=False, is_async=True)
+            values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
             gl.thread_barrier()                                     # every warp's read of v done
             v_smem.store(values)                                    # round(beta V) over v
             if HAS_STATE:
