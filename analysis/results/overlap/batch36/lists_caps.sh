@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Batch 36 (planned; issue 14): the zero-state list at one stage and three programs a multiprocessor under a register
+# cap of 168, again, on batch 35's reordered kernel. Before the reorder it spilled (128 local-memory instructions
+# compiled) and the public call lost 8-10% (batch 35, lists.sh); reordered it compiles to 44 (benchmarks/gluon_probe.py
+# --list-caps, analysis/results/overlap/batch35/list_caps_compile.json). Default and capped in alternating processes,
+# two rounds (benchmarks/overlap_check.py: the default path's public call, overlapped against serial bit for bit).
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch36/lists_caps.sh (~2 min; no wheels).
+# Prediction: within +-3% of the default at 32K and 128K (the spills shrink, the third program's gain is unknown);
+# the cap is worth a default only if it wins in both rounds by more than the rounds' drift.
+set -u
+source benchmarks/batch_head.sh lists_caps.log
+mkdir -p "$OUT/runs"
+for round in 1 2; do
+  for variant in "2 2 0 0" "1 3 168 0"; do
+    set -- $variant
+    name="own$1-$2_caps$3-$4-round$round"
+    timeout 150 python benchmarks/overlap_check.py --tokens 32768 131072 --only solved --claim --repeats 1 \
+      --own-launch "$1" "$2" --list-maxnreg "$3" "$4" --out "$OUT/runs/$name.json" > "$OUT/runs/$name.log" 2>&1
+    echo "$name rc $? at ${SECONDS}s"
+  done
+done
+python - "$OUT/runs" <<'PY'
+import json, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json"), key=lambda p: (p.stem[-1], p.stem)):
+    for row in json.loads(path.read_text()):
+        print(f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
+              f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal {row['bit_equal']}")
+PY
+tar czf "$OUT/runs.tgz" -C "$OUT" runs && rm -rf "$OUT/runs"      # one file back (a call returns at most eight)
