@@ -476,10 +476,10 @@ if GLUON_PROBLEM is None:
             v_smem = v_bufs.index(stage)
             # Q K^T and (SOLVE) K K^T issued together; P is made before the solve and round(beta V) after it, so
             # that neither S nor the decays nor the values are held through it. Batch 35 (H100, 128K; reorder.sh):
-            # the list with a state had 42 local-memory instructions compiled (1.81 M spilling requests in ncu's
-            # memory section), now 2 (1,056 local loads executed in the call); its launch 0.942 ms serialized against
-            # 0.995, the zero-state list 1.228 against 1.246; the public call 0.3-0.5% faster at 128K and 0.8-1.1%
-            # at 32K (two rounds, alternating processes).
+            # the list with a state had 42 local-memory instructions compiled, now 2; its launch 0.942 ms serialized
+            # against 0.995 (one ncu sample each); the public call's medians 0.8-1.2% faster at 32K and 0.3-0.5% at
+            # 128K (about the rounds' drift; its serial twin faster in every sample). The zero-state list's solve
+            # writes q's buffer: band_inverse_batched's first barrier keeps it after every warp's read of q.
             s = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
                               use_acc=False, is_async=True)
             if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv

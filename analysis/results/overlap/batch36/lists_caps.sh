@@ -4,14 +4,17 @@
 # compiled) and the public call lost 8-10% (batch 35, lists.sh); reordered it compiles to 44 (benchmarks/gluon_probe.py
 # --list-caps, analysis/results/overlap/batch35/list_caps_compile.json). Default and capped in alternating processes,
 # two rounds (benchmarks/overlap_check.py: the default path's public call, overlapped against serial bit for bit).
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch36/lists_caps.sh (~2 min; no wheels).
+# Then ncu on the capped variant: its warps a scheduler and local-memory instructions executed.
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch36/lists_caps.sh (~3 min; no wheels).
 # Prediction: within +-3% of the default at 32K and 128K (the spills shrink, the third program's gain is unknown);
 # the cap is worth a default only if it wins in both rounds by more than the rounds' drift.
 set -u
 source benchmarks/batch_head.sh lists_caps.log
 mkdir -p "$OUT/runs"
 for round in 1 2; do
-  for variant in "2 2 0 0" "1 3 168 0"; do
+  order=("2 2 0 0" "1 3 168 0")
+  [ "$round" = 2 ] && order=("1 3 168 0" "2 2 0 0")       # the order reversed in the second round
+  for variant in "${order[@]}"; do
     set -- $variant
     name="own$1-$2_caps$3-$4-round$round"
     timeout 150 python benchmarks/overlap_check.py --tokens 32768 131072 --only solved --claim --repeats 1 \
@@ -26,4 +29,13 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json"), key=lambda p: (p.st
         print(f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
               f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal {row['bit_equal']}")
 PY
+# whether three capped programs are resident, and what the spills execute (the capped variant, one warm call, 128K)
+NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+SPARSEGDN_LIST_MAXNREG=168,0 timeout 150 "$NCU" --profile-from-start off --clock-control none -k regex:list_output \
+  --metrics smsp__warps_active.avg.per_cycle_active,smsp__inst_executed_op_local_ld.sum,smsp__inst_executed_op_local_st.sum,gpu__time_duration.sum,launch__occupancy_limit_registers \
+  --csv --print-units base --log-file "$OUT/runs/capped_ncu.csv" python -c "
+import sys; sys.path.insert(0, 'benchmarks')
+from sparsegdn.triton import list_output; list_output.OWN_LAUNCH = (1, 3)
+import sm_ledger; sm_ledger.run('sparsegdn', 131072)" > "$OUT/runs/capped_ncu.log" 2>&1
+echo "capped ncu rc $? at ${SECONDS}s"
 tar czf "$OUT/runs.tgz" -C "$OUT" runs && rm -rf "$OUT/runs"      # one file back (a call returns at most eight)
