@@ -738,11 +738,8 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                 forms += [(False, 1, False, True, True), (True, 1, False, True, True)]
             for solve, band, claim, dependent, segmented in forms:
                 wait = dependent and has_state
-                compiled = list_output.list_output_kernel.warmup(
-                    *descriptors, ints, ints, ints.numel(), beta.to(dtype), *beta.stride(), vectors, ints, vectors,
-                    flags, 0.1, q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, solve, band,
-                    flags, claim, ints, ints, 4, 2 if segmented else 1, wait, segmented, dependent, num_warps=4,
-                    launch_pdl=dependent, grid=(1,))
+                compiled = compile_list_kernel(descriptors, beta.to(dtype), vectors, ints, flags, q.shape[1], stages,
+                                               has_state, solve, band, claim, dependent, segmented)
                 form = ((f" solving band {band}" if solve else "") + (" claims" if claim else "")
                         + (" dependent" if dependent else "") + (" waiting" if wait else "")
                         + (" segmented" if segmented else ""))
@@ -750,6 +747,19 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                     f"list_output_kernel {str(dtype).split('.')[-1]} state {has_state}{form}",
                     {"num_warps": 4, "STAGES": stages}, compiled))
     return reports
+
+
+def compile_list_kernel(descriptors, beta, vectors, ints, flags, tokens, stages, has_state, solve, band, claim,
+                        dependent, segmented, **options):
+    """list_output's kernel compiled (not launched) for one list and form, on stand-in tensors (`ints` for every
+    integer tensor): solving Tinv's `band` or reading it, claiming chunks, launched as the chain pass's dependent
+    (the list with a state then waiting on its progress, in segments or whole chains). `options`: launch options
+    such as maxnreg."""
+    return list_output.list_output_kernel.warmup(
+        *descriptors, ints, ints, ints.numel(), beta, *beta.stride(), vectors, ints, vectors, flags, 0.1, tokens,
+        ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, solve, band, flags, claim, ints, ints, 4,
+        2 if segmented else 1, dependent and has_state, segmented, dependent, num_warps=4, launch_pdl=dependent,
+        grid=(1,), **options)
 
 
 def list_descriptors(q, v, t_inv, snapshots, dtype, element):
@@ -781,11 +791,8 @@ def list_caps_compile():
     reports = []
     for has_state, stages in ((False, 2), (False, 1), (True, 1)):
         for cap in (None, 168, 128):
-            compiled = list_output.list_output_kernel.warmup(
-                *descriptors, ints, ints, ints.numel(), beta, *beta.stride(), vectors, ints, vectors, flags, 0.1,
-                q.shape[1], ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, True, 1, flags, True, ints,
-                ints, 4, 1, has_state, False, True, num_warps=4, launch_pdl=True, grid=(1,),
-                **({} if cap is None else {"maxnreg": cap}))
+            compiled = compile_list_kernel(descriptors, beta, vectors, ints, flags, q.shape[1], stages, has_state,
+                                           True, 1, True, True, False, **({} if cap is None else {"maxnreg": cap}))
             reports.append(compile_report.kernel_report(
                 f"list_output_kernel state {has_state} stages {stages} cap {cap}", {"num_warps": 4}, compiled))
     for report in reports:

@@ -29,6 +29,9 @@ from . import call_record
 from .chunk_loads import INTERPRET
 
 FAST_LAUNCH = os.environ.get("SPARSEGDN_FAST_LAUNCH", "1") == "1" and not INTERPRET.value
+# The register caps (the maxnreg launch option) a setting may name: 0 (none) or a multiple of 8 from 64 to 248
+# (state_pass.CHAIN_MAXNREG, list_output.LIST_MAXNREG).
+REGISTER_CAPS = (0, *range(64, 256, 8))
 
 
 def argument_key(value):

@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 from . import call_record
-from .launch import Launcher
+from .launch import REGISTER_CAPS, Launcher
 from .chunk_loads import CHUNK_SIZE, FOLD_SCALES, INTERPRET, cdiv, solve_precision
 from .gluon_band_solve import band_inverse_batched, band_zero_blocks
 from .state_pass import PROGRESS_BV
@@ -83,7 +83,7 @@ _LIST_MAXNREG_SETTING = os.environ.get("SPARSEGDN_LIST_MAXNREG", "0,0")
 def _register_caps(setting: str) -> tuple[int, int]:
     """SPARSEGDN_LIST_MAXNREG's two caps, each 0 (none) or a multiple of 8 from 64 to 248; anything else refused."""
     parts = setting.split(",")
-    if len(parts) != 2 or not all(part.isdigit() and int(part) in (0, *range(64, 256, 8)) for part in parts):
+    if len(parts) != 2 or not all(part.isdigit() and int(part) in REGISTER_CAPS for part in parts):
         raise ValueError(f"SPARSEGDN_LIST_MAXNREG={setting!r}: two caps 'own,state', each 0 (no cap) or a multiple "
                          f"of 8 from 64 to 248")
     return int(parts[0]), int(parts[1])

@@ -39,7 +39,7 @@ from .chunk_loads import (AUTOTUNE, CHUNK, FLAG_INITIAL_STATE, FLAG_OUTPUT, INTE
                           mma, mma_into, not_finite, padded, raise_flag, round_to)
 from . import call_record
 from .commit_pairs import commit_pair
-from .launch import Launcher
+from .launch import REGISTER_CAPS, Launcher
 
 # Value columns per program, warps and pipeline depth. On the H200 (2026-11-30, `benchmarks/config_probe.py
 # --time 32768`, the for loop; analysis/results/kernel_bench.notes.md): state pass at 32K, budget 0.29, BV 16
@@ -120,7 +120,7 @@ STREAMED_STAGES = int(os.environ.get("SPARSEGDN_STREAMED_CHAIN_STAGES", "2"))
 # of the call's multiprocessor time at 128K, the lists at 54-58%, so a schedule cannot reach the target; not for float32
 # lists, whose products need more. SPARSEGDN_CHAIN_MAXNREG sets it, read at import (a plan-key setting).
 _CHAIN_MAXNREG_SETTING = os.environ.get("SPARSEGDN_CHAIN_MAXNREG", "0")
-if not _CHAIN_MAXNREG_SETTING.isdigit() or int(_CHAIN_MAXNREG_SETTING) not in (0, *range(64, 256, 8)):
+if not _CHAIN_MAXNREG_SETTING.isdigit() or int(_CHAIN_MAXNREG_SETTING) not in REGISTER_CAPS:
     raise ValueError(f"SPARSEGDN_CHAIN_MAXNREG={_CHAIN_MAXNREG_SETTING!r}: 0 (no cap) or a multiple of 8, 64 to 248")
 CHAIN_MAXNREG = int(_CHAIN_MAXNREG_SETTING)
 
