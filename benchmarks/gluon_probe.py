@@ -779,7 +779,8 @@ def list_descriptors(q, v, t_inv, snapshots, dtype, element):
 def list_caps_compile():
     """list_output's kernel as long calls launch it (bf16, band 1 solved, claims, beside the chains: the list with a
     state waiting) compiled for sm_90 at the stages and register caps batch 35 timed (list_output.LIST_MAXNREG): the
-    zero-state list at two and one stages, the list with a state at one, each uncapped, at 168 and at 128."""
+    zero-state list at two and one stages, the list with a state at one, each uncapped, at 168 and at 128; then the
+    zero-state list's PAIR form at one and two stages, uncapped (fixed shares, launched alone)."""
     import compile_report
     from triton.runtime.driver import driver
     driver.set_active(compile_report.CompileOnlyDriver())
@@ -795,6 +796,11 @@ def list_caps_compile():
                                            True, 1, True, True, False, **({} if cap is None else {"maxnreg": cap}))
             reports.append(compile_report.kernel_report(
                 f"list_output_kernel state {has_state} stages {stages} cap {cap}", {"num_warps": 4}, compiled))
+    for stages in (1, 2):           # the PAIR form (measure_pairs), fixed shares, alone
+        compiled = compile_list_kernel(descriptors, beta, vectors, ints, flags, q.shape[1], stages, False, True, 1,
+                                       False, False, False, PAIR=True)
+        reports.append(compile_report.kernel_report(f"list_output_kernel PAIR stages {stages}", {"num_warps": 4},
+                                                    compiled))
     for report in reports:
         print(json.dumps(report))
     return reports
@@ -1068,6 +1074,54 @@ def measure_output_pass(tokens_list, on_chip_only=False):
     return rows
 
 
+PAIR_VARIANTS = ((False, 2, 2), (False, 1, 2), (True, 1, 2), (True, 2, 1))    # (PAIR, stages, programs an SM)
+
+
+def measure_pairs(tokens_list, rounds=3):
+    """list_output's zero-state list over every chunk, one value head a position against its PAIR form (both value
+    heads of a key head a position: q and k loaded once), on the benchmark's inputs (B = 1, H = 16, HV = 32, bf16,
+    band 1 solved on chip, fixed shares): do_bench medians of `rounds` interleaved rounds a variant, and whether o is
+    equal bit for bit to the unpaired kernel's. Also how many of the real zero-state list's chunks (budget 0.29's
+    selection) have their key head's other value head in it too: what pairing could take of that list."""
+    from sparsegdn.triton import chunk_loads
+
+    rows = []
+    for tokens in tokens_list:
+        q, k, v, g, beta = kernel_bench.make_inputs(tokens)
+        n_chunks = tokens // CHUNK
+        flags = torch.zeros(chunk_loads.NUM_FLAGS, dtype=torch.int32, device="cuda")
+        _, vectors, schedule = schedule_of(q, k, v, g, beta, flags, n_chunks)
+        call = list_output.ListCall(q, k, v, beta, None, vectors, schedule, flags, scale=DIM ** -0.5, normalize=True,
+                                    out_dtype=torch.bfloat16, zero_start=True, band=1, claim=False)
+        zero = schedule.snapshot_of_chunk == schedule.snapshot_of_chunk[..., :1]
+        both = zero[:, 0::2] & zero[:, 1::2]
+        runs, outputs = {}, {}
+        for pair, stages, per_sm in PAIR_VARIANTS:
+            lists = list_output.every_chunk_list(schedule, pair)
+
+            def run(lists=lists, pair=pair, launch=(stages, per_sm)):
+                call.own_over(*lists, launch, pair=pair)
+            name = f"{'pair' if pair else 'single'}_{stages}x{per_sm}"
+            call.o.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            outputs[name] = call.o.clone()
+            runs[name] = run
+        reference = outputs["single_2x2"]
+        times = {name: [] for name in runs}
+        for _ in range(rounds):
+            for name, run in runs.items():
+                times[name].append(triton.testing.do_bench(run))
+        row = {"T": tokens, "chunks": int(zero.numel()), "zero_state_chunks": int(zero.sum()),
+               "zero_state_chunks_paired": int(2 * both.sum()), "flags": flags.tolist(),
+               **{name + "_ms": values for name, values in times.items()},
+               **{name + "_equal": bool(torch.equal(o, reference)) for name, o in outputs.items()},
+               **{name + "_finite": bool(torch.isfinite(o).all()) for name, o in outputs.items()}}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
@@ -1080,9 +1134,13 @@ def main():
                         help="with --output-pass: only the product's pass and the Gluon lists reading or solving Tinv")
     parser.add_argument("--interpret-check", action="store_true",
                         help="the Triton twins against torch on the CPU (with TRITON_INTERPRET=1)")
+    parser.add_argument("--pairs", action="store_true",
+                        help="the zero-state list over every chunk, one value head a position against two (PAIR)")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args()
-    if args.interpret_check:
+    if args.pairs:
+        result = measure_pairs(args.tokens)
+    elif args.interpret_check:
         result = [*interpret_check(), interpret_output_pass_check()]
     elif args.list_caps:
         result = list_caps_compile()

@@ -902,3 +902,37 @@ def test_gpu_early_checks_change_no_output(route, monkeypatch):
         assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6
     finally:
         call_plans.clear()
+
+
+@pytest.mark.parametrize("stages, per_sm", [(1, 2), (2, 1)])
+def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch):
+    """list_output's PAIR form (both value heads of one key head a list position, q and k loaded once; a probe's,
+    benchmarks/gluon_probe.py --pairs) writes the unpaired zero-state list's o bit for bit, every chunk of a ragged
+    call taken as the zero-state list's (every_chunk_list), each o filled with NaN before: every output written and
+    finite. The ListCall is made from the arguments a real call (LISTS_FROM lowered to it) gave it, with fixed
+    shares and nothing beside it."""
+    from sparsegdn.triton import call_plans, forward, list_output
+    _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    call_plans.clear()
+    made, real_call = [], list_output.ListCall
+
+    def spy(*args, **kwargs):
+        made.append((args, kwargs))
+        return real_call(*args, **kwargs)
+    monkeypatch.setattr(list_output, "ListCall", spy)
+    q, k, v, g, beta, s0 = random_inputs(1, 4000, 16, 32, 128, 128, dtype=torch.bfloat16, device="cuda", seed=73)
+    sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, backend="triton", output_final_state=True, budget=0.29,
+                                      selector="score", band=1)
+    assert made, "the call took no lists"
+    args, kwargs = made[-1]
+    call = real_call(*args, **{**kwargs, "claim": False, "overlap": False})
+    schedule = args[6]
+    out = {}
+    for pair, launch in ((False, list_output.OWN_LAUNCH), (True, (stages, per_sm))):
+        call.o.fill_(float("nan"))
+        call.own_over(*list_output.every_chunk_list(schedule, pair), launch, pair=pair)
+        out[pair] = call.o.clone()
+    assert torch.isfinite(out[False]).all()
+    assert torch.equal(out[True], out[False])

@@ -270,6 +270,17 @@ def chunk_lists(schedule, zero_start):
     return tiles, own_count
 
 
+def every_chunk_list(schedule, pair=False):
+    """Every chunk of the schedule as one list (for ListCall.own_over), chunk-major as chunk_lists orders it: int32
+    tiles ((b * HV + hv) * NC + c) of every value head, or (pair) of the even ones (the kernel's PAIR form takes hv
+    and hv + 1 at each), and int32 [1] their count."""
+    batch, heads, n_chunks = schedule.snapshot_of_chunk.shape
+    device = schedule.snapshot_of_chunk.device
+    tile = torch.arange(batch * heads * n_chunks, device=device, dtype=torch.int32).view(batch, heads, n_chunks)
+    tile = (tile[:, 0::2] if pair else tile).transpose(1, 2).reshape(-1).contiguous()
+    return tile, torch.tensor([tile.numel()], dtype=torch.int32, device=device)
+
+
 class ListCall:
     """One call's list outputs: o, the lists and the TMA descriptors of everything but the snapshots (made before the
     chain pass stores them). `own` launches the zero-state list, which needs no snapshot (with SIDE_STREAM on a
@@ -337,7 +348,14 @@ class ListCall:
             torch.cuda.current_stream(self.q.device).wait_stream(self.side)
         return self.o
 
-    def _launch(self, snapshots, has_state, launch, progress=None, segment=0):
+    def own_over(self, tiles, count, launch, pair=False):
+        """The zero-state list's launch over other tiles (a probe's: `every_chunk_list`, each chunk's products as if
+        it started from zero) at launch (stages, programs an SM), one value head a position or two (pair)."""
+        self.tiles, self.own_count = tiles, count
+        self._launch(None, False, launch, pair=pair)
+
+    def _launch(self, snapshots, has_state, launch, progress=None, segment=0, pair=False):
+        """One list's launch. pair: the kernel's PAIR form (a probe's: the tiles then hold even value heads)."""
         from .chunk_loads import FLAG_OUTPUT
         stages, per_sm = launch
         cap = LIST_MAXNREG[has_state]
@@ -357,7 +375,7 @@ class ListCall:
             progress if progress is not None else self.tiles, self.schedule.first_event,
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap,
-            **({"maxnreg": cap} if cap else {}))
+            **({"maxnreg": cap} if cap else {}), **({"PAIR": True} if pair else {}))
 
     def _state_descriptor(self, rows):
         return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], _layout(HEAD_DIM, HEAD_DIM, self.element))
@@ -378,7 +396,8 @@ if GLUON_PROBLEM is None:
                            V: gl.constexpr, NORMALIZE: gl.constexpr, STAGES: gl.constexpr, HAS_STATE: gl.constexpr,
                            FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, claims_ptr,
                            CLAIM: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
-                           SEGMENTED: gl.constexpr, DEPENDENT: gl.constexpr, num_warps: gl.constexpr):
+                           SEGMENTED: gl.constexpr, DEPENDENT: gl.constexpr, num_warps: gl.constexpr,
+                           PAIR: gl.constexpr = False):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
         Persistent over one or two stages: program pid takes the list's positions pid, pid + programs, ... (or
         claims each from the list's counter, CLAIM); with two stages the next position's tiles are loaded (TMA, one
@@ -393,7 +412,13 @@ if GLUON_PROBLEM is None:
         the zero-state list lets its own dependent start once its programs have all started, and the program of
         each list that ends last waits for the kernel before it to end (griddepcontrol.wait), so that a list ends
         only after the chains do. WAIT (the list with a state, one stage): each tile's snapshot is loaded once the
-        chain pass has published it (state_pass's progress counts, as state_output's output programs wait)."""
+        chain pass has published it (state_pass's progress counts, as state_output's output programs wait).
+
+        PAIR (a probe's form, benchmarks/gluon_probe.py --pairs; the zero-state list solving Tinv only): each list
+        position is a chunk of value head hv (even) and hv + 1, the two value heads of one key head when HV = 2 H:
+        q and k are loaded once for both, v for each into a buffer of its own; the heads' products and roundings are
+        the unpaired kernel's, so o is equal bit for bit. The solve's scratch is its own (q is read again) and each
+        head's o leaves from its v's buffer."""
         CHUNK: gl.constexpr = 64
         gl.static_assert(not WAIT or (HAS_STATE and STAGES == 1), "waits only in the list with a state, one stage")
         if DEPENDENT and not HAS_STATE:
@@ -401,7 +426,9 @@ if GLUON_PROBLEM is None:
         dtype: gl.constexpr = q_desc.dtype
         q_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], q_desc.layout)
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, K], k_desc.layout)
-        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, CHUNK, V], v_desc.layout)
+        HEADS: gl.constexpr = 2 if PAIR else 1
+        gl.static_assert(not PAIR or (SOLVE and not HAS_STATE), "pairs in the zero-state list solving Tinv only")
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES * HEADS, CHUNK, V], v_desc.layout)
         T_BUFFERS: gl.constexpr = 1 if SOLVE else STAGES
         t_bufs = gl.allocate_shared_memory(dtype, [T_BUFFERS, CHUNK, CHUNK], t_desc.layout)
         INVERSE_BYTES: gl.constexpr = 0 if SOLVE else 2 * CHUNK * CHUNK
@@ -410,8 +437,8 @@ if GLUON_PROBLEM is None:
             TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES + 2 * K * V
         else:
             s_bufs = t_bufs                                         # unused
-            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + V) + INVERSE_BYTES
-        if SOLVE and HAS_STATE:             # q is read again by the state's part: a scratch of its own
+            TILE_BYTES: gl.constexpr = 2 * CHUNK * (2 * K + HEADS * V) + INVERSE_BYTES
+        if SOLVE and (HAS_STATE or PAIR):   # q is read again by the state's part or the next head: a scratch of its own
             solve_scratch = gl.allocate_shared_memory(gl.float32, [CHUNK, CHUNK],
                                                       gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
         bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -434,7 +461,7 @@ if GLUON_PROBLEM is None:
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, position, 0, position < end, T, NC, H, HV, K, V,
                          TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT, SEGMENTED,
-                         num_warps)
+                         num_warps, HEADS)
 
         acc64: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                         instr_shape=[16, CHUNK, 16])
@@ -461,102 +488,117 @@ if GLUON_PROBLEM is None:
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
                          tiles_ptr, snapshot_of_chunk_ptr, ahead, (n + STAGES - 1) % STAGES, ahead < end, T, NC, H,
                          HV, K, V, TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT,
-                         SEGMENTED, num_warps)
-            base = tile.to(gl.int64) * 2 * CHUNK                    # this chunk's vectors: gamma, k's inverse norms
-            gamma_i = gl.load(vectors_ptr + base + i)
-            gamma_j = gl.load(vectors_ptr + base + j)
-            k_scale_j = gl.load(vectors_ptr + base + CHUNK + j)
-            token_r = c * CHUNK + r
-            beta_r = gl.load(beta_ptr + b * beta_sb + token_r * beta_st + hv * beta_sh, mask=token_r < T,
-                             other=0.0).to(gl.float32)
-            stage = n % STAGES
-            mbarrier.wait(bars.index(stage), (n // STAGES) & 1)
-            q_smem = q_bufs.index(stage)
-            k_smem = k_bufs.index(stage)
-            v_smem = v_bufs.index(stage)
-            # Q K^T and (SOLVE) K K^T issued together; P is made before the solve and round(beta V) after it, so
-            # that neither S nor the decays nor the values are held through it. Batch 35 (H100, 128K; reorder.sh):
-            # the list with a state had 42 local-memory instructions compiled, now 2; its launch 0.942 ms serialized
-            # against 0.995 (one ncu sample each); the public call's medians 0.8-1.2% faster at 32K and 0.3-0.5% at
-            # 128K (about the rounds' drift; its serial twin faster in every sample). The zero-state list's solve
-            # writes q's buffer: band_inverse_batched's first barrier keeps it after every warp's read of q.
-            s = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
-                              use_acc=False, is_async=True)
-            if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv
-                kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)),
-                                   gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
-            qf = q_smem.load(rows_layout).to(gl.float32)
-            if NORMALIZE:
-                q_scale = gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6)  # chunk_loads.inverse_norm's
-            else:
-                q_scale = gl.sum(qf * 0.0, axis=1) + 1.0
-            if SOLVE:
-                token_i = c * CHUNK + i
-                beta_i = gl.load(beta_ptr + b * beta_sb + token_i * beta_st + hv * beta_sh, mask=token_i < T,
+                         SEGMENTED, num_warps, HEADS)
+            for g in gl.static_range(HEADS):                        # PAIR: value heads hv and hv + 1 in turn
+                tile_h = tile + g * NC
+                hv_h = hv + g
+                base = tile_h.to(gl.int64) * 2 * CHUNK              # this chunk's vectors: gamma, k's inverse norms
+                gamma_i = gl.load(vectors_ptr + base + i)
+                gamma_j = gl.load(vectors_ptr + base + j)
+                k_scale_j = gl.load(vectors_ptr + base + CHUNK + j)
+                token_r = c * CHUNK + r
+                beta_r = gl.load(beta_ptr + b * beta_sb + token_r * beta_st + hv_h * beta_sh, mask=token_r < T,
                                  other=0.0).to(gl.float32)
-                k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
-                s, kk = warpgroup_mma_wait(num_outstanding=0, deps=(s, kk))
-            else:
-                s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-            # band_solve.log_decay_between's cap: a NaN (a cumulative sum past float32's range) stays NaN, so that
-            # the overflow reaches o and its flag
-            decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
-                                      propagate_nan=tl.PropagateNan.ALL))
-            q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
-            p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
-            p_op = gl.convert_layout(p.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
-            if SOLVE:
-                a = gl.where(i[:, None] > j[None, :],
-                             kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay, 0.0)
+                if g == 0:
+                    stage = n % STAGES
+                    mbarrier.wait(bars.index(stage), (n // STAGES) & 1)
+                    q_smem = q_bufs.index(stage)
+                    k_smem = k_bufs.index(stage)
+                v_smem = v_bufs.index(stage * HEADS + g)
+                # Q K^T and (SOLVE) K K^T issued together; P is made before the solve and round(beta V) after it, so
+                # that neither S nor the decays nor the values are held through it. Batch 35 (H100, 128K;
+                # reorder.sh): the list with a state had 42 local-memory instructions compiled, now 2; its launch
+                # 0.942 ms serialized against 0.995 (one ncu sample each); the public call's medians 0.8-1.2% faster
+                # at 32K and 0.3-0.5% at 128K (about the rounds' drift; its serial twin faster in every sample). The
+                # zero-state list's solve writes q's buffer: band_inverse_batched's first barrier keeps it after
+                # every warp's read of q. PAIR: both heads make Q K^T and K K^T from the same q and k (no product is
+                # held from one head to the next); q's scale is taken once.
+                s = warpgroup_mma(q_smem, k_smem.permute((1, 0)),
+                                  gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
+                if SOLVE:       # A = decayed beta K K^T below the diagonal (band_solve.decayed_kkt), then its Tinv
+                    kk = warpgroup_mma(k_smem, k_smem.permute((1, 0)),
+                                       gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False,
+                                       is_async=True)
+                if g == 0:
+                    qf = q_smem.load(rows_layout).to(gl.float32)
+                    if NORMALIZE:
+                        q_scale = gl.rsqrt(gl.sum(qf * qf, axis=1) + 1e-6)      # chunk_loads.inverse_norm's
+                    else:
+                        q_scale = gl.sum(qf * 0.0, axis=1) + 1.0
+                if SOLVE:
+                    token_i = c * CHUNK + i
+                    beta_i = gl.load(beta_ptr + b * beta_sb + token_i * beta_st + hv_h * beta_sh, mask=token_i < T,
+                                     other=0.0).to(gl.float32)
+                    k_scale_i = gl.load(vectors_ptr + base + CHUNK + i)
+                    s, kk = warpgroup_mma_wait(num_outstanding=0, deps=(s, kk))
+                else:
+                    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+                # band_solve.log_decay_between's cap: a NaN (a cumulative sum past float32's range) stays NaN, so
+                # that the overflow reaches o and its flag
+                decay = gl.exp(gl.minimum(gl.where(causal, gamma_i[:, None] - gamma_j[None, :], 0.0), 0.0,
+                                          propagate_nan=tl.PropagateNan.ALL))
+                q_scale_i = gl.convert_layout(q_scale, gl.SliceLayout(1, acc64))
+                p = gl.where(causal, s * (q_scale_i[:, None] * k_scale_j[None, :]) * decay, 0.0)
+                p_op = gl.convert_layout(p.to(dtype),
+                                         gl.DotOperandLayout(operand_index=0, parent=acc64, k_width=2))
+                if SOLVE:
+                    a = gl.where(i[:, None] > j[None, :],
+                                 kk * ((beta_i * k_scale_i)[:, None] * k_scale_j[None, :]) * decay, 0.0)
+                    if HAS_STATE or PAIR:       # q is read again (the state's part, the next head)
+                        scratch = solve_scratch
+                    else:       # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
+                        scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK],
+                                                      gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+                    band_inverse_batched(a, scratch, t_bufs.index(0), BAND, num_warps)
+                    fence_async_shared()
+                    gl.thread_barrier()
+                m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS),
+                                  gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
+                values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
+                gl.thread_barrier()                                     # every warp's read of v done
+                v_smem.store(values)                                    # round(beta V) over v
                 if HAS_STATE:
-                    scratch = solve_scratch
-                else:       # q is used up (its scale taken, Q K^T done): its 16 KB hold the solve
-                    scratch = q_smem._reinterpret(gl.float32, [CHUNK, CHUNK],
-                                                  gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
-                band_inverse_batched(a, scratch, t_bufs.index(0), BAND, num_warps)
+                    gamma_r = gl.load(vectors_ptr + base + r)
+                    k_scale_r = gl.load(vectors_ptr + base + CHUNK + r)
+                    x = (beta_r * gl.exp(gamma_r) * k_scale_r)[:, None] * k_smem.load(rows_layout).to(gl.float32)
+                    gl.thread_barrier()                                 # every warp's read of k done
+                    k_smem.store(x.to(dtype))                           # X over k
                 fence_async_shared()
                 gl.thread_barrier()
-            m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS), gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64),
-                              use_acc=False, is_async=True)
-            values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
-            gl.thread_barrier()                                     # every warp's read of v done
-            v_smem.store(values)                                    # round(beta V) over v
-            if HAS_STATE:
-                gamma_r = gl.load(vectors_ptr + base + r)
-                k_scale_r = gl.load(vectors_ptr + base + CHUNK + r)
-                x = (beta_r * gl.exp(gamma_r) * k_scale_r)[:, None] * k_smem.load(rows_layout).to(gl.float32)
-                gl.thread_barrier()                                 # every warp's read of k done
-                k_smem.store(x.to(dtype))                           # X over k
-            fence_async_shared()
-            gl.thread_barrier()
-            m = warpgroup_mma_wait(num_outstanding=0, deps=(m,))
-            m_op = gl.convert_layout(m.to(dtype), gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
-            if HAS_STATE:
-                mx = warpgroup_mma(m_op, k_smem, gl.zeros([CHUNK, K], gl.float32, layout=acc_o), use_acc=False,
-                                   is_async=True)
-                mx = warpgroup_mma_wait(num_outstanding=0, deps=(mx,))
-                decay_since = gl.exp(gl.load(log_decay_since_ptr + tile))
-                gamma_o = gl.load(vectors_ptr + base + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc_o)))
-                q_rows = gl.convert_layout(q_scale, gl.SliceLayout(1, acc_o)) * gl.exp(gamma_o)
-                left = (q_rows[:, None] * q_smem.load(acc_o).to(gl.float32) - mx) * decay_since
-                left_op = gl.convert_layout(left.to(dtype),
-                                            gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
-                o = warpgroup_mma(left_op, s_bufs.index(stage), gl.zeros([CHUNK, V], gl.float32, layout=acc_o),
-                                  use_acc=False, is_async=True)
-                o = warpgroup_mma(m_op, v_smem, o, is_async=True)
-            else:
-                o = warpgroup_mma(m_op, v_smem, gl.zeros([CHUNK, V], gl.float32, layout=acc_o), use_acc=False,
-                                  is_async=True)
-            o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
-            stored = (o * scale).to(o_desc.dtype)
-            # rows past T hold zeros (TMA filled q, k and v with zeros there) and are not stored (TMA clips them)
-            bad = gl.sum(gl.sum(stored.to(gl.float32) * 0.0, axis=1), axis=0)   # NaN exactly when one is not finite
-            gl.store(flags_ptr + FLAG, 1, mask=bad != bad)
-            gl.thread_barrier()                                     # every warp's read of q done
-            q_smem.store(stored)                                    # q is used up: o leaves from its buffer
-            fence_async_shared()
-            gl.thread_barrier()
-            tma.async_copy_shared_to_global(o_desc, [b * T + c * CHUNK, hv * V], q_smem)
+                m = warpgroup_mma_wait(num_outstanding=0, deps=(m,))
+                m_op = gl.convert_layout(m.to(dtype),
+                                         gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+                if HAS_STATE:
+                    mx = warpgroup_mma(m_op, k_smem, gl.zeros([CHUNK, K], gl.float32, layout=acc_o), use_acc=False,
+                                       is_async=True)
+                    mx = warpgroup_mma_wait(num_outstanding=0, deps=(mx,))
+                    decay_since = gl.exp(gl.load(log_decay_since_ptr + tile_h))
+                    gamma_o = gl.load(vectors_ptr + base + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, acc_o)))
+                    q_rows = gl.convert_layout(q_scale, gl.SliceLayout(1, acc_o)) * gl.exp(gamma_o)
+                    left = (q_rows[:, None] * q_smem.load(acc_o).to(gl.float32) - mx) * decay_since
+                    left_op = gl.convert_layout(left.to(dtype),
+                                                gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2))
+                    o = warpgroup_mma(left_op, s_bufs.index(stage),
+                                      gl.zeros([CHUNK, V], gl.float32, layout=acc_o), use_acc=False, is_async=True)
+                    o = warpgroup_mma(m_op, v_smem, o, is_async=True)
+                else:
+                    o = warpgroup_mma(m_op, v_smem, gl.zeros([CHUNK, V], gl.float32, layout=acc_o),
+                                      use_acc=False, is_async=True)
+                o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
+                stored = (o * scale).to(o_desc.dtype)
+                # rows past T hold zeros (TMA filled q, k and v with zeros there) and are not stored (TMA clips
+                # them); bad is NaN exactly when one is not finite
+                bad = gl.sum(gl.sum(stored.to(gl.float32) * 0.0, axis=1), axis=0)
+                gl.store(flags_ptr + FLAG, 1, mask=bad != bad)
+                if PAIR:        # q is read by the next head: o leaves from v's buffer (v is used up by o's product)
+                    o_smem = v_smem
+                else:           # q is used up: o leaves from its buffer
+                    o_smem = q_smem
+                gl.thread_barrier()                                 # every warp's read of it done
+                o_smem.store(stored)
+                fence_async_shared()
+                gl.thread_barrier()
+                tma.async_copy_shared_to_global(o_desc, [b * T + c * CHUNK, hv_h * V], o_smem)
             if STAGES == 2:
                 position = ahead
             else:
@@ -621,9 +663,10 @@ if GLUON_PROBLEM is None:
                      snapshot_of_chunk_ptr, position, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
                      K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
                      SOLVE: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
-                     SEGMENTED: gl.constexpr, num_warps: gl.constexpr):
-        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false); WAIT:
-        the snapshot's once the chain pass has published it, after the others are on their way."""
+                     SEGMENTED: gl.constexpr, num_warps: gl.constexpr, HEADS: gl.constexpr):
+        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false): v of
+        HEADS value heads from hv on; WAIT: the snapshot's once the chain pass has published it, after the others are
+        on their way."""
         CHUNK: gl.constexpr = 64
         tile = gl.load(tiles_ptr + position, mask=live, other=0)
         row = tile // NC
@@ -636,7 +679,9 @@ if GLUON_PROBLEM is None:
         mbarrier.expect(bar, TILE_BYTES, pred=live)
         tma.async_copy_global_to_shared(q_desc, [token, head], bar, q_bufs.index(stage), pred=live)
         tma.async_copy_global_to_shared(k_desc, [token, head], bar, k_bufs.index(stage), pred=live)
-        tma.async_copy_global_to_shared(v_desc, [token, hv * V], bar, v_bufs.index(stage), pred=live)
+        for g in gl.static_range(HEADS):
+            tma.async_copy_global_to_shared(v_desc, [token, (hv + g) * V], bar, v_bufs.index(stage * HEADS + g),
+                                            pred=live)
         if not SOLVE:
             tma.async_copy_global_to_shared(t_desc, [tile * CHUNK, 0], bar, t_bufs.index(stage), pred=live)
         if HAS_STATE:
