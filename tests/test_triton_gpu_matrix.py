@@ -909,8 +909,8 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
     """list_output's PAIR form (both value heads of one key head a list position, q and k loaded once; a probe's,
     benchmarks/gluon_probe.py --pairs) writes the unpaired zero-state list's o bit for bit, every chunk of a ragged
     call taken as the zero-state list's (every_chunk_list), each o filled with NaN before: every output written and
-    finite. The ListCall is made from the arguments a real call (LISTS_FROM lowered to it) gave it, with fixed
-    shares and nothing beside it."""
+    finite. The ListCall is made from the arguments a real call (LISTS_FROM lowered to it) gave it, with Tinv solved
+    on chip (the form's only one), fixed shares and nothing beside it."""
     from sparsegdn.triton import call_plans, forward, list_output
     _list_outputs_on(monkeypatch, by_default=True)
     monkeypatch.setattr(forward, "LISTS_FROM", 1)
@@ -927,7 +927,7 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
                                       selector="score", band=1)
     assert made, "the call took no lists"
     args, kwargs = made[-1]
-    call = real_call(*args, **{**kwargs, "claim": False, "overlap": False})
+    call = real_call(*args[:4], None, *args[5:], **{**kwargs, "claim": False, "overlap": False})   # Tinv solved
     schedule = args[6]
     out = {}
     for pair, launch in ((False, list_output.OWN_LAUNCH), (True, (stages, per_sm))):
