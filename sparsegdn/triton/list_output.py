@@ -76,7 +76,9 @@ STATE_LAUNCH = (1, 2)
 # the reorder (batch 35, benchmarks/overlap_check.py, public call; then 128 local-memory instructions under 168):
 # the zero-state list at one stage, three programs and 168 lost 8% / 10% at 32K / 128K (4.640 against 4.216-4.229
 # ms), at 128 21-23%, both lists at 168 19-21% (whether three were resident, and the spills' own cost, not
-# measured). Off; SPARSEGDN_LIST_MAXNREG="own,state" sets them, read at import.
+# measured). On the reordered kernel (batch 36, H100, two rounds) the same zero-state list at 168 tied the default:
+# medians 0.2-0.7% lower, the 128K samples overlapping (4.154-4.163 against 4.156-4.177 ms); ncu found three programs
+# resident and 3.8 M local loads executed. Off; SPARSEGDN_LIST_MAXNREG="own,state" sets them, read at import.
 _LIST_MAXNREG_SETTING = os.environ.get("SPARSEGDN_LIST_MAXNREG", "0,0")
 
 
@@ -418,7 +420,10 @@ if GLUON_PROBLEM is None:
         position is a chunk of value head hv (even) and hv + 1, the two value heads of one key head when HV = 2 H:
         q and k are loaded once for both, v for each into a buffer of its own; the heads' products and roundings are
         the unpaired kernel's, so o is equal bit for bit. The solve's scratch is its own (q is read again) and each
-        head's o leaves from its v's buffer."""
+        head's o leaves from its v's buffer. On an H100 (batch 36, every chunk as the zero-state list's, benchmark
+        inputs) at one stage and two programs an SM it took 0.441 / 1.692 ms at 32K / 128K against the unpaired
+        list's 0.433 / 1.665 at its launch (two stages, two programs) and 0.477 / 1.820 at one stage: loading q and k
+        once buys what the second stage buys; two stages of pairs leave room for one program an SM (2.572 ms)."""
         CHUNK: gl.constexpr = 64
         gl.static_assert(not WAIT or (HAS_STATE and STAGES == 1), "waits only in the list with a state, one stage")
         if DEPENDENT and not HAS_STATE:

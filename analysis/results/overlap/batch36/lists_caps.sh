@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Batch 36 (planned; issue 14): the zero-state list at one stage and three programs a multiprocessor under a register
-# cap of 168, again, on batch 35's reordered kernel. Before the reorder it spilled (128 local-memory instructions
-# compiled) and the public call lost 8-10% (batch 35, lists.sh); reordered it compiles to 44 (benchmarks/gluon_probe.py
-# --list-caps, analysis/results/overlap/batch35/list_caps_compile.json). Default and capped in alternating processes,
-# two rounds (benchmarks/overlap_check.py: the default path's public call, overlapped against serial bit for bit).
-# Then ncu on the capped variant: its warps a scheduler and local-memory instructions executed.
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch36/lists_caps.sh (~3 min; no wheels).
-# Prediction: within +-3% of the default at 32K and 128K (the spills shrink, the third program's gain is unknown);
-# the cap is worth a default only if it wins in both rounds by more than the rounds' drift.
+# Batch 36 (issue 14; ran as calls 2-3 of analysis/results/overlap/batch36/calls.md): the zero-state list at one stage
+# and three programs a multiprocessor under a register cap of 168, again, on batch 35's reordered kernel. Before the
+# reorder it spilled (128 local-memory instructions compiled) and the public call lost 8-10% (batch 35, lists.sh);
+# reordered it compiles to 44 (benchmarks/gluon_probe.py --list-caps,
+# analysis/results/overlap/batch35/list_caps_compile.json). Default and capped in alternating processes, two rounds
+# (benchmarks/overlap_check.py: the default path's public call, overlapped against serial bit for bit). Then ncu on the
+# capped variant: its warps a scheduler and local-memory instructions executed. Run from the project root: OUT=$OUT
+# bash analysis/results/overlap/batch36/lists_caps.sh (~3 min; no wheels). Prediction: within +-3% of the default at
+# 32K and 128K (the spills shrink, the third program's gain is unknown); the cap is worth a default only if it wins in
+# both rounds by more than the rounds' drift.
 set -u
 source benchmarks/batch_head.sh lists_caps.log
 mkdir -p "$OUT/runs"
