@@ -352,7 +352,14 @@ class ListCall:
 
     def own_over(self, tiles, count, launch, pair=False):
         """The zero-state list's launch over other tiles (a probe's: `every_chunk_list`, each chunk's products as if
-        it started from zero) at launch (stages, programs an SM), one value head a position or two (pair)."""
+        it started from zero) at launch (stages, programs an SM), one value head a position or two (pair: the value
+        heads of a key head must come in pairs). The call's own lists are replaced: it is a probe's from here on."""
+        if self.claim or self.overlap:
+            raise ValueError("ListCall.own_over launches fixed shares alone: make the ListCall with claim=False and "
+                             "overlap=False")
+        if pair and (self.value_heads // self.key_heads) % 2:
+            raise ValueError(f"ListCall.own_over(pair=True) needs an even number of value heads a key head, not "
+                             f"{self.value_heads // self.key_heads}")
         self.tiles, self.own_count = tiles, count
         self._launch(None, False, launch, pair=pair)
 
@@ -417,7 +424,7 @@ if GLUON_PROBLEM is None:
         chain pass has published it (state_pass's progress counts, as state_output's output programs wait).
 
         PAIR (a probe's form, benchmarks/gluon_probe.py --pairs; the zero-state list solving Tinv only): each list
-        position is a chunk of value head hv (even) and hv + 1, the two value heads of one key head when HV = 2 H:
+        position is a chunk of value head hv (even) and hv + 1, two value heads of one key head (HV / H even):
         q and k are loaded once for both, v for each into a buffer of its own; the heads' products and roundings are
         the unpaired kernel's, so o is equal bit for bit. The solve's scratch is its own (q is read again) and each
         head's o leaves from its v's buffer. On an H100 (batch 36, every chunk as the zero-state list's, benchmark

@@ -4,9 +4,9 @@
 # benchmark's inputs at 32K and 128K, against the unpaired list (benchmarks/gluon_probe.py --pairs: do_bench medians,
 # three interleaved rounds; o equal bit for bit), then the GPU cases of the form and the capped lists. Run from the
 # project root: OUT=$OUT bash analysis/results/overlap/batch36/pairs.sh (~2 min; no wheels).
-# Compiled for sm_90 (gluon_probe.py --list-caps): PAIR at one stage 254 registers, 90,376 B of shared memory, two
-# programs an SM, 4,096 instructions against 2 x 2,360 unpaired (one stage) and no local memory; at two stages one
-# program an SM (155,920 B).
+# Compiled for sm_90 (gluon_probe.py --list-caps, fixed shares, alone): PAIR at one stage 254 registers, 90,376 B of
+# shared memory, two programs an SM, 4,096 instructions against 2 x 2,360 unpaired (one stage) and no local memory;
+# at two stages one program an SM (155,920 B).
 # Prediction: PAIR at one stage, two programs an SM, 3-10% below the unpaired list at its launch shape (two stages, two
 # programs): it issues about 13% fewer instructions a chunk and half the TMA loads of q and k, but the lists are
 # latency-bound (batch 35: issue slots 27-34% busy, no one stall reason) and it gives up the second stage. At two
