@@ -393,6 +393,16 @@ def _list_outputs_on(monkeypatch, by_default=False, **switches):
     return made
 
 
+def _lists_from_every_call(monkeypatch):
+    """The long calls' path at any size: the Gluon lists taken by default (_list_outputs_on's by_default, skipped
+    without them) with forward.LISTS_FROM and LISTS_MIN_ROW_CHUNKS lowered to 1. Returns _list_outputs_on's list."""
+    from sparsegdn.triton import forward
+    made = _list_outputs_on(monkeypatch, by_default=True)
+    monkeypatch.setattr(forward, "LISTS_FROM", 1)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    return made
+
+
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
                                   "B1-T3000-all-no_final_state", "B1-T9000-HV8-lists", "B1-T9000-HV8-lists-overlap",
                                   "B2-T4096-s0-lists-overlap", "B2-T4096-s0-default-lists"])
@@ -632,9 +642,7 @@ def test_gpu_folded_commits_match_torch(design, key_dim, monkeypatch):
     monkeypatch.setattr(state_output, "POISON", True)
     made = []
     if design == "lists":
-        made = _list_outputs_on(monkeypatch, by_default=True)
-        monkeypatch.setattr(forward, "LISTS_FROM", 1)
-        monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+        made = _lists_from_every_call(monkeypatch)
     else:
         monkeypatch.setattr(forward, "LISTS_FROM", 0)
     monkeypatch.setattr(forward, "OVERLAP", design != "two-launches")
@@ -672,9 +680,7 @@ def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     pass 3 (not streamed: the fill would come between the two passes): a list reading one its chain never stored
     would show it."""
     from sparsegdn.triton import call_plans, forward, state_pass
-    made = _list_outputs_on(monkeypatch, by_default=True)
-    monkeypatch.setattr(forward, "LISTS_FROM", 1)
-    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    made = _lists_from_every_call(monkeypatch)
     monkeypatch.setattr(forward, "STREAM_PREPARE", streamed)
     monkeypatch.setattr(state_pass, "POISON", not streamed)
     monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", tma)
@@ -703,10 +709,8 @@ def _capped_lists_call(monkeypatch, module, launcher):
     """The long calls' path (the Gluon lists beside the chains, LISTS_FROM lowered to a case's size), every call
     launched (none replayed from an earlier case's plan), and module.launcher spied on: returns the ListCalls made
     (_list_outputs_on) and the `maxnreg` option of each of the launcher's launches, in order."""
-    from sparsegdn.triton import call_plans, forward
-    made = _list_outputs_on(monkeypatch, by_default=True)
-    monkeypatch.setattr(forward, "LISTS_FROM", 1)
-    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    from sparsegdn.triton import call_plans
+    made = _lists_from_every_call(monkeypatch)
     call_plans.clear()
     taken, real_launch = [], getattr(module, launcher)
 
@@ -812,13 +816,11 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     are not poisoned here: the fill would be a kernel between pass 3 and the chain pass, which then could not start
     early."""
     from sparsegdn.triton import call_plans, event_prepare, forward
-    made = _list_outputs_on(monkeypatch, by_default=True)
+    made = _lists_from_every_call(monkeypatch)
     replays = []
     monkeypatch.setattr(call_plans, "run",
                         lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
     call_plans.clear()
-    monkeypatch.setattr(forward, "LISTS_FROM", 1)
-    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
     streamed, real_prepare = [], event_prepare.event_prepare
 
     def spy(*args, **kwargs):
@@ -911,10 +913,8 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
     call taken as the zero-state list's (every_chunk_list), each o filled with NaN before: every output written and
     finite. The ListCall is made from the arguments a real call (LISTS_FROM lowered to it) gave it, with Tinv solved
     on chip (the form's only one), fixed shares and nothing beside it."""
-    from sparsegdn.triton import call_plans, forward, list_output
-    _list_outputs_on(monkeypatch, by_default=True)
-    monkeypatch.setattr(forward, "LISTS_FROM", 1)
-    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 1)
+    from sparsegdn.triton import call_plans, list_output
+    _lists_from_every_call(monkeypatch)
     call_plans.clear()
     made, real_call = [], list_output.ListCall
 
