@@ -111,6 +111,28 @@ def innermost_loop(cubin: bytes) -> list[str]:
     return min(with_products or spans, key=len)
 
 
+def local_ops_by_line(cubin: bytes) -> dict:
+    """Where the kernel's local-memory instructions (spills) are: how many lie in its innermost loop with a matrix
+    instruction (each runs once an iteration, e.g. a list's tile; beside the loop's length) against outside it (once
+    a program, or in a loop without a matrix instruction), and per source
+    line ("file:line LDL" -> count, from the line table; a spill is charged to the line whose value it holds or
+    reloads, often a loop-invariant address computed before the loop)."""
+    loop = innermost_loop(cubin)
+    in_loop = sum(opcode(instruction) in ("LDL", "STL") for instruction in loop)
+    sites, where = collections.Counter(), ("?", 0)
+    for line in on_cubin(cubin, "nvdisasm", "-gi", "-c").splitlines():
+        source = re.search(r'//## File "([^"]+)", line (\d+)', line)
+        if source:
+            where = (Path(source.group(1)).name, int(source.group(2)))
+        else:
+            spill = re.search(r"\b(LDL|STL)\b", line)
+            if spill and INSTRUCTION.search(line):
+                sites[f"{where[0]}:{where[1]} {spill.group(1)}"] += 1
+    return {"loop_instructions": len(loop), "local_ops_in_loop": in_loop,
+            "local_ops_outside": sum(sites.values()) - in_loop,
+            "local_sites": dict(sorted(sites.items()))}
+
+
 def opcode(instruction: str) -> str:
     """An instruction's operation without its predicate and modifiers (`@P0 STG.E.128 ...` -> STG)."""
     return re.sub(r"^@!?U?P\w+\s+", "", instruction).split()[0].split(".")[0]

@@ -780,7 +780,8 @@ def list_caps_compile():
     """list_output's kernel as long calls launch it (bf16, band 1 solved, claims, beside the chains: the list with a
     state waiting) compiled for sm_90 at the stages and register caps batch 35 timed (list_output.LIST_MAXNREG): the
     zero-state list at two and one stages, the list with a state at one, each uncapped, at 168 and at 128; then the
-    zero-state list with fixed shares, launched alone, unpaired and in its PAIR form, at one and two stages."""
+    zero-state list with fixed shares, launched alone, unpaired and in its PAIR form, at one and two stages. The
+    launch forms' rows say where their spills are (compile_report.local_ops_by_line): in the tile loop or before it."""
     import compile_report
     from triton.runtime.driver import driver
     driver.set_active(compile_report.CompileOnlyDriver())
@@ -796,6 +797,7 @@ def list_caps_compile():
                                            True, 1, True, True, False, **({} if cap is None else {"maxnreg": cap}))
             reports.append(compile_report.kernel_report(
                 f"list_output_kernel state {has_state} stages {stages} cap {cap}", {"num_warps": 4}, compiled))
+            reports[-1].update(compile_report.local_ops_by_line(compiled.asm["cubin"]))
     for stages in (1, 2):           # measure_pairs' forms: fixed shares, alone, unpaired and PAIR
         for pair in (False, True):
             compiled = compile_list_kernel(descriptors, beta, vectors, ints, flags, q.shape[1], stages, False, True,
