@@ -64,3 +64,20 @@ def test_gluon_band_solve_equals_band_solve(band, seed):
     assert torch.isfinite(expected).all() and (expected[(distance < 0) | (distance > band)] == 0).all()
     difference = (solved.float() - expected.float()).abs().max().item()
     assert torch.equal(solved, expected), f"largest difference {difference:.3e}"
+
+
+def test_the_swizzle_setting_is_read_at_import_and_anything_else_refused():
+    """SPARSEGDN_SOLVE_SWIZZLE (on by default): the scratch's views swizzled or plain; both keep the arithmetic, so
+    the GPU case above holds either way (batch 37's swizzle.sh runs the cases swizzled and times one against the
+    other)."""
+    from fresh_process import run_fresh
+
+    from sparsegdn.triton import gluon_band_solve
+    code = "from sparsegdn.triton import gluon_band_solve as g; print(g.SOLVE_SWIZZLE)"
+    assert run_fresh(code).stdout.split() == ["True"]
+    assert run_fresh(code, SOLVE_SWIZZLE="0").stdout.split() == ["False"]
+    refused = run_fresh(code, SOLVE_SWIZZLE="yes")
+    assert refused.returncode != 0 and "SPARSEGDN_SOLVE_SWIZZLE" in refused.stderr, refused.stderr[-300:]
+    for bad in ("", "2", "true", " 1"):
+        with pytest.raises(ValueError, match="SPARSEGDN_SOLVE_SWIZZLE"):
+            gluon_band_solve._swizzle_setting(bad)

@@ -22,6 +22,8 @@ instructions a warp against 1,432 reading Tinv and 3,496 block row by block row,
 product's list_output_kernel (with its masks and flag) 2,440 against 1,680, and its list with a state 3,160 with
 36 local-memory instructions at 255 registers.
 """
+import os
+
 try:                        # Triton 3.6's Gluon; list_output.eligible reports its absence
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
@@ -31,7 +33,34 @@ except ImportError as error:                # pragma: no cover - depends on the 
     GLUON_PROBLEM = f"Gluon unavailable ({error})"
 
 
+
+
+def _swizzle_setting(setting: str) -> bool:
+    """SPARSEGDN_SOLVE_SWIZZLE: "1" (the default) or "0"; anything else refused."""
+    if setting not in ("0", "1"):
+        raise ValueError(f"SPARSEGDN_SOLVE_SWIZZLE={setting!r}: 1 (the scratch's views swizzled) or 0 (plain)")
+    return setting == "1"
+
+
+# The scratch's views in shared memory. Plain, its accesses conflict on the banks: a warp's 8 rows x 32 B of the
+# [64, 64] view (A's store, the blocks' loads) fall on the same eight banks (8-way), rows of the [16, 16] slots 4-way.
+# ncu on the H200 (batch 37, 128K): 34% of the zero-state list's shared-load wavefronts and 47% of its stores were
+# conflicts. Swizzled (a row's 16-byte groups XORed with its row: every 8 rows of the square, every 2 of a slot),
+# each of those accesses takes the fewest wavefronts its bytes need (the slots' tf32 B operand still 2-way).
+# SPARSEGDN_SOLVE_SWIZZLE=0 (read at import) keeps them plain, to measure one against the other; the arithmetic is
+# the same either way.
+SOLVE_SWIZZLE = _swizzle_setting(os.environ.get("SPARSEGDN_SOLVE_SWIZZLE", "1"))
+
 if GLUON_PROBLEM is None:
+    if SOLVE_SWIZZLE:
+        SQUARE = gl.constexpr(gl.SwizzledSharedLayout(4, 1, 8, order=[1, 0]))          # [64, 64]: A
+        FLAT = gl.constexpr(gl.SwizzledSharedLayout(4, 2, 4, order=[1, 0]))            # [256, 16]: the slots
+        SLOTS = gl.constexpr(gl.SwizzledSharedLayout(4, 2, 4, order=[2, 1, 0]))        # [4, 16, 16]: four slots
+    else:
+        SQUARE = gl.constexpr(gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+        FLAT = gl.constexpr(gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+        SLOTS = gl.constexpr(gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+
     @gluon.jit
     def tf32_batch(x, y, mma3: gl.constexpr):
         """x @ y for float32 [4, 16, 16] batches in the mma_v2 layout mma3 (tf32 operands, float32 sums: band_solve's
@@ -46,8 +75,7 @@ if GLUON_PROBLEM is None:
         view (through a row of a flat view: a slice's offset must be a multiple of its length). The flat view's
         layout is of rank 1 (one less than its shape's, as a stage index allows: index() then gives a [256] row)."""
         lines = scratch._reinterpret(gl.float32, [16, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        return lines.index(first)._reinterpret(gl.float32, [4, 16, 16],
-                                               gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+        return lines.index(first)._reinterpret(gl.float32, [4, 16, 16], SLOTS)
 
     @gluon.jit
     def band_zero_blocks(t_smem, BAND: gl.constexpr, num_warps: gl.constexpr):
@@ -72,19 +100,19 @@ if GLUON_PROBLEM is None:
         mma3: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1, 1],
                                                        instr_shape=[1, 16, 8])
         copy: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [2, num_warps // 2], [1, 0])
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-        flat = scratch._reinterpret(gl.float32, [256, 16], plain)         # slot s: rows 16 s to 16 s + 15
+        flat = scratch._reinterpret(gl.float32, [256, 16], FLAT)          # slot s: rows 16 s to 16 s + 15
+        square = scratch._reinterpret(gl.float32, [64, 64], SQUARE)
         gl.thread_barrier()                                     # earlier readers of scratch are done
-        scratch.store(a)
+        square.store(a)
         gl.thread_barrier()
-        diag0 = scratch.slice(0, 16, 0).slice(0, 16, 1).load(copy)
-        diag1 = scratch.slice(16, 16, 0).slice(16, 16, 1).load(copy)
-        diag2 = scratch.slice(32, 16, 0).slice(32, 16, 1).load(copy)
-        diag3 = scratch.slice(48, 16, 0).slice(48, 16, 1).load(copy)
+        diag0 = square.slice(0, 16, 0).slice(0, 16, 1).load(copy)
+        diag1 = square.slice(16, 16, 0).slice(16, 16, 1).load(copy)
+        diag2 = square.slice(32, 16, 0).slice(32, 16, 1).load(copy)
+        diag3 = square.slice(48, 16, 0).slice(48, 16, 1).load(copy)
         if BAND == 1:
-            below1 = scratch.slice(16, 16, 0).slice(0, 16, 1).load(copy)
-            below2 = scratch.slice(32, 16, 0).slice(16, 16, 1).load(copy)
-            below3 = scratch.slice(48, 16, 0).slice(32, 16, 1).load(copy)
+            below1 = square.slice(16, 16, 0).slice(0, 16, 1).load(copy)
+            below2 = square.slice(32, 16, 0).slice(16, 16, 1).load(copy)
+            below3 = square.slice(48, 16, 0).slice(32, 16, 1).load(copy)
         gl.thread_barrier()                                     # A is read: its memory holds the slots
         if BAND == 1:
             flat.slice(0, 16, 0).store(gl.zeros([16, 16], gl.float32, layout=copy))
