@@ -35,7 +35,7 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.csv")):
     if start is None:
         print(path.name, "no rows"); continue
     for row in csv.DictReader(lines[start:]):
-        if wanted.search(row.get("Metric Name", "")):
+        if wanted.search(row.get("Metric Name") or ""):         # rule rows name no metric
             print(f"{path.stem:8s} {row['ID']:>3s} {row['Kernel Name'][:24]:24s} {row['Section Name'][:22]:22s} "
                   f"{row['Metric Name'][:48]:48s} {row['Metric Value']} {row['Metric Unit']}")
 PY
