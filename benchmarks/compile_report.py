@@ -112,25 +112,26 @@ def innermost_loop(cubin: bytes) -> list[str]:
 
 
 def local_ops_by_line(cubin: bytes) -> dict:
-    """Where the kernel's local-memory instructions (spills) are: how many lie in its innermost loop with a matrix
-    instruction (each runs once an iteration, e.g. a list's tile; beside the loop's length) against outside it (once
-    a program, or in a loop without a matrix instruction), and per source
-    line ("file:line LDL" -> count, from the line table; a spill is charged to the line whose value it holds or
-    reloads, often a loop-invariant address computed before the loop)."""
+    """Where the kernel's local-memory instructions (spills) are. `local_ops_in_loop`: how many lie in its innermost
+    loop with a matrix instruction (each runs once an iteration, e.g. a list's tile; `loop_instructions` is the loop's
+    length); `local_ops_outside`: the rest (once a program, or in a loop without a matrix instruction);
+    `local_sites`: per source line ("triton/list_output.py:484 STL" -> count, from the line table). A spill is charged
+    to the line whose value it holds or reloads, often a loop-invariant address computed before the loop."""
     loop = innermost_loop(cubin)
     in_loop = sum(opcode(instruction) in ("LDL", "STL") for instruction in loop)
-    sites, where = collections.Counter(), ("?", 0)
+    sites, where = collections.Counter(), "?:0"
     for line in on_cubin(cubin, "nvdisasm", "-gi", "-c").splitlines():
         source = re.search(r'//## File "([^"]+)", line (\d+)', line)
         if source:
-            where = (Path(source.group(1)).name, int(source.group(2)))
+            path = source.group(1)
+            shown = path.split("/sparsegdn/")[-1] if "/sparsegdn/" in path else Path(path).name
+            where = f"{shown}:{source.group(2)}"
         else:
             spill = re.search(r"\b(LDL|STL)\b", line)
             if spill and INSTRUCTION.search(line):
-                sites[f"{where[0]}:{where[1]} {spill.group(1)}"] += 1
+                sites[f"{where} {spill.group(1)}"] += 1
     return {"loop_instructions": len(loop), "local_ops_in_loop": in_loop,
-            "local_ops_outside": sum(sites.values()) - in_loop,
-            "local_sites": dict(sorted(sites.items()))}
+            "local_ops_outside": sum(sites.values()) - in_loop, "local_sites": dict(sorted(sites.items()))}
 
 
 def opcode(instruction: str) -> str:

@@ -81,3 +81,16 @@ def test_the_swizzle_setting_is_read_at_import_and_anything_else_refused():
     for bad in ("", "2", "true", " 1"):
         with pytest.raises(ValueError, match="SPARSEGDN_SOLVE_SWIZZLE"):
             gluon_band_solve._swizzle_setting(bad)
+
+
+@pytest.mark.skipif(GLUON_PROBLEM is not None, reason="Gluon unavailable")
+def test_the_scratch_views_agree_where_they_alias():
+    """The slots are written through the flat [256, 16] view and read through four_slots' [4, 16, 16] one (and back):
+    both must map (slot, row, column) to the same bytes, so their swizzles must be the same and repeat within a slot's
+    16 rows. The square's 16-row, 16-column blocks are sliced: its swizzle's period and vector must divide 16."""
+    from sparsegdn.triton import gluon_band_solve as solve
+    flat, slots, square = (getattr(solve, name).value for name in ("FLAT", "SLOTS", "SQUARE"))
+    assert (flat.vec, flat.per_phase, flat.max_phase) == (slots.vec, slots.per_phase, slots.max_phase)
+    assert list(flat.order) == [1, 0] and list(slots.order) == [2, 1, 0] and list(square.order) == [1, 0]
+    for layout in (flat, slots, square):
+        assert 16 % (layout.per_phase * layout.max_phase) == 0 and 16 % layout.vec == 0

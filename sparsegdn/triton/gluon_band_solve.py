@@ -33,10 +33,8 @@ except ImportError as error:                # pragma: no cover - depends on the 
     GLUON_PROBLEM = f"Gluon unavailable ({error})"
 
 
-
-
 def _swizzle_setting(setting: str) -> bool:
-    """SPARSEGDN_SOLVE_SWIZZLE: "1" (the default) or "0"; anything else refused."""
+    """SPARSEGDN_SOLVE_SWIZZLE: "1" (the default) or "0"; anything else is refused at import (of sparsegdn too)."""
     if setting not in ("0", "1"):
         raise ValueError(f"SPARSEGDN_SOLVE_SWIZZLE={setting!r}: 1 (the scratch's views swizzled) or 0 (plain)")
     return setting == "1"
@@ -45,10 +43,12 @@ def _swizzle_setting(setting: str) -> bool:
 # The scratch's views in shared memory. Plain, its accesses conflict on the banks: a warp's 8 rows x 32 B of the
 # [64, 64] view (A's store, the blocks' loads) fall on the same eight banks (8-way), rows of the [16, 16] slots 4-way.
 # ncu on the H200 (batch 37, 128K): 34% of the zero-state list's shared-load wavefronts and 47% of its stores were
-# conflicts. Swizzled (a row's 16-byte groups XORed with its row: every 8 rows of the square, every 2 of a slot),
-# those accesses need no more wavefronts than their bytes do, by the layouts' arithmetic (the slots' tf32 B operand
-# stays 2-way). Measured on an H100 (batch 37, swizzle.sh): the zero-state list's conflicts halved (loads 17.4 M ->
-# 8.5 M, stores 24.3 M -> 13.4 M at 128K), the public call 0.4-0.8% faster at 32K and 128K in every round.
+# conflicts. Swizzled, a row's 16-byte groups are XORed with (row mod 8) in the square and with (row / 2 mod 4) in the
+# slots' views (the flat one and four_slots' must agree: the same vec, per_phase and max_phase, and a period that
+# divides a slot's 16 rows). Then those accesses need no more wavefronts than their bytes do, by the layouts'
+# arithmetic (the slots' tf32 B operand stays 2-way). Measured on an H100 (batch 37, swizzle.sh, 128K): the
+# zero-state list's conflicts -51% on loads (17.4 M -> 8.5 M) and -45% on stores (24.3 M -> 13.4 M); the public call
+# 0.4-0.6% faster at 32K and 0.4-0.8% at 128K in every round.
 # SPARSEGDN_SOLVE_SWIZZLE=0 (read at import) keeps them plain, to measure one against the other; the arithmetic is
 # the same either way (the GPU case: Tinv equal to band_solve's bit for bit).
 SOLVE_SWIZZLE = _swizzle_setting(os.environ.get("SPARSEGDN_SOLVE_SWIZZLE", "1"))

@@ -42,6 +42,13 @@ for swizzle in 1 0; do
 import sys; sys.path.insert(0, 'benchmarks')
 import sm_ledger; sm_ledger.run('sparsegdn', 131072)" > "$OUT/runs/ncu_swizzle$swizzle.log" 2>&1
   echo "ncu swizzle $swizzle rc $? at ${SECONDS}s"
-  grep -v "^==" "$OUT/runs/ncu_swizzle$swizzle.csv" | cut -d, -f1,5,13-15 | tail -12
 done
+python - "$OUT/runs" <<'PY'
+import csv, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("ncu_swizzle*.csv")):
+    lines = path.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    for row in csv.DictReader(lines[start:] if start is not None else []):
+        print(f"{path.stem:14s} list {row['ID']} {row['Metric Name']:60s} {row['Metric Value']}")
+PY
 tar czf "$OUT/runs.tgz" -C "$OUT" runs && rm -rf "$OUT/runs"      # one file back
