@@ -48,7 +48,8 @@ def _swizzle_setting(setting: str) -> bool:
 # divides a slot's 16 rows). Then those accesses need no more wavefronts than their bytes do, by the layouts'
 # arithmetic (the slots' tf32 B operand stays 2-way). Measured on an H100 (batch 37, swizzle.sh, 128K): the
 # zero-state list's conflicts -51% on loads (17.4 M -> 8.5 M) and -45% on stores (24.3 M -> 13.4 M); the public call
-# 0.4-0.6% faster at 32K and 0.4-0.8% at 128K in every round.
+# 0.4-0.6% faster at 32K and 0.4-0.8% at 128K in every round. Compiled, it tips list_output's list with a state into
+# spilling (37 local-memory instructions against 2; kernel_bench.notes.md, batch 37: the next batch's change).
 # SPARSEGDN_SOLVE_SWIZZLE=0 (read at import) keeps them plain, to measure one against the other; the arithmetic is
 # the same either way (the GPU case: Tinv equal to band_solve's bit for bit).
 SOLVE_SWIZZLE = _swizzle_setting(os.environ.get("SPARSEGDN_SOLVE_SWIZZLE", "1"))
