@@ -78,18 +78,21 @@ def machine_code_report(cubin: bytes) -> dict:
             "hgmma": len(re.findall(r"\bHGMMA\b", sass)), "hmma": len(re.findall(r"\bHMMA\b", sass))}
 
 
-def instructions_by_line(cubin: bytes) -> collections.Counter:
-    """Machine instructions per source line ((file, line) -> count) from the cubin's line table (nvdisasm -gi):
-    each instruction counts for the innermost source line it was compiled from (a helper's line, not its
-    caller's, where the compiler inlined one)."""
-    counts, where = collections.Counter(), ("?", 0)
+def sourced_instructions(cubin: bytes):
+    """(file, line) and the text of each machine instruction, from the cubin's line table (nvdisasm -gi): the
+    innermost source line it was compiled from (a helper's line, not its caller's, where the compiler inlined one)."""
+    where = ("?", 0)
     for line in on_cubin(cubin, "nvdisasm", "-gi", "-c").splitlines():
         source = re.search(r'//## File "([^"]+)", line (\d+)', line)
         if source:
             where = (source.group(1), int(source.group(2)))
         elif INSTRUCTION.search(line):
-            counts[where] += 1
-    return counts
+            yield where, line
+
+
+def instructions_by_line(cubin: bytes) -> collections.Counter:
+    """Machine instructions per source line ((file, line) -> count; sourced_instructions)."""
+    return collections.Counter(where for where, _ in sourced_instructions(cubin))
 
 
 def innermost_loop(cubin: bytes) -> list[str]:
@@ -119,17 +122,12 @@ def local_ops_by_line(cubin: bytes) -> dict:
     to the line whose value it holds or reloads, often a loop-invariant address computed before the loop."""
     loop = innermost_loop(cubin)
     in_loop = sum(opcode(instruction) in ("LDL", "STL") for instruction in loop)
-    sites, where = collections.Counter(), "?:0"
-    for line in on_cubin(cubin, "nvdisasm", "-gi", "-c").splitlines():
-        source = re.search(r'//## File "([^"]+)", line (\d+)', line)
-        if source:
-            path = source.group(1)
+    sites = collections.Counter()
+    for (path, number), line in sourced_instructions(cubin):
+        spill = re.search(r"\b(LDL|STL)\b", line)
+        if spill:
             shown = path.split("/sparsegdn/")[-1] if "/sparsegdn/" in path else Path(path).name
-            where = f"{shown}:{source.group(2)}"
-        else:
-            spill = re.search(r"\b(LDL|STL)\b", line)
-            if spill and INSTRUCTION.search(line):
-                sites[f"{where} {spill.group(1)}"] += 1
+            sites[f"{shown}:{number} {spill.group(1)}"] += 1
     return {"loop_instructions": len(loop), "local_ops_in_loop": in_loop,
             "local_ops_outside": sum(sites.values()) - in_loop, "local_sites": dict(sorted(sites.items()))}
 

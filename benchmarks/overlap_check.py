@@ -1,6 +1,7 @@
 """The output lists beside the chain pass (list_output.OVERLAP_LISTS) against the same lists after it, in one process.
 
     python benchmarks/overlap_check.py --tokens 32768 131072 [--repeats 3] [--out rows.json]
+    python benchmarks/overlap_check.py --summary FOLDER     # one line per row of every run's JSON there, by round
 
 On the kernel benchmark's inputs (B = 1, H = 16, HV = 32, K = V = 128, bf16; budget 0.29, band 1, `score`, final state
 returned) the backend entry in the two-launch form with the vectors stored and the Gluon lists writing the outputs, in
@@ -77,6 +78,18 @@ def kernel_timeline(call):
             for event in kernels]
 
 
+def summary(folder: Path) -> list[str]:
+    """One line per row of each `--out` JSON in `folder` (a batch script's runs, named ...-round<N>.json): the public
+    call's time, the fastest overlapped and serial samples and whether they were equal bit for bit, round by round."""
+    lines = []
+    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stem[-1], p.stem)):
+        for row in json.loads(path.read_text()):
+            lines.append(f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
+                         f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal "
+                         f"{row['bit_equal']}")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[32768, 131072])
@@ -95,7 +108,11 @@ def main():
     parser.add_argument("--profile", action="store_true",
                         help="also each call's kernels on the GPU's timeline (torch.profiler), serial and overlapped")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--summary", type=Path, metavar="FOLDER", help="print the runs' rows in FOLDER and exit")
     args = parser.parse_args()
+    if args.summary:
+        print("\n".join(summary(args.summary)))
+        return 0
     list_output.CLAIM = args.claim
     if args.own_launch:
         list_output.OWN_LAUNCH = tuple(args.own_launch)

@@ -27,13 +27,7 @@ for round in 1 2 3; do
     echo "$name rc $? at ${SECONDS}s"
   done
 done
-python - "$OUT/runs" <<'PY'
-import json, pathlib, sys
-for path in sorted(pathlib.Path(sys.argv[1]).glob("swizzle*.json"), key=lambda p: (p.stem[-1], p.stem)):
-    for row in json.loads(path.read_text()):
-        print(f"{path.stem:18s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
-              f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal {row['bit_equal']}")
-PY
+python benchmarks/overlap_check.py --summary "$OUT/runs"
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 for swizzle in 1 0; do
   SPARSEGDN_SOLVE_SWIZZLE=$swizzle timeout 90 "$NCU" --profile-from-start off --clock-control none -k regex:list_output \
