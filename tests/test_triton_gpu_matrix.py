@@ -939,3 +939,31 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
         out[pair] = call.o.clone()
     assert torch.isfinite(out[False]).all()
     assert torch.equal(out[True], out[False])
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["zero_state_list", "list_with_a_state"])
+def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
+    """The Gluon lists' overflow flag is made row by row (list_output_kernel's `bad`): one row of one tile whose o
+    overflows must raise. Finite inputs with v zero but at the last token, where q = k, so every o is zero but that
+    token's, which a scale of 3e38 (outside the early checks' bound: the call waits for the flags) takes past
+    bfloat16's range; an initial state of zeros sends the chunks to the list with a state. The same inputs at scale 1
+    return finite outputs without an error (a flag that fires regardless would fail there)."""
+    from sparsegdn.triton import call_plans
+    from sparsegdn.validation import ResultOverflowError
+    made = _lists_from_every_call(monkeypatch)
+    q, k, v, g, beta, s0 = random_inputs(1, 4000, 2, 4, 128, 128, dtype=torch.bfloat16, device="cuda", seed=81)
+    s0 = torch.zeros(1, 4, 128, 128, device="cuda", dtype=torch.float32) if initial else None
+    v = torch.zeros_like(v)
+    v[0, -1, 1] = 100.0                             # value head 1 reads key head 0
+    k[0, -1, 0] = q[0, -1, 0]
+    call_plans.clear()
+    try:
+        o, _, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
+                                                    budget=0.29, band=1, backend="triton")
+        assert torch.isfinite(o).all() and o[0, -1, 1].abs().max() > 0 and o[0, :-1].abs().max() == 0
+        with pytest.raises(ResultOverflowError):
+            sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
+                                              budget=0.29, band=1, backend="triton", scale=3e38)
+    finally:
+        call_plans.clear()
+    assert made, "the calls took no lists"

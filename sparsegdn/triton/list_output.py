@@ -599,9 +599,12 @@ if GLUON_PROBLEM is None:
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
                 stored = (o * scale).to(o_desc.dtype)
                 # rows past T hold zeros (TMA filled q, k and v with zeros there) and are not stored (TMA clips
-                # them); bad is NaN exactly when one is not finite
-                bad = gl.sum(gl.sum(stored.to(gl.float32) * 0.0, axis=1), axis=0)
-                gl.store(flags_ptr + FLAG, 1, mask=bad != bad)
+                # them); bad is NaN in a row exactly when one of its values is not finite. Row by row: every
+                # such row stores the same 1, and no block-wide sum (a shared-memory round trip and a barrier a
+                # tile) is needed; that sum made the list with a state spill under the swizzled solve
+                bad = gl.sum(stored.to(gl.float32) * 0.0, axis=1)
+                gl.store(flags_ptr + FLAG + gl.full(bad.shape, 0, gl.int32, bad.type.layout),
+                         gl.full(bad.shape, 1, gl.int32, bad.type.layout), mask=bad != bad)
                 if PAIR:        # q is read by the next head: o leaves from v's buffer (v is used up by o's product)
                     o_smem = v_smem
                 else:           # q is used up: o leaves from its buffer
