@@ -3,8 +3,8 @@
 # row) instead of by a block-wide sum (a shared-memory round trip and a barrier every tile). Compiled for sm_90 with the
 # swizzled solve (benchmarks/gluon_probe.py --list-caps, batch38/list_caps_compile.txt) the list with a state has 2
 # local-memory instructions (37 with the block-wide sum) and the zero-state list 222 registers (226).
-# 1. The cases: tests/test_gluon_band_solve.py, tests/test_list_output.py, the GPU matrix's list cases and the new
-#    one-overflowing-row flag case (test_gpu_lists_flag_one_overflowing_row).
+# 1. The cases: tests/test_gluon_band_solve.py, tests/test_list_output.py, the GPU matrix's list, early-check and the
+#    new one-overflowing-row flag cases (test_gpu_lists_flag_one_overflowing_row).
 # 2. The public call at 32K and 128K in alternating processes, three rounds, three forms: `row` (this tree: row flag,
 #    swizzled solve), `block` (this tree with rowflag.patch reversed in a copy under /tmp: the block-wide flag, i.e.
 #    the library before this batch) and `plain` (row flag, SPARSEGDN_SOLVE_SWIZZLE=0); benchmarks/overlap_check.py.
@@ -18,8 +18,8 @@ mkdir -p "$OUT/runs"
 rm -rf /tmp/block && mkdir -p /tmp/block && cp -r sparsegdn benchmarks /tmp/block/ \
   && patch -s -d /tmp/block -p1 -R < analysis/results/overlap/batch38/rowflag.patch && echo "block copy made"
 grep -c "gl.sum(gl.sum(stored" /tmp/block/sparsegdn/triton/list_output.py sparsegdn/triton/list_output.py
-timeout 240 python -m pytest -q -n 8 -p no:cacheprovider tests/test_gluon_band_solve.py tests/test_list_output.py \
-  tests/test_triton_gpu_matrix.py -k "band or list or paired or folded or streamed or solve or flag or early" \
+timeout 240 python -m pytest -q -n 12 -p no:cacheprovider tests/test_gluon_band_solve.py tests/test_list_output.py \
+  tests/test_triton_gpu_matrix.py -k "solve or list_output or list or paired or folded or streamed or flag or early" \
   > "$OUT/runs/cases.log" 2>&1
 echo "cases rc $? at ${SECONDS}s"; tail -3 "$OUT/runs/cases.log"
 run() {     # form name: the public call by overlap_check in that form's tree and switches
