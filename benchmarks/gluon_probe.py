@@ -754,7 +754,9 @@ def compile_list_kernel(descriptors, beta, vectors, ints, flags, tokens, stages,
     """list_output's kernel compiled (not launched) for one list and form, on stand-in tensors (`ints` for every
     integer tensor): solving Tinv's `band` or reading it, claiming chunks, launched as the chain pass's dependent
     (the list with a state then waiting on its progress, in segments or whole chains). `options`: launch options
-    such as maxnreg."""
+    such as maxnreg. Claims at two stages come two tiles ahead as the launch takes them (list_output.CLAIM_AHEAD)."""
+    if list_output.CLAIM_AHEAD and claim and stages == 2:
+        options = {"AHEAD": True, **options}
     return list_output.list_output_kernel.warmup(
         *descriptors, ints, ints, ints.numel(), beta, *beta.stride(), vectors, ints, vectors, flags, 0.1, tokens,
         ints.shape[-1], H, HV, DIM, DIM, True, stages, has_state, 0, solve, band, flags, claim, ints, ints, 4,

@@ -112,6 +112,14 @@ SIDE_STREAM = os.environ.get("SPARSEGDN_LIST_SIDE_STREAM", "0") == "1"
 # claims are what makes the overlap pay (batch 24 call 4: 3.89 against 4.38 ms at 128K with fixed shares).
 # SPARSEGDN_LIST_CLAIM=1 turns it on; the lists forward.LISTS_FROM takes by default claim whatever it says.
 CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
+# With CLAIM and two stages, each program claims the position two tiles ahead at the start of a tile and reads it
+# (one thread's atomic, its tile looked up halfway, both passed through shared memory) at the tile's end, so that
+# neither the atomic's round trip nor the tile's lookup sits between a tile's start and its work. Without it the
+# next position is claimed at the tile's start and read at once (a barrier waits for the atomic), then its tile is
+# looked up before the next loads can be issued: ncu's source counters (batch 38, H100, 128K, the zero-state list)
+# put 12.6% of the warps' stall samples on the claim and 7% on the two lookups. SPARSEGDN_LIST_CLAIM_AHEAD=0: at
+# once (the form before batch 38).
+CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "1") == "1"
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
 # SMs the chains leave, and the list with a state starts once the zero-state list's programs have all started and
@@ -384,7 +392,8 @@ class ListCall:
             progress if progress is not None else self.tiles, self.schedule.first_event,
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap,
-            **({"maxnreg": cap} if cap else {}), **({"PAIR": True} if pair else {}))
+            **({"maxnreg": cap} if cap else {}), **({"PAIR": True} if pair else {}),
+            **({"AHEAD": True} if CLAIM_AHEAD and self.claim and stages == 2 else {}))
 
     def _state_descriptor(self, rows):
         return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], _layout(HEAD_DIM, HEAD_DIM, self.element))
@@ -406,7 +415,7 @@ if GLUON_PROBLEM is None:
                            FLAG: gl.constexpr, SOLVE: gl.constexpr, BAND: gl.constexpr, claims_ptr,
                            CLAIM: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
                            SEGMENTED: gl.constexpr, DEPENDENT: gl.constexpr, num_warps: gl.constexpr,
-                           PAIR: gl.constexpr = False):
+                           PAIR: gl.constexpr = False, AHEAD: gl.constexpr = False):
         """The outputs of one list: the zero-state chunks (tiles[:own_count]) or the chunks with a state (the rest).
         Persistent over one or two stages: program pid takes the list's positions pid, pid + programs, ... (or
         claims each from the list's counter, CLAIM); with two stages the next position's tiles are loaded (TMA, one
@@ -469,9 +478,18 @@ if GLUON_PROBLEM is None:
         pid = gl.program_id(0)
         programs = gl.num_programs(0)
         position = _next_position(claims_ptr, begin, pid, programs, 0, CLAIM, HAS_STATE)
+        tile = gl.load(tiles_ptr + position, mask=position < end, other=0)
+        gl.static_assert(not AHEAD or (CLAIM and STAGES == 2), "claims two tiles ahead: CLAIM with two stages")
+        lanes: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        if AHEAD:       # the second position claimed now; each tile claims the one two ahead (thread 0's atomic)
+            lane = gl.arange(0, 32 * num_warps, layout=lanes)
+            first = lane == 0
+            slots = gl.allocate_shared_memory(gl.int32, [2, 32 * num_warps], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+            next_position = _next_position(claims_ptr, begin, pid, programs, 1, CLAIM, HAS_STATE)
+            next_tile = gl.load(tiles_ptr + next_position, mask=next_position < end, other=0)
         if STAGES == 2:                                             # the prologue: the first tile's loads
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
-                         tiles_ptr, snapshot_of_chunk_ptr, position, 0, position < end, T, NC, H, HV, K, V,
+                         tile, snapshot_of_chunk_ptr, 0, position < end, T, NC, H, HV, K, V,
                          TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT, SEGMENTED,
                          num_warps, HEADS)
 
@@ -486,19 +504,27 @@ if GLUON_PROBLEM is None:
         causal = i[:, None] >= j[None, :]
         n = 0
         while position < end:
-            tile = gl.load(tiles_ptr + position)
             row = tile // NC
             b = row // HV
             hv = row % HV
             c = tile % NC
-            if STAGES == 2:                                         # the next tile's loads before this one's work
+            if AHEAD:                                               # claimed at the last tile's start, read at its end
+                ahead = next_position
+                ahead_tile = next_tile
+                # two tiles ahead, read at this tile's end; the added 1 as thread 0's flag, not a constant, which
+                # ptxas would aggregate over the warp and broadcast (a shuffle right behind the atomic, waiting)
+                claimed = gl.atomic_add(claims_ptr + HAS_STATE + lane * 0, first.to(gl.int32), mask=first,
+                                        sem="relaxed")
+            elif STAGES == 2:                                       # the next tile's loads before this one's work
                 ahead = _next_position(claims_ptr, begin, pid, programs, n + 1, CLAIM, HAS_STATE)
+                ahead_tile = gl.load(tiles_ptr + ahead, mask=ahead < end, other=0)
             else:
                 ahead = position
+                ahead_tile = tile
             gl.thread_barrier()                                     # the stage about to be loaded is read by all
             tma.store_wait(0)                                       # and the o that left from it has left
             _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars,
-                         tiles_ptr, snapshot_of_chunk_ptr, ahead, (n + STAGES - 1) % STAGES, ahead < end, T, NC, H,
+                         ahead_tile, snapshot_of_chunk_ptr, (n + STAGES - 1) % STAGES, ahead < end, T, NC, H,
                          HV, K, V, TILE_BYTES, HAS_STATE, SOLVE, progress_ptr, first_event_ptr, E, SEGMENT, WAIT,
                          SEGMENTED, num_warps, HEADS)
             for g in gl.static_range(HEADS):                        # PAIR: value heads hv and hv + 1 in turn
@@ -564,6 +590,8 @@ if GLUON_PROBLEM is None:
                     band_inverse_batched(a, scratch, t_bufs.index(0), BAND, num_warps)
                     fence_async_shared()
                     gl.thread_barrier()
+                if AHEAD and g == HEADS - 1:    # the claimed position's tile, looked up halfway (thread 0)
+                    claimed_tile = gl.load(tiles_ptr + begin + claimed, mask=first & (begin + claimed < end), other=0)
                 m = warpgroup_mma(p_op, t_bufs.index(stage % T_BUFFERS),
                                   gl.zeros([CHUNK, CHUNK], gl.float32, layout=acc64), use_acc=False, is_async=True)
                 values = (beta_r[:, None] * v_smem.load(rows_layout).to(gl.float32)).to(dtype)
@@ -599,25 +627,30 @@ if GLUON_PROBLEM is None:
                 o = warpgroup_mma_wait(num_outstanding=0, deps=(o,))
                 stored = (o * scale).to(o_desc.dtype)
                 # rows past T hold zeros (TMA filled q, k and v with zeros there) and are not stored (TMA clips
-                # them); bad is NaN in a row exactly when one of its values is not finite. Row by row: every
-                # such row stores the same 1, and no block-wide sum (a shared-memory round trip and a barrier a
-                # tile) is needed; that sum made the list with a state spill under the swizzled solve
-                bad = gl.sum(stored.to(gl.float32) * 0.0, axis=1)
-                gl.store(flags_ptr + FLAG + gl.full(bad.shape, 0, gl.int32, bad.type.layout),
-                         gl.full(bad.shape, 1, gl.int32, bad.type.layout), mask=bad != bad)
+                # them); bad is NaN exactly when one is not finite
+                bad = gl.sum(gl.sum(stored.to(gl.float32) * 0.0, axis=1), axis=0)
+                gl.store(flags_ptr + FLAG, 1, mask=bad != bad)
                 if PAIR:        # q is read by the next head: o leaves from v's buffer (v is used up by o's product)
                     o_smem = v_smem
                 else:           # q is used up: o leaves from its buffer
                     o_smem = q_smem
                 gl.thread_barrier()                                 # every warp's read of it done
                 o_smem.store(stored)
+                if AHEAD and g == HEADS - 1:    # thread 0's claim and its tile, for every thread after the barrier
+                    slots.index(0).store(begin + claimed)
+                    slots.index(1).store(claimed_tile)
                 fence_async_shared()
                 gl.thread_barrier()
                 tma.async_copy_shared_to_global(o_desc, [b * T + c * CHUNK, hv_h * V], o_smem)
             if STAGES == 2:
                 position = ahead
+                tile = ahead_tile
             else:
                 position = _next_position(claims_ptr, begin, pid, programs, n + 1, CLAIM, HAS_STATE)
+                tile = gl.load(tiles_ptr + position, mask=position < end, other=0)
+            if AHEAD:       # slot 0 of each (thread 0's): gl.max over the one element's copies
+                next_position = gl.max(slots.index(0).slice(0, 1).load(lanes), axis=0)
+                next_tile = gl.max(slots.index(1).slice(0, 1).load(lanes), axis=0)
             n += 1
         tma.store_wait(0)
         for st in gl.static_range(STAGES):
@@ -669,21 +702,20 @@ if GLUON_PROBLEM is None:
     def _next_position(claims_ptr, begin, pid, programs, n, CLAIM: gl.constexpr, HAS_STATE: gl.constexpr):
         """The list position of a program's n-th tile: claimed from the list's counter (CLAIM: the programs that
         start late take fewer tiles), else pid + n programs on (a fixed share each)."""
-        if CLAIM:
-            return begin + gl.atomic_add(claims_ptr + HAS_STATE, 1)
+        if CLAIM:       # relaxed: the counter only hands out positions (acq_rel put a fence and an L1 flush on it)
+            return begin + gl.atomic_add(claims_ptr + HAS_STATE, 1, sem="relaxed")
         return begin + pid + n * programs
 
     @gluon.jit
-    def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tiles_ptr,
-                     snapshot_of_chunk_ptr, position, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
+    def _issue_loads(q_desc, k_desc, v_desc, t_desc, s_desc, q_bufs, k_bufs, v_bufs, t_bufs, s_bufs, bars, tile,
+                     snapshot_of_chunk_ptr, stage, live, T, NC, H: gl.constexpr, HV: gl.constexpr,
                      K: gl.constexpr, V: gl.constexpr, TILE_BYTES: gl.constexpr, HAS_STATE: gl.constexpr,
                      SOLVE: gl.constexpr, progress_ptr, first_event_ptr, E, SEGMENT, WAIT: gl.constexpr,
                      SEGMENTED: gl.constexpr, num_warps: gl.constexpr, HEADS: gl.constexpr):
-        """The TMA loads of the tile at list position `position` into `stage` (nothing where live is false): v of
-        HEADS value heads from hv on; WAIT: the snapshot's once the chain pass has published it, after the others are
-        on their way."""
+        """The TMA loads of `tile` (a list position's, looked up by the caller) into `stage` (nothing where live is
+        false): v of HEADS value heads from hv on; WAIT: the snapshot's once the chain pass has published it, after
+        the others are on their way."""
         CHUNK: gl.constexpr = 64
-        tile = gl.load(tiles_ptr + position, mask=live, other=0)
         row = tile // NC
         b = row // HV
         hv = row % HV

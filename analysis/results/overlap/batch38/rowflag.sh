@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batch 38 (issue 14): list_output_kernel's overflow flag made row by row (`bad` summed over a row, one masked store a
 # row) instead of by a block-wide sum (a shared-memory round trip and a barrier every tile). Compiled for sm_90 with the
-# swizzled solve (benchmarks/gluon_probe.py --list-caps, batch38/list_caps_compile.txt) the list with a state has 2
+# swizzled solve (benchmarks/gluon_probe.py --list-caps, batch38/list_caps_rowflag.txt) the list with a state has 2
 # local-memory instructions (37 with the block-wide sum) and the zero-state list 222 registers (226).
 # 1. The cases: tests/test_gluon_band_solve.py, tests/test_list_output.py, the GPU matrix's list, early-check and the
 #    new one-overflowing-row flag cases (test_gpu_lists_flag_one_overflowing_row).
