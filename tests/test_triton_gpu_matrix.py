@@ -967,3 +967,31 @@ def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
     finally:
         call_plans.clear()
     assert made, "the calls took no lists"
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
+def test_gpu_claims_ahead_equal_claims_at_once(initial, monkeypatch):
+    """list_output.CLAIM_AHEAD (the zero-state list claiming two tiles ahead, thread 0's atomic read at a tile's end)
+    hands out the same tiles as claims read at once, only to other programs: the default lists' call (beside the
+    chains, claiming; LISTS_FROM lowered to it) returns the same o and final state bit for bit either way, four seeds
+    of a ragged call, o finite."""
+    from sparsegdn.triton import call_plans, list_output
+    made = _lists_from_every_call(monkeypatch)
+    outputs = {}
+    for ahead in (False, True):
+        monkeypatch.setattr(list_output, "CLAIM_AHEAD", ahead)
+        call_plans.clear()
+        try:
+            for seed in (1, 2, 3, 4):
+                q, k, v, g, beta, s0 = random_inputs(1, 5000, 4, 8, 128, 128, dtype=torch.bfloat16, device="cuda",
+                                                     initial_state=initial, seed=90 + seed)
+                o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, budget=0.29, band=1,
+                                                            output_final_state=True, backend="triton")
+                outputs[ahead, seed] = (o, s)
+        finally:
+            call_plans.clear()
+    assert made, "the calls took no lists"
+    for seed in (1, 2, 3, 4):
+        (o_at_once, s_at_once), (o_ahead, s_ahead) = outputs[False, seed], outputs[True, seed]
+        assert torch.isfinite(o_ahead).all(), seed
+        assert torch.equal(o_ahead, o_at_once) and torch.equal(s_ahead, s_at_once), seed

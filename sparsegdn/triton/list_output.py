@@ -117,9 +117,14 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # neither the atomic's round trip nor the tile's lookup sits between a tile's start and its work. Without it the
 # next position is claimed at the tile's start and read at once (a barrier waits for the atomic), then its tile is
 # looked up before the next loads can be issued: ncu's source counters (batch 38, H100, 128K, the zero-state list)
-# put 12.6% of the warps' stall samples on the claim and 7% on the two lookups. SPARSEGDN_LIST_CLAIM_AHEAD=0: at
-# once (the form before batch 38).
-CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "1") == "1"
+# put 12.6% of the warps' stall samples on the claim and 7% on the two lookups. Off: on the H100 (batch 38,
+# analysis/results/overlap/batch38/calls.md; benchmark inputs at 128K) it shortened the zero-state list from 1.143 to
+# 1.015 ms under ncu and the serial call by 3-4%, but the public call, whose lists run beside the chain pass and end
+# with it, was 0.1-0.5% slower at 32K and 128K in five rounds of five: the chains are that call's critical path
+# (2.65-2.69 ms beside the lists, 2.20 alone). With blocks of 16 in the chains (SPARSEGDN_CHAIN_BV=16) it was the
+# fastest form in two rounds (4.150-4.158 ms at 128K against 4.166-4.181 for today's default): not yet a default.
+# SPARSEGDN_LIST_CLAIM_AHEAD=1 turns it on (the zero-state list at two stages, with CLAIM).
+CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "0") == "1"
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
 # SMs the chains leave, and the list with a state starts once the zero-state list's programs have all started and
