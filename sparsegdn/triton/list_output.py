@@ -118,11 +118,13 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # next position is claimed at the tile's start and read at once (a barrier waits for the atomic), then its tile is
 # looked up before the next loads can be issued: ncu's source counters (batch 38, H100, 128K, the zero-state list)
 # put 12.6% of the warps' stall samples on the claim and 7% on the two lookups. Off: on the H100 (batch 38,
-# analysis/results/overlap/batch38/calls.md; benchmark inputs at 128K) it shortened the zero-state list from 1.143 to
-# 1.015 ms under ncu and the serial call by 3-4%, but the public call, whose lists run beside the chain pass and end
-# with it, was 0.1-0.5% slower at 32K and 128K in five rounds of five: the chains are that call's critical path
-# (2.65-2.69 ms beside the lists, 2.20 alone). With blocks of 16 in the chains (SPARSEGDN_CHAIN_BV=16) it was the
-# fastest form in two rounds (4.150-4.158 ms at 128K against 4.166-4.181 for today's default): not yet a default.
+# analysis/results/overlap/batch38/calls.md; benchmark inputs at 128K) the zero-state list took 1.015 ms under ncu
+# with it and relaxed claims, 1.143 with batch 37's acq_rel claims read at once (relaxed claims read at once were not
+# measured so); its serial call tied with relaxed claims read at once, and its public call, whose lists run beside
+# the chain pass and end with it, was 0.2-0.8% slower than theirs at 32K and 128K in each of five rounds: the chains
+# are that call's critical path (2.65-2.69 ms beside the lists, 2.20 alone). With blocks of 16 in
+# the chains (SPARSEGDN_CHAIN_BV=16) it was the fastest form in two rounds (4.150-4.158 ms at 128K against
+# 4.166-4.181 for today's default): not yet a default.
 # SPARSEGDN_LIST_CLAIM_AHEAD=1 turns it on (the zero-state list at two stages, with CLAIM).
 CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "0") == "1"
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
@@ -707,7 +709,10 @@ if GLUON_PROBLEM is None:
     def _next_position(claims_ptr, begin, pid, programs, n, CLAIM: gl.constexpr, HAS_STATE: gl.constexpr):
         """The list position of a program's n-th tile: claimed from the list's counter (CLAIM: the programs that
         start late take fewer tiles), else pid + n programs on (a fixed share each)."""
-        if CLAIM:       # relaxed: the counter only hands out positions (acq_rel put a fence and an L1 flush on it)
+        # relaxed: the counter only hands out positions. Triton's default, acq_rel, compiled to a GPU-wide fence
+        # before the atomic and an L1 flush after it, every tile; relaxed, the serial call ran 2-5% faster and the
+        # public call tied at 128K (+0.5% to -0.2%) and was 0.2-0.5% faster at 32K (batch 38, H100, three rounds)
+        if CLAIM:
             return begin + gl.atomic_add(claims_ptr + HAS_STATE, 1, sem="relaxed")
         return begin + pid + n * programs
 
