@@ -1,5 +1,6 @@
 """list_output.LIST_MAXNREG, the Gluon lists' register caps (off by default; the GPU matrix's
-test_gpu_register_capped_lists_match_torch runs them on a GPU): the setting, and that it keys plans and graphs."""
+test_gpu_register_capped_lists_match_torch runs them on a GPU): the setting, and that it keys plans and graphs, as
+the launch shapes and claims ahead (list_output.CLAIM_AHEAD; list_output.claims_ahead's reach) do."""
 import pytest
 from fresh_process import run_fresh
 
@@ -27,7 +28,8 @@ def test_good_settings_read_as_given():
 
 
 @pytest.mark.parametrize("name, changed, same", [("LIST_MAXNREG", (168, 0), False), ("OWN_LAUNCH", (1, 3), False),
-                                                 ("STATE_LAUNCH", (1, 1), False), ("LIST_MAXNREG", (0, 0), True)])
+                                                 ("STATE_LAUNCH", (1, 1), False), ("LIST_MAXNREG", (0, 0), True),
+                                                 ("CLAIM_AHEAD", not list_output.CLAIM_AHEAD, False)])
 def test_the_lists_launch_settings_are_design_switches(name, changed, same, monkeypatch):
     """Plans and CUDA graphs are keyed by forward.design_switches: a call under another cap or launch shape is not
     replayed from one recorded under the defaults (and the same setting keys the same)."""
@@ -35,3 +37,14 @@ def test_the_lists_launch_settings_are_design_switches(name, changed, same, monk
     plain = forward.design_switches()
     monkeypatch.setattr(list_output, name, changed)
     assert (forward.design_switches() == plain) == same
+
+
+def test_claims_ahead_only_for_the_zero_state_list_at_two_stages_claiming(monkeypatch):
+    """list_output.claims_ahead: the AHEAD form is launched only where CLAIM_AHEAD is on, for the zero-state list at
+    two stages with claims (the form the GPU matrix's test_gpu_claims_ahead_equal_claims_at_once checks)."""
+    monkeypatch.setattr(list_output, "CLAIM_AHEAD", True)
+    assert list_output.claims_ahead(True, 2, False)
+    assert not any(list_output.claims_ahead(claim, stages, state) for claim, stages, state in
+                   ((False, 2, False), (True, 1, False), (True, 2, True)))
+    monkeypatch.setattr(list_output, "CLAIM_AHEAD", False)
+    assert not list_output.claims_ahead(True, 2, False)

@@ -943,24 +943,26 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
 
 @pytest.mark.parametrize("initial", [False, True], ids=["zero_state_list", "list_with_a_state"])
 def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
-    """The Gluon lists' overflow flag is made row by row (list_output_kernel's `bad`): one row of one tile whose o
-    overflows must raise. Finite inputs with v zero but at the last token, where q = k, so every o is zero but that
-    token's, which a scale of 3e38 (outside the early checks' bound: the call waits for the flags) takes past
-    bfloat16's range; an initial state of zeros sends the chunks to the list with a state. The same inputs at scale 1
-    return finite outputs without an error (a flag that fires regardless would fail there)."""
+    """The Gluon lists' overflow flag: one row of one tile whose o overflows must raise. Finite inputs with q zero past
+    the first chunk and v zero but at its last token, where q = k, so every o is zero but that token's, which a scale
+    of 3e38 (outside the early checks' bound: the call waits for the flags) takes past bfloat16's range. The first
+    chunk is the zero-state list's without an initial state and the list with a state's with one (zeros). The same
+    inputs at scale 1 return finite outputs without an error (a flag that fires regardless would fail there)."""
     from sparsegdn.triton import call_plans
     from sparsegdn.validation import ResultOverflowError
     made = _lists_from_every_call(monkeypatch)
     q, k, v, g, beta, s0 = random_inputs(1, 4000, 2, 4, 128, 128, dtype=torch.bfloat16, device="cuda", seed=81)
     s0 = torch.zeros(1, 4, 128, 128, device="cuda", dtype=torch.float32) if initial else None
+    q[0, 64:] = 0.0                                 # no output past the first chunk, whatever the state
     v = torch.zeros_like(v)
-    v[0, -1, 1] = 100.0                             # value head 1 reads key head 0
-    k[0, -1, 0] = q[0, -1, 0]
+    v[0, 63, 1] = 100.0                             # value head 1 reads key head 0
+    k[0, 63, 0] = q[0, 63, 0]
     call_plans.clear()
     try:
         o, _, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
                                                     budget=0.29, band=1, backend="triton")
-        assert torch.isfinite(o).all() and o[0, -1, 1].abs().max() > 0 and o[0, :-1].abs().max() == 0
+        assert torch.isfinite(o).all() and o[0, 63, 1].abs().max() > 0
+        assert o[0, :63].abs().max() == 0 and o[0, 64:].abs().max() == 0 and o[0, 63, [0, 2, 3]].abs().max() == 0
         with pytest.raises(ResultOverflowError):
             sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
                                               budget=0.29, band=1, backend="triton", scale=3e38)
@@ -969,29 +971,39 @@ def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
     assert made, "the calls took no lists"
 
 
-@pytest.mark.parametrize("initial", [False, True], ids=["no_s0", "s0"])
-def test_gpu_claims_ahead_equal_claims_at_once(initial, monkeypatch):
+@pytest.mark.parametrize("own_launch", [(2, 2), (2, 1)], ids=["two_an_SM", "one_an_SM"])
+def test_gpu_claims_ahead_equal_claims_at_once(own_launch, monkeypatch):
     """list_output.CLAIM_AHEAD (the zero-state list claiming two tiles ahead, thread 0's atomic read at a tile's end)
     hands out the same tiles as claims read at once, only to other programs: the default lists' call (beside the
-    chains, claiming; LISTS_FROM lowered to it) returns the same o and final state bit for bit either way, four seeds
-    of a ragged call, o finite."""
+    chains, claiming; LISTS_FROM lowered to it) returns the same o and final state bit for bit either way, three
+    seeds, o finite. No initial state, and a zero-state list of thousands of tiles over 132-264 programs, so that each
+    program walks many through the claims' shared-memory slots; a spy checks that its launch took the AHEAD form."""
     from sparsegdn.triton import call_plans, list_output
     made = _lists_from_every_call(monkeypatch)
+    monkeypatch.setattr(list_output, "OWN_LAUNCH", own_launch)
+    forms, real_launch = [], list_output.launch_list_output
+
+    def spy(grid, *args, **kwargs):
+        forms.append(kwargs.get("AHEAD", False))
+        return real_launch(grid, *args, **kwargs)
+    monkeypatch.setattr(list_output, "launch_list_output", spy)
     outputs = {}
     for ahead in (False, True):
         monkeypatch.setattr(list_output, "CLAIM_AHEAD", ahead)
+        forms.clear()
         call_plans.clear()
         try:
-            for seed in (1, 2, 3, 4):
-                q, k, v, g, beta, s0 = random_inputs(1, 5000, 4, 8, 128, 128, dtype=torch.bfloat16, device="cuda",
-                                                     initial_state=initial, seed=90 + seed)
-                o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, budget=0.29, band=1,
+            for seed in (1, 2, 3):
+                q, k, v, g, beta, _ = random_inputs(1, 16000, 4, 8, 128, 128, dtype=torch.bfloat16, device="cuda",
+                                                    seed=90 + seed)
+                o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, budget=0.29, band=1,
                                                             output_final_state=True, backend="triton")
                 outputs[ahead, seed] = (o, s)
         finally:
             call_plans.clear()
-    assert made, "the calls took no lists"
-    for seed in (1, 2, 3, 4):
+        assert (True in forms) == ahead and forms, (ahead, forms)
+    assert made and all(overlap and claim for _, _, overlap, claim in made), made     # beside the chains, claiming
+    for seed in (1, 2, 3):
         (o_at_once, s_at_once), (o_ahead, s_ahead) = outputs[False, seed], outputs[True, seed]
         assert torch.isfinite(o_ahead).all(), seed
         assert torch.equal(o_ahead, o_at_once) and torch.equal(s_ahead, s_at_once), seed

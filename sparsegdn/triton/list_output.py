@@ -121,12 +121,19 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # analysis/results/overlap/batch38/calls.md; benchmark inputs at 128K) the zero-state list took 1.015 ms under ncu
 # with it and relaxed claims, 1.143 with batch 37's acq_rel claims read at once (relaxed claims read at once were not
 # measured so); its serial call tied with relaxed claims read at once, and its public call, whose lists run beside
-# the chain pass and end with it, was 0.2-0.8% slower than theirs at 32K and 128K in each of five rounds: the chains
-# are that call's critical path (2.65-2.69 ms beside the lists, 2.20 alone). With blocks of 16 in
-# the chains (SPARSEGDN_CHAIN_BV=16) it was the fastest form in two rounds (4.150-4.158 ms at 128K against
-# 4.166-4.181 for today's default): not yet a default.
-# SPARSEGDN_LIST_CLAIM_AHEAD=1 turns it on (the zero-state list at two stages, with CLAIM).
+# the chain pass and end with it, was 0.2-0.8% slower than theirs at 32K and 128K in each of five rounds (the
+# zero-state list at its default launch, 2 x 2; at 1 x 1 it was 0.9% faster in one round): the chains are that
+# call's critical path (2.65-2.68 ms beside the lists, 2.20 alone). With blocks of 16 in the chains
+# (SPARSEGDN_CHAIN_BV=16) it was the fastest form in two rounds (4.150-4.158 ms at 128K against 4.166-4.181 for
+# today's default): not yet a default. SPARSEGDN_LIST_CLAIM_AHEAD=1 turns it on (the zero-state list at two stages,
+# with CLAIM: claims_ahead).
 CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "0") == "1"
+
+
+def claims_ahead(claim: bool, stages: int, has_state: bool) -> bool:
+    """Whether a list's launch claims two tiles ahead (CLAIM_AHEAD): the zero-state list at two stages, claiming."""
+    return CLAIM_AHEAD and claim and stages == 2 and not has_state
+
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
 # SMs the chains leave, and the list with a state starts once the zero-state list's programs have all started and
@@ -400,7 +407,7 @@ class ListCall:
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap,
             **({"maxnreg": cap} if cap else {}), **({"PAIR": True} if pair else {}),
-            **({"AHEAD": True} if CLAIM_AHEAD and self.claim and stages == 2 else {}))
+            **({"AHEAD": True} if claims_ahead(self.claim, stages, has_state) else {}))
 
     def _state_descriptor(self, rows):
         return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], _layout(HEAD_DIM, HEAD_DIM, self.element))
@@ -710,8 +717,9 @@ if GLUON_PROBLEM is None:
         """The list position of a program's n-th tile: claimed from the list's counter (CLAIM: the programs that
         start late take fewer tiles), else pid + n programs on (a fixed share each)."""
         # relaxed: the counter only hands out positions. Triton's default, acq_rel, compiled to a GPU-wide fence
-        # before the atomic and an L1 flush after it, every tile; relaxed, the serial call ran 2-5% faster and the
-        # public call tied at 128K (+0.5% to -0.2%) and was 0.2-0.5% faster at 32K (batch 38, H100, three rounds)
+        # before the atomic and an L1 flush after it, every tile; relaxed, the serial call ran 2-3% faster at 32K
+        # and 3-5% at 128K, and the public call tied at 128K (+0.5% to -0.2%) and was 0.2-0.5% faster at 32K (batch
+        # 38, H100, three rounds)
         if CLAIM:
             return begin + gl.atomic_add(claims_ptr + HAS_STATE, 1, sem="relaxed")
         return begin + pid + n * programs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Batch 38 (issue 14): what holds the chain pass beside the lists. The overlapped call's timeline at 128K (H100, this
-# batch's call 4, overlap_check.py --profile) has the chain pass at 2.65-2.69 ms beside the lists (the zero-state list
+# batch's calls 4-5, overlap_check.py --profile) has the chain pass at 2.65-2.68 ms beside the lists (the zero-state list
 # at one or two programs an SM alike), 1.70 ms in the serial form, and the lists end ~10 us after it: the chains are
 # the overlapped call's critical path, so shorter lists (claims.sh: -11% / -13% under ncu) did not shorten the call.
 # ncu serialized the overlapped form's chain pass at 2.18 ms (call 5): its own form costs ~0.5 ms before any

@@ -6,8 +6,9 @@
 # Three forms, in alternating processes:
 #   base     d952a1b's list_output (claims.patch reversed in a copy under /tmp): acq_rel, claimed and read at once;
 #   relaxed  this tree with SPARSEGDN_LIST_CLAIM_AHEAD=0: the claim relaxed (no fence, no flush), read at once;
-#   ahead    this tree (list_output.CLAIM_AHEAD, the default): relaxed, the zero-state list (two stages) claiming two
-#            tiles ahead, thread 0's atomic read at the tile's end, its tile looked up halfway.
+#   ahead    this tree with SPARSEGDN_LIST_CLAIM_AHEAD=1 (list_output.CLAIM_AHEAD: the default of ac055b4, where this
+#            ran; off since 4ad71a3): relaxed, the zero-state list (two stages) claiming two tiles ahead, thread 0's
+#            atomic read at the tile's end, its tile looked up halfway.
 # 1. The cases: tests/test_gluon_band_solve.py, tests/test_list_output.py, the GPU matrix's list, early-check and flag
 #    cases (the default lists claim). 2. The public call at 32K and 128K, three rounds (overlap_check.py: overlapped
 #    against serial bit for bit). 3. ncu: both lists' durations under base and ahead; the zero-state list's source
@@ -18,8 +19,10 @@
 set -u
 source benchmarks/batch_head.sh claims.log
 mkdir -p "$OUT/runs"
-rm -rf /tmp/base && mkdir -p /tmp/base && cp -r sparsegdn benchmarks /tmp/base/ \
-  && patch -s -d /tmp/base -p1 -R < analysis/results/overlap/batch38/claims.patch && echo "base copy made"
+rm -rf /tmp/base && mkdir -p /tmp/base && cp -r sparsegdn benchmarks /tmp/base/
+patch -s -d /tmp/base -p1 -R < analysis/results/overlap/batch38/claims.patch \
+  || { echo "claims.patch does not apply"; exit 1; }
+echo "base copy made"
 grep -c "CLAIM_AHEAD" /tmp/base/sparsegdn/triton/list_output.py sparsegdn/triton/list_output.py
 timeout 240 python -m pytest -q -n 12 -p no:cacheprovider tests/test_gluon_band_solve.py tests/test_list_output.py \
   tests/test_triton_gpu_matrix.py -k "solve or list_output or list or paired or folded or streamed or flag or early" \
@@ -41,7 +44,7 @@ python benchmarks/overlap_check.py --summary "$OUT/runs"
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 for form in ahead base; do
   root=.; [ "$form" = base ] && root=/tmp/base
-  (cd "$root" && timeout 120 "$NCU" --profile-from-start off --clock-control none -k regex:list_output \
+  (cd "$root" && SPARSEGDN_LIST_CLAIM_AHEAD=1 timeout 120 "$NCU" --profile-from-start off --clock-control none -k regex:list_output \
     --metrics gpu__time_duration.sum,smsp__inst_executed_op_local_ld.sum,smsp__inst_executed.sum \
     --csv --print-units base --log-file "$OUT/runs/ncu_$form.csv" python -c "
 import sys; sys.path.insert(0, 'benchmarks')
@@ -57,4 +60,4 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("ncu_*.csv")):
         print(f"{path.stem:10s} list {row['ID']} {row['Metric Name']:40s} {row['Metric Value']}")
 PY
 tar czf "$OUT/runs.tgz" -C "$OUT" runs && rm -rf "$OUT/runs"      # one file back
-OUT=$OUT/sources timeout 150 bash analysis/results/overlap/batch37/sources.sh
+SPARSEGDN_LIST_CLAIM_AHEAD=1 OUT=$OUT/sources timeout 150 bash analysis/results/overlap/batch37/sources.sh

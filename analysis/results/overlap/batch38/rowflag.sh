@@ -9,14 +9,18 @@
 #    swizzled solve), `block` (this tree with rowflag.patch reversed in a copy under /tmp: the block-wide flag, i.e.
 #    the library before this batch) and `plain` (row flag, SPARSEGDN_SOLVE_SWIZZLE=0); benchmarks/overlap_check.py.
 # 3. ncu on `row` and `block` at 128K: both lists' durations and local-memory instructions executed.
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch38/rowflag.sh (~5 min; no wheels).
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch38/rowflag.sh (~5 min; no wheels). It ran on
+# cdad7bb (batch 38, call 1); the row flag was reverted in ac055b4, so rowflag.patch applies in reverse only to a
+# checkout of 9348c15-cdad7bb (the script stops otherwise).
 # Prediction: the list with a state executes ~no local loads under `row` (batch 37's +7.6% sample gone); the public
 # call 0.3-1% faster than `block` at 128K. Kept only if the cases pass and `row` is not slower than `block` in any round.
 set -u
 source benchmarks/batch_head.sh rowflag.log
 mkdir -p "$OUT/runs"
-rm -rf /tmp/block && mkdir -p /tmp/block && cp -r sparsegdn benchmarks /tmp/block/ \
-  && patch -s -d /tmp/block -p1 -R < analysis/results/overlap/batch38/rowflag.patch && echo "block copy made"
+rm -rf /tmp/block && mkdir -p /tmp/block && cp -r sparsegdn benchmarks /tmp/block/
+patch -s -d /tmp/block -p1 -R < analysis/results/overlap/batch38/rowflag.patch \
+  || { echo "rowflag.patch does not apply"; exit 1; }
+echo "block copy made"
 grep -c "gl.sum(gl.sum(stored" /tmp/block/sparsegdn/triton/list_output.py sparsegdn/triton/list_output.py
 timeout 240 python -m pytest -q -n 12 -p no:cacheprovider tests/test_gluon_band_solve.py tests/test_list_output.py \
   tests/test_triton_gpu_matrix.py -k "solve or list_output or list or paired or folded or streamed or flag or early" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # For the next batch (issue 14; written in batch 38, not yet run): warm-up segments beside the lists, timed again now
-# that the chains are the overlapped call's critical path (batch 38: the chain pass 2.65-2.69 ms beside the lists at
+# that the chains are the overlapped call's critical path (batch 38: the chain pass 2.65-2.68 ms beside the lists at
 # 128K, the lists ending with it whatever their own speed). Batch 30 found segments never faster (4.06-4.27 against
 # 4.06 ms at 128K) when the lists were slower: the warm-ups' extra commits took the multiprocessors the lists needed.
 # The lists are shorter since (ncu, 128K: 1.246 + 0.995 ms in batch 35; 1.015 + 0.885 with claims ahead in batch 38).
