@@ -945,9 +945,11 @@ def test_gpu_paired_zero_state_list_equals_unpaired(stages, per_sm, monkeypatch)
 def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
     """The Gluon lists' overflow flag: one row of one tile whose o overflows must raise. Finite inputs with q zero past
     the first chunk and v zero but at its last token, where q = k, so every o is zero but that token's, which a scale
-    of 3e38 (outside the early checks' bound: the call waits for the flags) takes past bfloat16's range. The first
-    chunk is the zero-state list's without an initial state and the list with a state's with one (zeros). The same
-    inputs at scale 1 return finite outputs without an error (a flag that fires regardless would fail there)."""
+    of 3e38 takes past bfloat16's range. The first chunk is the zero-state list's without an initial state and the
+    list with a state's with one (zeros). The same inputs at a scale of 1.5 return finite outputs without an error; both
+    scales are above forward.EARLY_MAX_SCALE, so both calls wait for every flag (no early return): a flag that fires
+    regardless would fail the first."""
+    from sparsegdn import validation
     from sparsegdn.triton import call_plans
     from sparsegdn.validation import ResultOverflowError
     made = _lists_from_every_call(monkeypatch)
@@ -959,8 +961,10 @@ def test_gpu_lists_flag_one_overflowing_row(initial, monkeypatch):
     k[0, 63, 0] = q[0, 63, 0]
     call_plans.clear()
     try:
+        returns = validation.early_returns
         o, _, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, initial_state=s0, output_final_state=True,
-                                                    budget=0.29, band=1, backend="triton")
+                                                    budget=0.29, band=1, backend="triton", scale=1.5)
+        assert validation.early_returns == returns, "the call returned early: the lists' flag was not read"
         assert torch.isfinite(o).all() and o[0, 63, 1].abs().max() > 0
         assert o[0, :63].abs().max() == 0 and o[0, 64:].abs().max() == 0 and o[0, 63, [0, 2, 3]].abs().max() == 0
         with pytest.raises(ResultOverflowError):
@@ -976,8 +980,9 @@ def test_gpu_claims_ahead_equal_claims_at_once(own_launch, monkeypatch):
     """list_output.CLAIM_AHEAD (the zero-state list claiming two tiles ahead, thread 0's atomic read at a tile's end)
     hands out the same tiles as claims read at once, only to other programs: the default lists' call (beside the
     chains, claiming; LISTS_FROM lowered to it) returns the same o and final state bit for bit either way, three
-    seeds, o finite. No initial state, and a zero-state list of thousands of tiles over 132-264 programs, so that each
-    program walks many through the claims' shared-memory slots; a spy checks that its launch took the AHEAD form."""
+    seeds, o finite. No initial state and the benchmark's heads (H 16, HV 32) at 16,000 tokens: a zero-state list of
+    some 3,000-5,000 tiles over 132-264 programs, so that each walks a dozen or more through the claims' shared-memory
+    slots; a spy checks that its launch took the AHEAD form."""
     from sparsegdn.triton import call_plans, list_output
     made = _lists_from_every_call(monkeypatch)
     monkeypatch.setattr(list_output, "OWN_LAUNCH", own_launch)
@@ -994,7 +999,7 @@ def test_gpu_claims_ahead_equal_claims_at_once(own_launch, monkeypatch):
         call_plans.clear()
         try:
             for seed in (1, 2, 3):
-                q, k, v, g, beta, _ = random_inputs(1, 16000, 4, 8, 128, 128, dtype=torch.bfloat16, device="cuda",
+                q, k, v, g, beta, _ = random_inputs(1, 16000, 16, 32, 128, 128, dtype=torch.bfloat16, device="cuda",
                                                     seed=90 + seed)
                 o, s, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, budget=0.29, band=1,
                                                             output_final_state=True, backend="triton")
