@@ -276,8 +276,8 @@ def design_switches() -> tuple:
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
             list_output_module.CLAIM_AHEAD, list_output_module.SIDE_STREAM, list_output_module.OWN_LAUNCH,
-            list_output_module.STATE_LAUNCH, list_output_module.LIST_MAXNREG, LISTS_FROM, LISTS_MAX_BUDGET, LISTS_MIN_ROW_CHUNKS, LISTS_SEGMENT,
-            LISTS_WARM_UP, EARLY_CHECKS,
+            list_output_module.STATE_LAUNCH, list_output_module.LIST_MAXNREG, LISTS_FROM, LISTS_MAX_BUDGET,
+            LISTS_MIN_ROW_CHUNKS, LISTS_SEGMENT, LISTS_WARM_UP, EARLY_CHECKS,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
