@@ -79,14 +79,28 @@ def kernel_timeline(call):
 
 
 def summary(folder: Path) -> list[str]:
-    """One line per row of each `--out` JSON in `folder` (a batch script's runs, named ...-round<N>.json): the public
-    call's time, the fastest overlapped and serial samples and whether they were equal bit for bit, round by round."""
-    lines = []
-    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stem[-1], p.stem)):
+    """One line per row of each `--out` JSON in `folder` (a batch script's runs, named <form>-round<N>.json): the public
+    call's time, the fastest overlapped and serial samples and whether they were equal bit for bit, round by round;
+    where a row has the kernels' timeline (--profile), the chain pass's time and when the last list ended, from the
+    chains' start; then each form's public call over its rounds (mean, fastest, slowest) by length."""
+    lines, by_form = [], {}
+    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stem.rsplit("-round", 1)[-1], p.stem)):
         for row in json.loads(path.read_text()):
-            lines.append(f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
-                         f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal "
-                         f"{row['bit_equal']}")
+            line = (f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
+                    f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal {row['bit_equal']}")
+            kernels = row.get("overlapped_kernels") or []
+            chains = [k for k in kernels if k[0].startswith("state_pass")]
+            lists = [k for k in kernels if k[0].startswith("list_output")]
+            if chains and lists:
+                line += (f"  chains {sum(k[2] for k in chains):.0f} us, lists end "
+                         f"{max(k[1] + k[2] for k in lists) - chains[0][1]:.0f} us after they begin")
+            lines.append(line)
+            by_form.setdefault((path.stem.rsplit("-round", 1)[0], row["T"]), []).append(row["overlapped_public_ms"])
+    if by_form:
+        lines.append("form                          T       public ms: mean  fastest  slowest  rounds")
+    for (form, tokens), times in sorted(by_form.items(), key=lambda item: (item[0][1], item[0][0])):
+        lines.append(f"{form:28s} {tokens:7d}  {sum(times) / len(times):10.3f} {min(times):8.3f} {max(times):8.3f}  "
+                     f"{len(times):6d}")
     return lines
 
 

@@ -65,3 +65,34 @@ def test_a_capped_loops_spills_are_counted_in_the_loop_and_charged_to_its_source
     lines = {site.split()[0] for site in capped["local_sites"]}
     assert any(site.startswith("looped_kernel.py:") for site in lines), lines
     assert all(site.split()[1] in ("LDL", "STL") for site in capped["local_sites"])
+
+
+def _chain_pass_ptx(tmp_path, name, **settings):
+    """The publishing chain pass (the lists' route at 16K, the lists stood in for) compiled for sm_90 under `settings`
+    (SPARSEGDN_* read at import), its PTX from compile_report --dump."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"} | settings
+    folder = tmp_path / name
+    done = subprocess.run([sys.executable, "benchmarks/compile_report.py", "--tokens", "16384", "--lists-path",
+                           "--dump", str(folder)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (ptx,) = folder.glob("state_pass_kernel-*.ptx")
+    return ptx.read_text()
+
+
+def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
+    """state_pass.PUBLISH_IN_LOOP: the chains' one loop keeps Triton's pipeliner (asynchronous copies of the next
+    events) and releases its counts inside it, with no barrier of its own; the count released at a commit covers the
+    snapshots of the commits before it, which every thread stored before the loop header's bar.sync (the barrier
+    ahead of the commit's first product), so that bar.sync must be on every path round the loop. Compiled for sm_90
+    at blocks of 32 and 16; the runs' form (the default) releases outside its pipelined loop."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compile_report
+    for bv in ("32", "16"):
+        loops = compile_report.release_loops(_chain_pass_ptx(tmp_path, f"in-loop-{bv}", SPARSEGDN_CHAIN_BV=bv,
+                                                             SPARSEGDN_CHAIN_PUBLISH_IN_LOOP="1"))
+        assert len(loops) == 1, loops
+        (facts,) = loops.values()
+        assert facts == {"innermost": True, "barrier_in_header": True, "releases": True, "async_copies": True,
+                         "global_stores": True}, (bv, facts)
+    runs = compile_report.release_loops(_chain_pass_ptx(tmp_path, "runs"))
+    assert runs and not any(facts["innermost"] for facts in runs.values()), runs

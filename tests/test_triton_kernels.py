@@ -5,6 +5,7 @@ comparison at the contract's benchmark shape (H=16, HV=32, K=V=128) and run only
 """
 import pytest
 import torch
+import triton.language as tl
 from gdn_inputs import random_events, random_inputs, rel_err, same_columns
 
 import sparsegdn
@@ -294,8 +295,9 @@ def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim
     """Passes 4 and 5 in one launch (state_output.py: chain and output programs side by side, each output
     waiting for its snapshot), with the outputs in order of readiness or chunk by chunk, polling with acquire
     atomics or plain loads, compute what the two launches compute, for head pairs whose chains are longer
-    than the publishing interval, short, and empty."""
-    from sparsegdn.triton import forward, state_output
+    than the publishing interval, short, and empty; with the counts published between runs of commits or inside
+    the chain's one loop (state_pass.PUBLISH_IN_LOOP)."""
+    from sparsegdn.triton import forward, state_output, state_pass
     monkeypatch.setattr(state_output, "PUBLISH", 4)             # a short interval: short inputs cross it often
     tokens = 64 * (3 * state_output.PUBLISH + 3) - 17           # chains past three publishing intervals, ragged T
     q, k, v, g, beta, s0 = random_inputs(batch, tokens, 2 if value_heads == 4 else 1, value_heads, key_dim, value_dim,
@@ -304,16 +306,19 @@ def test_overlapped_passes_equal_the_separate_passes(batch, value_heads, key_dim
     events[0, 0] = True                    # the longest chain: every chunk
     events[-1, 1] = False                  # an empty chain
     out = {}
-    for overlap, ready, relaxed in ((False, False, False), (True, False, False), (True, True, False),
-                                    (True, False, True)):
+    for overlap, ready, relaxed, in_loop in ((False, False, False, False), (True, False, False, False),
+                                             (True, True, False, False), (True, False, True, False),
+                                             (True, False, False, True)):
         monkeypatch.setattr(forward, "OVERLAP", overlap)
         monkeypatch.setattr(state_output, "READY_ORDER", ready)
         monkeypatch.setattr(state_output, "RELAXED_POLL", relaxed)
-        out[overlap, ready, relaxed] = sparsegdn.sparse_gated_delta_rule(
+        monkeypatch.setattr(state_pass, "PUBLISH_IN_LOOP", tl.constexpr(in_loop))    # counts inside the one loop
+        out[overlap, ready, relaxed, in_loop] = sparsegdn.sparse_gated_delta_rule(
             q, k, v, g, beta, events=events, band=1, initial_state=s0 if initial else None,
             output_final_state=output_final, backend="triton")
-    separate = out[False, False, False]
-    for overlapped in (out[True, False, False], out[True, True, False], out[True, False, True]):
+    separate = out[False, False, False, False]
+    for overlapped in (out[True, False, False, False], out[True, True, False, False], out[True, False, True, False],
+                       out[True, False, False, True]):
         assert torch.equal(overlapped[0], separate[0])
         if output_final:
             assert torch.equal(overlapped[1], separate[1])
@@ -410,17 +415,20 @@ def test_paired_chain_stores_no_snapshot_for_the_empty_partner(full_last_row, mo
 
 
 @small_shapes
+@pytest.mark.parametrize("in_loop", [False, True], ids=["runs", "in-loop"])
 @pytest.mark.parametrize("segment,warm_up,chain_bv", [(0, 0.0, 16), (3, 0.0, 16), (4, 20.0, 16), (0, 0.0, 32),
                                                       (4, 20.0, 8)],
                          ids=["whole", "segments", "warm-up", "whole-bv32", "warm-up-bv8"])
-def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, monkeypatch):
+def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, in_loop, monkeypatch):
     """state_pass(progress=...) (the chain pass the overlapped lists wait on, list_output.OVERLAP_LISTS): the
     snapshots and final state bit for bit as without it, and every count a list could wait on at its last value,
     the snapshots its chain (or segment) stored counted from the head pair's first (state_pass.publish), one per
     value block of PROGRESS_BV columns (SPARSEGDN_CHAIN_BV: 32 is the whole value head here, 8 four blocks): a count
-    short of it would keep a waiting list spinning on a GPU."""
+    short of it would keep a waiting list spinning on a GPU. Published between runs of commits or inside the one
+    loop (state_pass.PUBLISH_IN_LOOP; the runs' loop then never runs, shown by breaking it)."""
     from sparsegdn.triton import state_pass
     monkeypatch.setattr(state_pass, "PROGRESS_BV", chain_bv)
+    monkeypatch.setattr(state_pass, "PUBLISH_IN_LOOP", tl.constexpr(in_loop))
     from sparsegdn.triton.chunk_loads import NUM_FLAGS, cdiv
     from sparsegdn.triton.event_prepare import event_prepare
     from sparsegdn.triton.intra_chunk import intra_chunk
@@ -441,6 +449,8 @@ def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, monkeypat
     cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
     progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, cut), dtype=torch.int32,
                            device=DEVICE)
+    if in_loop:     # the plain pass above walked the runs' loop (commit_run); the publishing one must not
+        monkeypatch.setattr(state_pass, "commit_run", _runs_not_walked)
     published, final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress, publish=2,
                                              **options)
     for b in range(batch):                  # the slots a row's snapshots use (the rest is padding, never stored)
@@ -550,6 +560,11 @@ def test_transposed_chains_walk_the_same_chains(dtype, chain_bv, segment, warm_u
     assert rel_err(broken, runs[False][1]) > 0.1
 
 
+def _runs_not_walked(*args, **kwargs):
+    """commit_run where the chains publish inside their one loop (test_chain_pass_publishes_its_progress)."""
+    raise AssertionError("the chain walked runs of commits with state_pass.PUBLISH_IN_LOOP on")
+
+
 def _broken_commit(state_t, decay, chunk_decay, w, u, k_commit):
     """commit_transposed that forgets the state (test_transposed_chains_walk_the_same_chains)."""
     return state_t * 0.0
@@ -570,17 +585,22 @@ def test_lists_refuse_counts_of_another_width(monkeypatch):
     ({"SPARSEGDN_CHAIN_WARPS": "3"}, "SPARSEGDN_CHAIN_WARPS=3"),
     ({"SPARSEGDN_CHAIN_TRANSPOSED": "1", "SPARSEGDN_CHAIN_BV": "8"}, "SPARSEGDN_CHAIN_TRANSPOSED=1 needs"),
     ({"SPARSEGDN_CHAIN_TMA_SNAPSHOTS": "1", "SPARSEGDN_CHAIN_TRANSPOSED": "0"},
-     "SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs")],
-    ids=["bv48", "bv128", "warps3", "transposed-bv8", "tma-untransposed"])
+     "SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs"),
+    ({"SPARSEGDN_CHAIN_PUBLISH_IN_LOOP": "1", "SPARSEGDN_CHAIN_WARPS": "2"}, "SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 needs"),
+    ({"SPARSEGDN_CHAIN_PUBLISH": "0"}, "SPARSEGDN_CHAIN_PUBLISH='0'"),
+    ({"SPARSEGDN_CHAIN_PUBLISH": "16.5"}, "SPARSEGDN_CHAIN_PUBLISH='16.5'")],
+    ids=["bv48", "bv128", "warps3", "transposed-bv8", "tma-untransposed", "in-loop-warps2", "publish0",
+         "publish-fraction"])
 def test_chain_pass_settings_refuse_what_they_do_not_launch(settings, message):
     """The publishing chain pass's settings are read once, at import (list_output's waits read the same counts'
     layout): a width or warp count outside the launched ones, the transposed commits on blocks narrower than a GPU's
-    products take (the identity product's inner size is the block), or TMA snapshots without the transposed commits
-    that store them, stop the import with the setting named."""
+    products take (the identity product's inner size is the block), TMA snapshots without the transposed commits
+    that store them, counts released inside the loop under four warps (a commit there may pass no barrier) or a
+    publishing interval that is not a whole number of commits, stop the import with the setting named."""
     import os
     import subprocess
     import sys
-    result = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.state_pass"], capture_output=True,
+    result = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.state_output"], capture_output=True,
                             text=True, env={**os.environ, "TRITON_INTERPRET": "1", **settings}, timeout=300)
     assert result.returncode != 0 and f"ValueError: {message}" in result.stderr, result.stderr[-2000:]
 

@@ -269,7 +269,7 @@ def design_switches() -> tuple:
             state_pass_module.FOLD_MAX_KEY_DIM, state_pass_module.STREAMED_STAGES, state_pass_module.PROGRESS_STAGES,
             state_pass_module.PROGRESS_BV, state_pass_module.PROGRESS_WARPS, state_pass_module.TRANSPOSED,
             state_pass_module.CHAIN_MAXNREG,
-            state_pass_module.TMA_SNAPSHOTS,
+            state_pass_module.TMA_SNAPSHOTS, bool(state_pass_module.PUBLISH_IN_LOOP),
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,

@@ -91,12 +91,29 @@ TMA_SNAPSHOTS = os.environ.get("SPARSEGDN_CHAIN_TMA_SNAPSHOTS", "0") == "1"
 if TMA_SNAPSHOTS and not TRANSPOSED:
     raise ValueError("SPARSEGDN_CHAIN_TMA_SNAPSHOTS=1 needs SPARSEGDN_CHAIN_TRANSPOSED=1 (the transposed commits store "
                      "their snapshots by TMA)")
+# Where the publishing chains' counts are released: inside the one pipelined loop over a chain's commits, every PUBLISH
+# commits under a branch (True), or between runs of PUBLISH commits, each run a loop of its own (False). Each run's
+# loop starts by loading its first num_stages - 1 events and ends by waiting for every copy in flight (compiled for
+# sm_90, the TTGIR's prologue and `async_wait {num = 0}`), so at a run's boundary a commit waits for an event's whole
+# trip from memory: 128 boundaries on the longest chain at 128K. The chain pass alone took 2.20 ms at 128K publishing
+# so (blocks of 32) and 1.71 ms walking the serial form's one loop (blocks of 16, no counts; batch 38). Applies to
+# unpaired, unstreamed chains whose snapshots are stored plainly; the others keep the runs. Triton's pipeliner gives up
+# on a loop with a barrier in it (compiled for sm_90: plain loads again), so the count released at a commit is the one
+# before it (release_count, no barrier of its own): the snapshots the earlier commits stored, which every thread
+# wrote before the barrier ahead of this commit's first product (the state every thread wrote to shared memory, read
+# by the matrix instruction: compiled for sm_90, a bar.sync in the loop header's block,
+# tests/test_compile_report.py). Under four warps a commit needs no such barrier, hence refused below.
+# SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 turns it on, read at import.
+PUBLISH_IN_LOOP = tl.constexpr(os.environ.get("SPARSEGDN_CHAIN_PUBLISH_IN_LOOP", "0") == "1")
 # Under four warps (less than a warpgroup) the chain programs compile to the older mma. The state's commits at two
 # warps and blocks of 16 compiled for sm_90 to 32 registers and a loop of 1,187 LDL and 999 STL a commit
 # (overlap/batch28/compile_chain_pass_bv16_w2.txt) and took 111 ms at 128K on the H200 (batch 28; 3.94 at four warps).
 PROGRESS_WARPS = int(os.environ.get("SPARSEGDN_CHAIN_WARPS", "4"))
 if PROGRESS_WARPS not in (1, 2, 4, 8):
     raise ValueError(f"SPARSEGDN_CHAIN_WARPS={PROGRESS_WARPS}: 1, 2, 4 or 8 warps a chain program")
+if PUBLISH_IN_LOOP and PROGRESS_WARPS < 4:    # under four warps a commit may need no barrier (see PUBLISH_IN_LOOP)
+    raise ValueError(f"SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 needs SPARSEGDN_CHAIN_WARPS of at least 4, got "
+                     f"{PROGRESS_WARPS}")
 # The chain programs' pipeline depth when they publish progress. Each stage holds one event's w, k_commit and u tiles
 # (34 KB at K = 128, bf16): compile_report at 3 stages 107 KB of shared memory a program, 4: 141 KB, 5: 176 KB, 6:
 # 211 KB. From 4 on neither a second chain program nor a list program (90-115 KB) fits beside a chain program on its
@@ -360,7 +377,16 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
         # and an atomic) inside that loop would stop the pipeliner: it comes between runs of PUBLISH commits.
         if TRANSPOSED:      # the runs carry S^T (commit_run), transposed once here and once after them
             state = tl.trans(state)
-        if PUBLISH > 0:
+        if PUBLISH > 0 and PUBLISH_IN_LOOP and not (PAIRED or STREAMED or TRANSPOSED):
+            counter = progress_row(row, segment, NC, SEGMENT, HAS_STARTS)
+            for i in range(begin, end):     # one pipelined loop; the counts released inside it (PUBLISH_IN_LOOP)
+                state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
+                             FOLDED)
+                if i > begin and (i - begin) % PUBLISH == 0:
+                    release_count(progress_ptr, counter, i_v, V, BV, i + 1)
+                store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
+            publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
+        elif PUBLISH > 0:
             counter = progress_row(row, segment, NC, SEGMENT, HAS_STARTS)
             for run in range(begin, end, PUBLISH):
                 if STREAMED:
@@ -482,6 +508,15 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, BULK_STORES: tl
     if BULK_STORES:
         bulk_stores_complete()
     tl.debug_barrier()
+    release_count(progress_ptr, row, i_v, V, BV, stored)
+
+
+@triton.jit
+def release_count(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
+    """progress[row, i_v] = `stored`, a release at GPU scope: it makes visible what this thread wrote and what the
+    program's other threads wrote before a barrier this thread passed since (publish's own barrier; inside the
+    chains' one loop, PUBLISH_IN_LOOP, the barrier before the commit's first product, which reads the state every
+    thread wrote to shared memory: a barrier in the loop's code would stop Triton's pipeliner)."""
     value = (stored + tl.zeros([], dtype=tl.int64)).to(tl.int32)      # `stored` may be a Python int (interpreter)
     tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
