@@ -131,9 +131,10 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     calls), with the lists stood in for and their machine's conditions met (list_output.eligible, asked again after
     pass 1): the lists are made before pass 3 with progress counts, pass 3 is streamed where STREAM_PREPARE says so,
     and the chain pass that publishes (and, streamed, waits on the marks) leaves the final state as the two launches'
-    state pass does (bit for bit on a GPU, within rounding in the interpreter: gdn_inputs.same_columns)."""
+    state pass does (bit for bit on a GPU, within rounding in the interpreter: gdn_inputs.same_columns), publishing
+    every state_pass.PROGRESS_PUBLISH commits (the one launch's chains: state_output.PUBLISH)."""
     from sparsegdn.triton import event_prepare as event_prepare_module
-    from sparsegdn.triton import forward, list_output
+    from sparsegdn.triton import forward, list_output, state_output, state_pass
     # value heads of 64: two of the default's chain blocks of 32 (state_pass.PROGRESS_BV), each publishing its counts
     q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=7, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton")
@@ -151,11 +152,19 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     monkeypatch.setattr(forward, "event_prepare", spy)
     monkeypatch.setattr(list_output, "eligible", lambda *args, **kwargs: None)      # as on an H200
     monkeypatch.setattr(list_output, "ListCall", _ListsStandIn)
+    monkeypatch.setattr(state_pass, "PROGRESS_PUBLISH", 3)     # the lists' route's interval, not the one launch's
+    published, real_state_pass = [], state_pass.state_pass
+
+    def chains(*args, **kwargs):
+        published.append(kwargs["publish"])
+        return real_state_pass(*args, **kwargs)
+    monkeypatch.setattr(forward, "state_pass", chains)
     _ListsStandIn.made = []
     o, state, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
     (lists,) = _ListsStandIn.made
     assert lists.overlap and lists.calls == ["own", ("with_state", True, 0)], lists.calls
     assert streamed == [stream]
+    assert published == [3] and state_output.PUBLISH != 3
     same_columns(state, plain)
     assert not o.any()
 

@@ -270,6 +270,7 @@ def design_switches() -> tuple:
             state_pass_module.PROGRESS_BV, state_pass_module.PROGRESS_WARPS, state_pass_module.TRANSPOSED,
             state_pass_module.CHAIN_MAXNREG,
             state_pass_module.TMA_SNAPSHOTS, bool(state_pass_module.PUBLISH_IN_LOOP),
+            state_pass_module.PROGRESS_PUBLISH,
             state_output_module.READY_ORDER,
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
@@ -428,7 +429,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     snapshots, final_state = state_pass(w, u, k_commit, schedule, initial_state, flags,
                                         store_final=output_final_state, segment=chain_segment, paired=paired,
                                         warm_up=warm_up, progress=progress,
-                                        publish=state_output_module.publish_every(paired) if progress is not None
+                                        publish=state_pass_module.progress_publish(paired) if progress is not None
                                         else 1, folded=folded, ready=ready)
     if lists is not None:   # the zero-state chunks beside the chain pass (list_output.SIDE_STREAM)
         lists.own()

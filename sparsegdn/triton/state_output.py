@@ -50,12 +50,9 @@ from .state_pass import check_folded, publish_interval, segmented_chains, walk_c
 CONFIGS = [triton.Config({"STATE_BV": state_bv, "BV": 128}, num_warps=4, num_stages=stages)
            for state_bv, stages in ((16, 3), (16, 2), (32, 3))]
 FALLBACK = triton.Config({"STATE_BV": 16, "BV": 16}, num_warps=4, num_stages=2)   # BV set by _prune
-# Commits between two progress counts of a chain program (the one launch's and the lists' route's chains).
-# SPARSEGDN_CHAIN_PUBLISH sets it, read at import.
-_PUBLISH_SETTING = os.environ.get("SPARSEGDN_CHAIN_PUBLISH", "16")
-if not _PUBLISH_SETTING.isdigit() or int(_PUBLISH_SETTING) < 1:
-    raise ValueError(f"SPARSEGDN_CHAIN_PUBLISH={_PUBLISH_SETTING!r}: commits between two progress counts, at least 1")
-PUBLISH = int(_PUBLISH_SETTING)
+PUBLISH = 16        # commits between two progress counts of a one launch's chain program (the lists' route:
+#                     state_pass.PROGRESS_PUBLISH; at 64 here the public call at 4K and 8K took 0.249 / 0.393 ms in
+#                     batch 39's front-page run against 0.222 / 0.361 at 16 in batch 37's: its outputs wait on counts)
 # Output programs in order of readiness (chunks sorted by how many commits their snapshot needs, one
 # argsort per call, so that fewer programs wait holding an SM's slot), or chunk by chunk (the default:
 # readiness order measured slower on the H200, 1.70 against 1.59 ms at 32K, 6.12 against 6.00 at 128K,

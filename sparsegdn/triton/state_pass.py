@@ -102,9 +102,22 @@ if TMA_SNAPSHOTS and not TRANSPOSED:
 # before it (release_count, no barrier of its own): the snapshots the earlier commits stored, which every thread
 # wrote before the barrier ahead of this commit's first product (the state every thread wrote to shared memory, read
 # by the matrix instruction: compiled for sm_90, a bar.sync in the loop header's block,
-# tests/test_compile_report.py). Under four warps a commit needs no such barrier, hence refused below.
-# SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 turns it on, read at import.
+# tests/test_compile_report.py). Under four warps a commit needs no such barrier, hence refused below. Off: measured
+# (batch 39, benchmarks/ab_rounds.sh, the public call) level with the runs every 16 commits on an H100 (4.176 against
+# 4.179 ms at 128K; the chains beside the lists 2,654 against 2,661 us: the release's fence waits for the commit's
+# snapshot stores, which the compiled loop issues before it) and slower than the runs every 64 on an H200 (3.768 against
+# 3.668 ms at 128K, 1.021 against 1.000 at 32K). SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 turns it on, read at import.
 PUBLISH_IN_LOOP = tl.constexpr(os.environ.get("SPARSEGDN_CHAIN_PUBLISH_IN_LOOP", "0") == "1")
+# The memory order of the counts released inside the loop: "release", or "acq_rel", whose acquire half keeps the
+# compiler from hoisting the commit's own snapshot stores above it (a release lets later stores move before it; compiled
+# for sm_90 they did, so its fence waited for the stores just issued, not only for the earlier commits'), at the price
+# of an L1 invalidation. Compiled for sm_90 the stores still came first (Triton's pipeliner orders the loop's body), and
+# on an H200 it was level with release (batch 39: 3.777 against 3.768 ms at 128K, counts every 64 commits).
+# SPARSEGDN_CHAIN_COUNT_ORDER sets it, read at import.
+_COUNT_ORDER_SETTING = os.environ.get("SPARSEGDN_CHAIN_COUNT_ORDER", "release")
+if _COUNT_ORDER_SETTING not in ("release", "acq_rel"):
+    raise ValueError(f"SPARSEGDN_CHAIN_COUNT_ORDER={_COUNT_ORDER_SETTING!r}: release or acq_rel")
+COUNT_ACQ_REL = tl.constexpr(_COUNT_ORDER_SETTING == "acq_rel")
 # Under four warps (less than a warpgroup) the chain programs compile to the older mma. The state's commits at two
 # warps and blocks of 16 compiled for sm_90 to 32 registers and a loop of 1,187 LDL and 999 STL a commit
 # (overlap/batch28/compile_chain_pass_bv16_w2.txt) and took 111 ms at 128K on the H200 (batch 28; 3.94 at four warps).
@@ -114,6 +127,17 @@ if PROGRESS_WARPS not in (1, 2, 4, 8):
 if PUBLISH_IN_LOOP and PROGRESS_WARPS < 4:    # under four warps a commit may need no barrier (see PUBLISH_IN_LOOP)
     raise ValueError(f"SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 needs SPARSEGDN_CHAIN_WARPS of at least 4, got "
                      f"{PROGRESS_WARPS}")
+# Commits between two progress counts of the publishing chain pass (the lists' route; the one launch's chains publish
+# every state_output.PUBLISH). Each count ends a run of commits, and each run's loop starts by loading its first
+# num_stages - 1 events and ends by waiting for every copy in flight, then a barrier and a release whose fence waits for
+# the run's snapshot stores. On the H200 (batch 39, benchmarks/ab_rounds.sh, the public call, three alternating rounds):
+# every 16 commits 3.779 ms at 128K and 1.012-1.014 at 32K; every 32 3.697 / 0.995; 64 3.668 / 0.999; 96 3.698 / 1.001;
+# 128 3.670 / 1.016; 256 3.706 / 1.058 (a chain publishes too rarely for the lists with a state).
+# SPARSEGDN_CHAIN_PUBLISH sets it, read at import.
+_PUBLISH_SETTING = os.environ.get("SPARSEGDN_CHAIN_PUBLISH", "64")
+if not _PUBLISH_SETTING.isdigit() or int(_PUBLISH_SETTING) < 1:
+    raise ValueError(f"SPARSEGDN_CHAIN_PUBLISH={_PUBLISH_SETTING!r}: commits between two progress counts, at least 1")
+PROGRESS_PUBLISH = int(_PUBLISH_SETTING)
 # The chain programs' pipeline depth when they publish progress. Each stage holds one event's w, k_commit and u tiles
 # (34 KB at K = 128, bf16): compile_report at 3 stages 107 KB of shared memory a program, 4: 141 KB, 5: 176 KB, 6:
 # 211 KB. From 4 on neither a second chain program nor a list program (90-115 KB) fits beside a chain program on its
@@ -383,7 +407,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                 state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
                              FOLDED)
                 if i > begin and (i - begin) % PUBLISH == 0:
-                    release_count(progress_ptr, counter, i_v, V, BV, i + 1)
+                    release_count(progress_ptr, counter, i_v, V, BV, i + 1, COUNT_ACQ_REL)
                 store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         elif PUBLISH > 0:
@@ -512,13 +536,16 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, BULK_STORES: tl
 
 
 @triton.jit
-def release_count(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
+def release_count(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, ACQ_REL: tl.constexpr = False):
     """progress[row, i_v] = `stored`, a release at GPU scope: it makes visible what this thread wrote and what the
     program's other threads wrote before a barrier this thread passed since (publish's own barrier; inside the
     chains' one loop, PUBLISH_IN_LOOP, the barrier before the commit's first product, which reads the state every
     thread wrote to shared memory: a barrier in the loop's code would stop Triton's pipeliner)."""
     value = (stored + tl.zeros([], dtype=tl.int64)).to(tl.int32)      # `stored` may be a Python int (interpreter)
-    tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
+    if ACQ_REL:
+        tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="acq_rel", scope="gpu")
+    else:
+        tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],
@@ -692,6 +719,13 @@ def check_folded(folded, paired, segmented, warm_up):
     if folded and (paired or (segmented and not warm_up > 0)):
         raise ValueError("folded commits need unpaired chains, whole or in warm-up segments (segment_scan's maps and "
                          "commit_pairs read the unfolded lists)")
+
+
+def progress_publish(paired) -> int:
+    """Commits between two progress counts of the publishing chain pass: PROGRESS_PUBLISH, made even for paired chains
+    (a run of commits must start on a pair's first event), checked by publish_interval."""
+    return publish_interval(PROGRESS_PUBLISH + PROGRESS_PUBLISH % 2 if paired else PROGRESS_PUBLISH, paired,
+                            "state_pass.PROGRESS_PUBLISH")
 
 
 def publish_interval(publish, paired, name) -> int:
