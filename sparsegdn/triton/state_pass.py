@@ -108,16 +108,6 @@ if TMA_SNAPSHOTS and not TRANSPOSED:
 # snapshot stores, which the compiled loop issues before it) and slower than the runs every 64 on an H200 (3.768 against
 # 3.668 ms at 128K, 1.021 against 1.000 at 32K). SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1 turns it on, read at import.
 PUBLISH_IN_LOOP = tl.constexpr(os.environ.get("SPARSEGDN_CHAIN_PUBLISH_IN_LOOP", "0") == "1")
-# The memory order of the counts released inside the loop: "release", or "acq_rel", whose acquire half keeps the
-# compiler from hoisting the commit's own snapshot stores above it (a release lets later stores move before it; compiled
-# for sm_90 they did, so its fence waited for the stores just issued, not only for the earlier commits'), at the price
-# of an L1 invalidation. Compiled for sm_90 the stores still came first (Triton's pipeliner orders the loop's body), and
-# on an H200 it was level with release (batch 39: 3.777 against 3.768 ms at 128K, counts every 64 commits).
-# SPARSEGDN_CHAIN_COUNT_ORDER sets it, read at import.
-_COUNT_ORDER_SETTING = os.environ.get("SPARSEGDN_CHAIN_COUNT_ORDER", "release")
-if _COUNT_ORDER_SETTING not in ("release", "acq_rel"):
-    raise ValueError(f"SPARSEGDN_CHAIN_COUNT_ORDER={_COUNT_ORDER_SETTING!r}: release or acq_rel")
-COUNT_ACQ_REL = tl.constexpr(_COUNT_ORDER_SETTING == "acq_rel")
 # Under four warps (less than a warpgroup) the chain programs compile to the older mma. The state's commits at two
 # warps and blocks of 16 compiled for sm_90 to 32 registers and a loop of 1,187 LDL and 999 STL a commit
 # (overlap/batch28/compile_chain_pass_bv16_w2.txt) and took 111 ms at 128K on the H200 (batch 28; 3.94 at four warps).
@@ -407,7 +397,7 @@ def walk_chain(i_v, row, segment, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, 
                 state = step(state, i, b, first, w_ptr, u_ptr, k_commit_ptr, event_decays_ptr, E, K, V, ck, cv, rows,
                              FOLDED)
                 if i > begin and (i - begin) % PUBLISH == 0:
-                    release_count(progress_ptr, counter, i_v, V, BV, i + 1, COUNT_ACQ_REL)
+                    release_count(progress_ptr, counter, i_v, V, BV, i + 1)
                 store_snapshot(snapshot, i - begin + 1, state, snapshot_ptr, K, V, state_offsets, state_mask)
             publish(progress_ptr, counter, i_v, V, BV, end + 1)   # the run done (also when it has no events)
         elif PUBLISH > 0:
@@ -536,16 +526,13 @@ def publish(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, BULK_STORES: tl
 
 
 @triton.jit
-def release_count(progress_ptr, row, i_v, V, BV: tl.constexpr, stored, ACQ_REL: tl.constexpr = False):
+def release_count(progress_ptr, row, i_v, V, BV: tl.constexpr, stored):
     """progress[row, i_v] = `stored`, a release at GPU scope: it makes visible what this thread wrote and what the
     program's other threads wrote before a barrier this thread passed since (publish's own barrier; inside the
     chains' one loop, PUBLISH_IN_LOOP, the barrier before the commit's first product, which reads the state every
     thread wrote to shared memory: a barrier in the loop's code would stop Triton's pipeliner)."""
     value = (stored + tl.zeros([], dtype=tl.int64)).to(tl.int32)      # `stored` may be a Python int (interpreter)
-    if ACQ_REL:
-        tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="acq_rel", scope="gpu")
-    else:
-        tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
+    tl.atomic_xchg(progress_ptr + row * tl.cdiv(V, BV) + i_v, value, sem="release", scope="gpu")
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1],

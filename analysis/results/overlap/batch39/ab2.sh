@@ -4,7 +4,9 @@
 # blocks of 16 in the loop shortened them to ~2,250 us but the lists then ended later. Here: whether the loop matters
 # at 64 (runs of 64 commits, the default's form), 128 commits, the acq_rel order (compiled for sm_90 the commit's own
 # snapshot stores still come before the count), and blocks of 16 with claims ahead at 64.
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch39/ab2.sh (~4 min).
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch39/ab2.sh (~4 min). SPARSEGDN_CHAIN_COUNT_ORDER
+# (state_pass.COUNT_ACQ_REL) was removed after this call (level with release): `git apply
+# analysis/results/overlap/batch39/count_order.patch` puts it back; without it the form loop32-acq-p64 runs loop32-p64.
 # Prediction: runs of 64 within 0.5% of loop32-p64 (the drains 4x rarer too); p128 0-0.5% faster than p64 at 128K;
 # acq_rel level (its fence waits for the same stores); loop16-ahead-p64 the fastest at 128K (the chains ~2.2 ms and the
 # lists' end ~2.55 ms).
