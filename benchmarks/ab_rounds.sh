@@ -8,10 +8,17 @@
 #       base="" in-loop="SPARSEGDN_CHAIN_PUBLISH_IN_LOOP=1" ...
 #
 # PROFILE=1 also records round 1's kernel timelines (overlap_check.py --profile: the chain pass's time beside the lists).
-# Prints overlap_check.py --summary (each form's mean, fastest and slowest public call) and leaves one file,
-# $OUT/ab.tgz, with every run's JSON and log. Needs a GPU; no wheels.
+# Prints overlap_check.py --summary (each form's mean, fastest and slowest public call) and leaves two files: $OUT/ab.log
+# (what it printed) and $OUT/ab.tgz (every run's JSON and log). Needs a GPU; no wheels.
 set -u
+set -f      # a form's settings are split into words, never expanded as file names
 [ $# -ge 2 ] || { echo "usage: OUT=... bash benchmarks/ab_rounds.sh NAME=\"SETTINGS\" NAME=\"SETTINGS\" ..." >&2; exit 2; }
+for form in "$@"; do
+  case "$form" in
+    *=*) ;;
+    *) echo "ab_rounds.sh: a form is NAME=\"SETTINGS\" (empty settings for the defaults), got '$form'" >&2; exit 2;;
+  esac
+done
 source benchmarks/batch_head.sh ab.log
 mkdir -p "$OUT/ab"
 names=(); settings=()

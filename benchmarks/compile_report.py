@@ -137,7 +137,7 @@ def release_loops(ptx: str) -> dict:
     or `=>  This Inner Loop Header` on a header's block, `in Loop: Header=BB..` or `Parent Loop BB..` on the others)
     that releases something at GPU scope (`atom...release`), by header: whether it holds no other loop (`Inner`),
     whether the header's block passes a bar.sync
-    before its first branch (so every path round the loop to the release passes one), whether the loop copies
+    before its first branch or atomic (so every path round the loop to the release passes one), whether the loop copies
     asynchronously (`cp.async`: Triton's pipeliner ran) and stores to global memory. The chains' counts released inside
     their loop (state_pass.PUBLISH_IN_LOOP) rely on the first."""
     blocks, current = [], None          # [label, annotation, instructions]
@@ -163,7 +163,7 @@ def release_loops(ptx: str) -> dict:
         if header:
             facts["innermost"] = "Inner Loop Header" in annotation
             for text in instructions:
-                if re.search(r"\bbra(\.uni)?\b", text):
+                if re.search(r"\bbra(\.uni)?\b", text) or text.lstrip("@%!p0123456789 ").startswith("atom"):
                     break
                 if text.startswith("bar.sync"):
                     facts["barrier_in_header"] = True

@@ -84,7 +84,10 @@ def summary(folder: Path) -> list[str]:
     where a row has the kernels' timeline (--profile), the chain pass's time and when the last list ended, from the
     chains' start; then each form's public call over its rounds (mean, fastest, slowest) by length."""
     lines, by_form = [], {}
-    for path in sorted(folder.glob("*.json"), key=lambda p: (p.stem.rsplit("-round", 1)[-1], p.stem)):
+    def round_of(path):
+        number = path.stem.rsplit("-round", 1)[-1]
+        return (int(number) if number.isdigit() else 0, path.stem)
+    for path in sorted(folder.glob("*.json"), key=round_of):
         for row in json.loads(path.read_text()):
             line = (f"{path.stem:28s} T={row['T']:6d} public {row['overlapped_public_ms']:.3f} ms  overlapped "
                     f"{min(row['overlapped_ms']):.3f}  serial {min(row['serial_ms']):.3f}  equal {row['bit_equal']}")

@@ -67,32 +67,66 @@ def test_a_capped_loops_spills_are_counted_in_the_loop_and_charged_to_its_source
     assert all(site.split()[1] in ("LDL", "STL") for site in capped["local_sites"])
 
 
-def _chain_pass_ptx(tmp_path, name, **settings):
-    """The publishing chain pass (the lists' route at 16K, the lists stood in for) compiled for sm_90 under `settings`
-    (SPARSEGDN_* read at import), its PTX from compile_report --dump."""
+def _chain_pass_ptx(tmp_path, name, kernel="state_pass_kernel", tokens="16384", **settings):
+    """`kernel`'s PTX (every config compiled) as the backend's forward launches it at `tokens` (from 16384 the lists'
+    route, the lists stood in for: --lists-path; below, the one launch), compiled for sm_90 under `settings`
+    (SPARSEGDN_* read at import), from compile_report --dump."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"} | settings
     folder = tmp_path / name
-    done = subprocess.run([sys.executable, "benchmarks/compile_report.py", "--tokens", "16384", "--lists-path",
+    route = ["--lists-path"] if int(tokens) >= 16384 else []
+    done = subprocess.run([sys.executable, "benchmarks/compile_report.py", "--tokens", tokens, *route,
                            "--dump", str(folder)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    (ptx,) = folder.glob("state_pass_kernel-*.ptx")
-    return ptx.read_text()
+    found = sorted(folder.glob(f"{kernel}-*.ptx"))
+    assert found, sorted(path.name for path in folder.iterdir())
+    return [path.read_text() for path in found]
+
+
+def test_release_loops_reads_where_a_loops_release_stands():
+    """compile_report.release_loops on hand-written PTX: a bar.sync in the header's block ahead of the release counts;
+    a release ahead of the bar.sync, or a release in an outer loop (a child loop inside it), reads as such."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import compile_report
+    header = "$L__BB0_1:  // =>This Inner Loop Header: Depth=1\n"
+    body = ["bar.sync 0;", "st.global.b32 [%rd2], %r3;", "cp.async.cg.shared.global [%r1], [%rd1], 16;"]
+    release = "@%p4 atom.global.gpu.release.exch.b32 %r1, [%rd1], %r2;"
+    branch = "@%p1 bra $L__BB0_1;"
+    after = compile_report.release_loops(header + "\n".join(body + [release, branch]))
+    assert after == {"BB0_1": {"innermost": True, "barrier_in_header": True, "releases": True, "async_copies": True,
+                               "global_stores": True}}
+    before = compile_report.release_loops(header + "\n".join([release] + body + [branch]))
+    assert not before["BB0_1"]["barrier_in_header"]
+    outer = ("$L__BB0_1:  // =>This Loop Header: Depth=1\n  //     Child Loop BB0_2 Depth 2\nbar.sync 0;\n"
+             "$L__BB0_2:  //   Parent Loop BB0_1 Depth=1\n  // =>  This Inner Loop Header: Depth=2\n"
+             "cp.async.cg.shared.global [%r1], [%rd1], 16;\n@%p2 bra $L__BB0_2;\n"
+             "// %bb.3:  //   in Loop: Header=BB0_1 Depth=1\n" + release + "\n" + branch)
+    assert compile_report.release_loops(outer) == {"BB0_1": {"innermost": False, "barrier_in_header": True,
+                                                             "releases": True, "async_copies": False,
+                                                             "global_stores": False}}
+    assert compile_report.release_loops(header + "\n".join(body + [branch])) == {}     # nothing released
 
 
 def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
     """state_pass.PUBLISH_IN_LOOP: the chains' one loop keeps Triton's pipeliner (asynchronous copies of the next
     events) and releases its counts inside it, with no barrier of its own; the count released at a commit covers the
     snapshots of the commits before it, which every thread stored before the loop header's bar.sync (the barrier
-    ahead of the commit's first product), so that bar.sync must be on every path round the loop. Compiled for sm_90
-    at blocks of 32 and 16; the runs' form (the default) releases outside its pipelined loop."""
+    ahead of the commit's first product), so that bar.sync must be on every path round the loop. Compiled for sm_90:
+    the lists' route's chain pass at blocks of 32, 16, 8 (the older mma) and 64, and the one launch's chain programs
+    (each of its configs); the runs' form (the default) releases outside its pipelined loop."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import compile_report
-    for bv in ("32", "16"):
-        loops = compile_report.release_loops(_chain_pass_ptx(tmp_path, f"in-loop-{bv}", SPARSEGDN_CHAIN_BV=bv,
-                                                             SPARSEGDN_CHAIN_PUBLISH_IN_LOOP="1"))
-        assert len(loops) == 1, loops
+    in_loop = {"SPARSEGDN_CHAIN_PUBLISH_IN_LOOP": "1"}
+    compiled = [(f"lists-bv{bv}", ptx) for bv in ("32", "16", "8", "64")
+                for ptx in _chain_pass_ptx(tmp_path, f"in-loop-{bv}", SPARSEGDN_CHAIN_BV=bv, **in_loop)]
+    compiled += [("one-launch", ptx) for ptx in _chain_pass_ptx(tmp_path, "one-launch", kernel="state_output_kernel",
+                                                                tokens="4096", **in_loop)]
+    assert len(compiled) >= 5
+    for name, ptx in compiled:
+        loops = compile_report.release_loops(ptx)
+        assert len(loops) == 1, (name, loops)
         (facts,) = loops.values()
         assert facts == {"innermost": True, "barrier_in_header": True, "releases": True, "async_copies": True,
-                         "global_stores": True}, (bv, facts)
-    runs = compile_report.release_loops(_chain_pass_ptx(tmp_path, "runs"))
+                         "global_stores": True}, (name, facts)
+    (runs,) = _chain_pass_ptx(tmp_path, "runs")
+    runs = compile_report.release_loops(runs)
     assert runs and not any(facts["innermost"] for facts in runs.values()), runs

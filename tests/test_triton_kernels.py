@@ -784,3 +784,59 @@ def test_an_unknown_inverse_setting_is_refused_at_import():
     run = subprocess.run([sys.executable, "-c", "import sparsegdn.triton.forward"], capture_output=True, text=True,
                          env={**__import__("os").environ, "SPARSEGDN_STORE_INVERSE": "true"})
     assert run.returncode != 0 and "SPARSEGDN_STORE_INVERSE='true'" in run.stderr
+
+
+@small_shapes
+@pytest.mark.parametrize("segment,warm_up", [(0, 0.0), (4, 20.0)], ids=["whole", "warm-up-segments"])
+def test_counts_released_inside_the_loop_are_the_runs_counts(segment, warm_up, monkeypatch):
+    """state_pass.PUBLISH_IN_LOOP releases, inside the chain's one loop, the very counts the runs of PUBLISH commits
+    release between them (one commit later: the count at a commit covers the snapshots of the commits before it), in
+    the same order, for chains longer and shorter than the interval, whole or in segments (which start past event 0):
+    every value each (counter, value block) receives, read through a spy on release_count (the final count of a run
+    that ends the chain comes once in the loop's form, twice in the runs'). The counts' final values and the
+    snapshots: test_chain_pass_publishes_its_progress."""
+    from sparsegdn.triton import state_pass
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.event_prepare import event_prepare
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    monkeypatch.setattr(state_pass, "PROGRESS_BV", 16)
+    batch, key_heads, value_heads, key_dim, value_dim, n_chunks = 1, 1, 2, 16, 32, 11
+    q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, key_dim, value_dim,
+                                         dtype=torch.float32, seed=9, initial_state=True, device=DEVICE)
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    events = torch.zeros(batch, value_heads, n_chunks, dtype=torch.bool, device=DEVICE)
+    events[0, 0] = True                     # 11 events: past several intervals of 3, ragged
+    events[0, 1, :2] = True                 # 2: shorter than an interval
+    schedule = build_schedule(events, chunk_log_decay)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
+    assert cut == segment
+
+    def scalar(value):
+        return int(value.handle.data.item() if hasattr(value, "handle") else value)
+    released = {}
+    for in_loop in (False, True):
+        monkeypatch.setattr(state_pass, "PUBLISH_IN_LOOP", tl.constexpr(in_loop))
+        seen = released[in_loop] = {}
+
+        def spy(progress_ptr, row, i_v, V, BV, stored, seen=seen):
+            values = seen.setdefault((scalar(row), scalar(i_v)), [])
+            if not values or values[-1] != scalar(stored):          # a run's last count comes twice in the runs
+                values.append(scalar(stored))
+        monkeypatch.setattr(state_pass, "release_count", spy)
+        if in_loop:         # the loop's form walks no run (else both forms would be the runs')
+            monkeypatch.setattr(state_pass, "commit_run", _runs_not_walked)
+        progress = torch.zeros(state_pass.progress_counts_shape(schedule, value_dim, cut), dtype=torch.int32,
+                               device=DEVICE)
+        state_pass.state_pass(w, u, k_commit, schedule, s0, flags, progress=progress, publish=3, store_final=True,
+                              segment=segment, warm_up=warm_up)
+    assert released[True] == released[False]
+    longest = max(released[False].values(), key=len)
+    # counts midway, in order: the 11-event chain's 4, 7, 10, 12 whole; a count inside each segment of 4 and its last
+    assert len(longest) >= (2 if segment else 4) and longest == sorted(longest), released[False]
+    if not segment:
+        assert released[False][0, 0] == [4, 7, 10, 12], released[False]

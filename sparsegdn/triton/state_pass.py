@@ -120,9 +120,9 @@ if PUBLISH_IN_LOOP and PROGRESS_WARPS < 4:    # under four warps a commit may ne
 # Commits between two progress counts of the publishing chain pass (the lists' route; the one launch's chains publish
 # every state_output.PUBLISH). Each count ends a run of commits, and each run's loop starts by loading its first
 # num_stages - 1 events and ends by waiting for every copy in flight, then a barrier and a release whose fence waits for
-# the run's snapshot stores. On the H200 (batch 39, benchmarks/ab_rounds.sh, the public call, three alternating rounds):
-# every 16 commits 3.779 ms at 128K and 1.012-1.014 at 32K; every 32 3.697 / 0.995; 64 3.668 / 0.999; 96 3.698 / 1.001;
-# 128 3.670 / 1.016; 256 3.706 / 1.058 (a chain publishes too rarely for the lists with a state).
+# the run's snapshot stores. On the H200 (batch 39, benchmarks/ab_rounds.sh, the public call, three alternating rounds,
+# two for 96): every 16 commits 3.779 ms at 128K and 1.012-1.014 at 32K; every 32 3.697 / 0.995; 64 3.668 / 0.999; 96
+# 3.698 / 1.001; 128 3.670 / 1.016; 256 3.706 / 1.058 (a chain publishes too rarely for the lists with a state).
 # SPARSEGDN_CHAIN_PUBLISH sets it, read at import.
 _PUBLISH_SETTING = os.environ.get("SPARSEGDN_CHAIN_PUBLISH", "64")
 if not _PUBLISH_SETTING.isdigit() or int(_PUBLISH_SETTING) < 1:
