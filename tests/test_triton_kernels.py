@@ -429,21 +429,13 @@ def test_chain_pass_publishes_its_progress(segment, warm_up, chain_bv, in_loop, 
     from sparsegdn.triton import state_pass
     monkeypatch.setattr(state_pass, "PROGRESS_BV", chain_bv)
     monkeypatch.setattr(state_pass, "PUBLISH_IN_LOOP", tl.constexpr(in_loop))
-    from sparsegdn.triton.chunk_loads import NUM_FLAGS, cdiv
-    from sparsegdn.triton.event_prepare import event_prepare
-    from sparsegdn.triton.intra_chunk import intra_chunk
-    from sparsegdn.triton.schedule import build_schedule
+    from sparsegdn.triton.chunk_loads import cdiv
     batch, key_heads, value_heads, key_dim, value_dim, n_chunks = 2, 1, 2, 16, 32, 9
     q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, key_dim, value_dim,
                                          dtype=torch.float32, seed=3, initial_state=True, device=DEVICE)
-    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
-    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
-                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
     events = random_events(batch, value_heads, n_chunks, seed=5, p=0.6).to(DEVICE)
     events[1, 1] = False                    # an empty chain: one count, 1 (its first snapshot only)
-    schedule = build_schedule(events, chunk_log_decay)
-    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
-                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    flags, schedule, w, u, k_commit = _chain_tiles(k, v, g, beta, events, value_heads, n_chunks)
     options = dict(store_final=True, segment=segment, warm_up=warm_up)
     plain, plain_final = state_pass.state_pass(w, u, k_commit, schedule, s0, flags, **options)
     cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
@@ -796,23 +788,14 @@ def test_counts_released_inside_the_loop_are_the_runs_counts(segment, warm_up, m
     that ends the chain comes once in the loop's form, twice in the runs'). The counts' final values and the
     snapshots: test_chain_pass_publishes_its_progress."""
     from sparsegdn.triton import state_pass
-    from sparsegdn.triton.chunk_loads import NUM_FLAGS
-    from sparsegdn.triton.event_prepare import event_prepare
-    from sparsegdn.triton.intra_chunk import intra_chunk
-    from sparsegdn.triton.schedule import build_schedule
     monkeypatch.setattr(state_pass, "PROGRESS_BV", 16)
     batch, key_heads, value_heads, key_dim, value_dim, n_chunks = 1, 1, 2, 16, 32, 11
     q, k, v, g, beta, s0 = random_inputs(batch, 64 * n_chunks, key_heads, value_heads, key_dim, value_dim,
                                          dtype=torch.float32, seed=9, initial_state=True, device=DEVICE)
-    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
-    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
-                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
     events = torch.zeros(batch, value_heads, n_chunks, dtype=torch.bool, device=DEVICE)
     events[0, 0] = True                     # 11 events: past several intervals of 3, ragged
     events[0, 1, :2] = True                 # 2: shorter than an interval
-    schedule = build_schedule(events, chunk_log_decay)
-    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
-                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    flags, schedule, w, u, k_commit = _chain_tiles(k, v, g, beta, events, value_heads, n_chunks)
     cut = segment if state_pass.segmented_chains(segment, n_chunks, key_dim, warm_up) else 0
     assert cut == segment
 
@@ -840,3 +823,19 @@ def test_counts_released_inside_the_loop_are_the_runs_counts(segment, warm_up, m
     assert len(longest) >= (2 if segment else 4) and longest == sorted(longest), released[False]
     if not segment:
         assert released[False][0, 0] == [4, 7, 10, 12], released[False]
+
+
+def _chain_tiles(k, v, g, beta, events, value_heads, n_chunks):
+    """The chain pass's inputs for `events` at band 1, normalised keys: zeroed flags, the schedule, w, u, k_commit
+    (pass 1, the schedule and pass 3 as the forward makes them)."""
+    from sparsegdn.triton.chunk_loads import NUM_FLAGS
+    from sparsegdn.triton.event_prepare import event_prepare
+    from sparsegdn.triton.intra_chunk import intra_chunk
+    from sparsegdn.triton.schedule import build_schedule
+    flags = torch.zeros(NUM_FLAGS, dtype=torch.int32, device=DEVICE)
+    t_inv, chunk_log_decay, _, _, _ = intra_chunk(k, v, g, beta, flags, band=1, normalize=True,
+                                               num_value_heads=value_heads, num_chunks=n_chunks, store_inverse=False)
+    schedule = build_schedule(events, chunk_log_decay)
+    w, u, k_commit = event_prepare(k, v, g, beta, t_inv, schedule.event_chunks, normalize=True,
+                                   num_value_heads=value_heads, num_chunks=n_chunks, band=1)
+    return flags, schedule, w, u, k_commit
