@@ -83,27 +83,27 @@ def _chain_pass_ptx(tmp_path, name, kernel="state_pass_kernel", tokens="16384", 
 
 
 def test_release_loops_reads_where_a_loops_release_stands():
-    """compile_report.release_loops on hand-written PTX: a bar.sync in the header's block ahead of the release counts;
+    """ptx_loops.release_loops on hand-written PTX: a bar.sync in the header's block ahead of the release counts;
     a release ahead of the bar.sync, or a release in an outer loop (a child loop inside it), reads as such."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import compile_report
+    import ptx_loops
     header = "$L__BB0_1:  // =>This Inner Loop Header: Depth=1\n"
     body = ["bar.sync 0;", "st.global.b32 [%rd2], %r3;", "cp.async.cg.shared.global [%r1], [%rd1], 16;"]
     release = "@%p4 atom.global.gpu.release.exch.b32 %r1, [%rd1], %r2;"
     branch = "@%p1 bra $L__BB0_1;"
-    after = compile_report.release_loops(header + "\n".join(body + [release, branch]))
+    after = ptx_loops.release_loops(header + "\n".join(body + [release, branch]))
     assert after == {"BB0_1": {"innermost": True, "barrier_in_header": True, "releases": True, "async_copies": True,
                                "global_stores": True}}
-    before = compile_report.release_loops(header + "\n".join([release] + body + [branch]))
+    before = ptx_loops.release_loops(header + "\n".join([release] + body + [branch]))
     assert not before["BB0_1"]["barrier_in_header"]
     outer = ("$L__BB0_1:  // =>This Loop Header: Depth=1\n  //     Child Loop BB0_2 Depth 2\nbar.sync 0;\n"
              "$L__BB0_2:  //   Parent Loop BB0_1 Depth=1\n  // =>  This Inner Loop Header: Depth=2\n"
              "cp.async.cg.shared.global [%r1], [%rd1], 16;\n@%p2 bra $L__BB0_2;\n"
              "// %bb.3:  //   in Loop: Header=BB0_1 Depth=1\n" + release + "\n" + branch)
-    assert compile_report.release_loops(outer) == {"BB0_1": {"innermost": False, "barrier_in_header": True,
+    assert ptx_loops.release_loops(outer) == {"BB0_1": {"innermost": False, "barrier_in_header": True,
                                                              "releases": True, "async_copies": False,
                                                              "global_stores": False}}
-    assert compile_report.release_loops(header + "\n".join(body + [branch])) == {}     # nothing released
+    assert ptx_loops.release_loops(header + "\n".join(body + [branch])) == {}     # nothing released
 
 
 def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
@@ -114,7 +114,7 @@ def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
     the lists' route's chain pass at blocks of 32, 16, 8 (the older mma) and 64, and the one launch's chain programs
     (each of its configs); the runs' form (the default) releases outside its pipelined loop."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import compile_report
+    import ptx_loops
     in_loop = {"SPARSEGDN_CHAIN_PUBLISH_IN_LOOP": "1"}
     compiled = [(f"lists-bv{bv}", ptx) for bv in ("32", "16", "8", "64")
                 for ptx in _chain_pass_ptx(tmp_path, f"in-loop-{bv}", SPARSEGDN_CHAIN_BV=bv, **in_loop)]
@@ -122,11 +122,11 @@ def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
                                                                 tokens="4096", **in_loop)]
     assert len(compiled) >= 5
     for name, ptx in compiled:
-        loops = compile_report.release_loops(ptx)
+        loops = ptx_loops.release_loops(ptx)
         assert len(loops) == 1, (name, loops)
         (facts,) = loops.values()
         assert facts == {"innermost": True, "barrier_in_header": True, "releases": True, "async_copies": True,
                          "global_stores": True}, (name, facts)
     (runs,) = _chain_pass_ptx(tmp_path, "runs")
-    runs = compile_report.release_loops(runs)
+    runs = ptx_loops.release_loops(runs)
     assert runs and not any(facts["innermost"] for facts in runs.values()), runs
