@@ -41,7 +41,7 @@ from . import call_record
 from .chunk_loads import AUTOTUNE, INTERPRET, cdiv, length_bucket, padded, solve_precision
 from .chunk_output import output_chunks, starts_from_zero, zero_start
 from .launch import Launcher
-from .state_pass import check_folded, publish_interval, segmented_chains, walk_chain
+from .state_pass import check_folded, segmented_chains, setting_interval, walk_chain
 
 # Chain value blocks (BV of state_pass), output value blocks, warps, pipeline depth. One kernel holds both
 # roles, so it has one register budget and one launch shape. On the H200 (2026-12-01, one launch at 32K /
@@ -255,11 +255,9 @@ def state_output(w, u, k_commit, q, k, v, g, beta, t_inv, schedule, initial_stat
 
 
 def publish_every(paired):
-    """Commits between two progress counts: PUBLISH, made even for paired chains (a run of commits must
-    start on a pair's first event, state_pass.commit_run), checked as state_pass checks its `publish`
-    (state_pass.publish_interval: at least 1). PUBLISH is a setting, not a call's argument: rounded up
-    for paired chains rather than refused."""
-    return publish_interval(PUBLISH + PUBLISH % 2 if paired else PUBLISH, paired, "state_output.PUBLISH")
+    """Commits between two progress counts of the one launch's chain programs: PUBLISH, made even for paired chains
+    and checked (state_pass.setting_interval)."""
+    return setting_interval(PUBLISH, paired, "state_output.PUBLISH")
 
 
 def ready_order(schedule):

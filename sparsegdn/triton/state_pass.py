@@ -709,10 +709,14 @@ def check_folded(folded, paired, segmented, warm_up):
 
 
 def progress_publish(paired) -> int:
-    """Commits between two progress counts of the publishing chain pass: PROGRESS_PUBLISH, made even for paired chains
-    (a run of commits must start on a pair's first event), checked by publish_interval."""
-    return publish_interval(PROGRESS_PUBLISH + PROGRESS_PUBLISH % 2 if paired else PROGRESS_PUBLISH, paired,
-                            "state_pass.PROGRESS_PUBLISH")
+    """Commits between two progress counts of the publishing chain pass: PROGRESS_PUBLISH (setting_interval)."""
+    return setting_interval(PROGRESS_PUBLISH, paired, "state_pass.PROGRESS_PUBLISH")
+
+
+def setting_interval(publish, paired, name) -> int:
+    """A publishing interval taken from a setting (`name`), not from a call: made even for paired chains (a run of
+    commits must start on a pair's first event, commit_run) rather than refused, then checked by publish_interval."""
+    return publish_interval(publish + publish % 2 if paired else publish, paired, name)
 
 
 def publish_interval(publish, paired, name) -> int:
