@@ -33,6 +33,18 @@ ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-war
                 "solved-warm-up-256": (False, 256, 20.0)}
 
 
+def arrangement(name):
+    """(store, segment, warm_up) of an arrangement. The whole-chain ones take the lists' own segments where the process
+    was started with SPARSEGDN_LISTS_SEGMENT (forward.chain_segments, as the default's route would: normalised keys),
+    since the lists are run here by switch (LISTS_FROM 0), a route that reads COMMIT_SEGMENT, not LISTS_SEGMENT. Read
+    before the first `configure`, which sets WARM_UP. (Batch 40 found the forms of its SPARSEGDN_LISTS_SEGMENT A/B
+    identical calls: this was missing.)"""
+    store, segment, warm_up = ARRANGEMENTS[name]
+    if segment == 0 and forward.LISTS_SEGMENT:
+        segment, warm_up = forward.chain_segments(True, True)
+    return store, segment, warm_up
+
+
 def configure(store, segment, warm_up, overlap, lists=True):
     """The module switches forward reads at call time: the two launches with the lists (or the one launch, which long
     calls at budget 0.29 leave by default since batch 25: LISTS_FROM 0 keeps them on it)."""
@@ -150,6 +162,7 @@ def main():
         return made
     list_output.ListCall = spy
     rows, failed = [], False
+    arrangements = {name: arrangement(name) for name in args.only}
     for tokens in args.tokens:
         inputs = kernel_bench.make_inputs(tokens)
         entry = lambda: kernel_bench.backend_entry(inputs, config)  # noqa: E731
@@ -158,8 +171,9 @@ def main():
         torch.cuda.synchronize()
         default_ms = triton.testing.do_bench(entry, warmup=25, rep=100, return_mode="median")
         for name in args.only:
-            store, segment, warm_up = ARRANGEMENTS[name]
-            row = {"T": tokens, "arrangement": name, "default_one_launch_ms": default_ms,
+            store, segment, warm_up = arrangements[name]
+            row = {"T": tokens, "arrangement": name, "segment": segment, "warm_up": warm_up,
+                   "default_one_launch_ms": default_ms,
                    "chain_stages": args.chain_stages, "claim": args.claim,
                    "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH,
                    "list_maxnreg": list_output.LIST_MAXNREG}

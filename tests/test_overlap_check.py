@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import overlap_check  # noqa: E402
+from sparsegdn.triton import forward  # noqa: E402
 
 
 def test_summary_lists_each_runs_rows_round_by_round(tmp_path):
@@ -39,3 +40,17 @@ def test_summary_gives_each_forms_rounds_and_the_chains_beside_the_lists(tmp_pat
     table = {line.split()[0]: line.split()[1:] for line in lines[4:]}
     assert lines[3].startswith("form") and table["in-loop"] == ["131072", "4.100", "4.000", "4.200", "2"]
     assert table["base"] == ["131072", "4.300", "4.300", "4.300", "1"]
+
+
+def test_whole_chain_arrangements_take_the_lists_segments_of_the_process(monkeypatch):
+    """The lists run here by switch, a route that reads COMMIT_SEGMENT: a process started with SPARSEGDN_LISTS_SEGMENT
+    must still walk those segments (with the default route's warm-up), or its A/B forms are one call."""
+    monkeypatch.setattr(forward, "WARM_UP", 0.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
+    assert overlap_check.arrangement("solved") == (False, 0, 0.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 512)
+    assert overlap_check.arrangement("solved") == (False, 512, forward.LISTS_WARM_UP)
+    assert overlap_check.arrangement("stored") == (True, 512, forward.LISTS_WARM_UP)
+    assert overlap_check.arrangement("solved-warm-up-256") == (False, 256, 20.0)     # its own segments kept
+    monkeypatch.setattr(forward, "WARM_UP", 12.0)
+    assert overlap_check.arrangement("solved") == (False, 512, 12.0)
