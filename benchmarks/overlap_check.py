@@ -27,21 +27,23 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_bench  # noqa: E402
 from sparsegdn import SparseConfig  # noqa: E402
+from sparsegdn.config import num_chunks  # noqa: E402
 from sparsegdn.triton import call_plans, forward, list_output  # noqa: E402
 
 ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-warm-up-256": (True, 256, 20.0),
                 "solved-warm-up-256": (False, 256, 20.0)}
 
 
-def arrangement(name):
-    """(store, segment, warm_up) of an arrangement. The whole-chain ones take the lists' own segments where the process
+def arrangement(name, tokens):
+    """(store, segment, warm_up) of an arrangement at `tokens`. The whole-chain ones take the lists' own segments (of a
+    call of that length: SPARSEGDN_LISTS_SEGMENT=half halves its chunk count) where the process
     was started with SPARSEGDN_LISTS_SEGMENT (forward.chain_segments, as the default's route would: normalised keys),
     since the lists are run here by switch (LISTS_FROM 0), a route that reads COMMIT_SEGMENT, not LISTS_SEGMENT. Read
     before the first `configure`, which sets WARM_UP. (Batch 40 found the forms of its SPARSEGDN_LISTS_SEGMENT A/B
     identical calls: this was missing.)"""
     store, segment, warm_up = ARRANGEMENTS[name]
     if segment == 0 and forward.LISTS_SEGMENT:
-        segment, warm_up = forward.chain_segments(True, True)
+        segment, warm_up = forward.chain_segments(True, True, num_chunks(tokens))
     return store, segment, warm_up
 
 
@@ -162,8 +164,8 @@ def main():
         return made
     list_output.ListCall = spy
     rows, failed = [], False
-    arrangements = {name: arrangement(name) for name in args.only}
     for tokens in args.tokens:
+        arrangements = {name: arrangement(name, tokens) for name in args.only}
         inputs = kernel_bench.make_inputs(tokens)
         entry = lambda: kernel_bench.backend_entry(inputs, config)  # noqa: E731
         configure(None, 0, 0.0, False, lists=False)

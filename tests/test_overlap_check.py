@@ -47,10 +47,14 @@ def test_whole_chain_arrangements_take_the_lists_segments_of_the_process(monkeyp
     must still walk those segments (with the default route's warm-up), or its A/B forms are one call."""
     monkeypatch.setattr(forward, "WARM_UP", 0.0)
     monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
-    assert overlap_check.arrangement("solved") == (False, 0, 0.0)
+    assert overlap_check.arrangement("solved", 32768) == (False, 0, 0.0)
     monkeypatch.setattr(forward, "LISTS_SEGMENT", 512)
-    assert overlap_check.arrangement("solved") == (False, 512, forward.LISTS_WARM_UP)
-    assert overlap_check.arrangement("stored") == (True, 512, forward.LISTS_WARM_UP)
-    assert overlap_check.arrangement("solved-warm-up-256") == (False, 256, 20.0)     # its own segments kept
+    assert overlap_check.arrangement("solved", 32768) == (False, 512, forward.LISTS_WARM_UP)
+    assert overlap_check.arrangement("stored", 32768) == (True, 512, forward.LISTS_WARM_UP)
+    assert overlap_check.arrangement("solved-warm-up-256", 32768) == (False, 256, 20.0)     # its own segments kept
     monkeypatch.setattr(forward, "WARM_UP", 12.0)
-    assert overlap_check.arrangement("solved") == (False, 512, 12.0)
+    assert overlap_check.arrangement("solved", 32768) == (False, 512, 12.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", "half")       # half of each length's chunk count (64 tokens a chunk)
+    assert overlap_check.arrangement("solved", 32768) == (False, 256, 12.0)
+    assert overlap_check.arrangement("solved", 131072) == (False, 1024, 12.0)
+    assert overlap_check.arrangement("solved", 131072 - 64) == (False, 1024, 12.0)

@@ -238,12 +238,16 @@ def test_chain_segments_by_route(monkeypatch):
     from sparsegdn.triton import forward
     for name, value in (("LISTS_SEGMENT", 256), ("COMMIT_SEGMENT", 0), ("WARM_UP", 0.0)):
         monkeypatch.setattr(forward, name, value)
-    assert forward.chain_segments(True, True) == (256, forward.LISTS_WARM_UP)
-    assert forward.chain_segments(True, False) == (256, 0.0)
-    assert forward.chain_segments(False, True) == (0, 0.0)
+    assert forward.chain_segments(True, True, 512) == (256, forward.LISTS_WARM_UP)
+    assert forward.chain_segments(True, False, 512) == (256, 0.0)
+    assert forward.chain_segments(False, True, 512) == (0, 0.0)
     monkeypatch.setattr(forward, "WARM_UP", 12.0)
-    assert forward.chain_segments(True, True) == (256, 12.0)
+    assert forward.chain_segments(True, True, 512) == (256, 12.0)
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", 64)
-    assert forward.chain_segments(False, True) == (64, 12.0)
+    assert forward.chain_segments(False, True, 512) == (64, 12.0)
     monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
-    assert forward.chain_segments(True, True) == (64, 12.0)
+    assert forward.chain_segments(True, True, 512) == (64, 12.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", "half")      # half the call's chunk count, rounded up; lists only
+    assert forward.chain_segments(True, True, 2048) == (1024, 12.0)
+    assert forward.chain_segments(True, False, 513) == (257, 0.0)
+    assert forward.chain_segments(False, True, 2048) == (64, 12.0)

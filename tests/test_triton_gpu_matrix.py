@@ -585,8 +585,8 @@ def test_gpu_list_outputs_match_chunk_output(shape, side_stream, normalize, stor
     assert ran == ([(not stored, band)] * 3 if used else [])
 
 
-@pytest.mark.parametrize("initial,lists_segment", [(False, 0), (True, 0), (False, 4)],
-                         ids=["no_s0", "s0", "no_s0-lists-segments"])
+@pytest.mark.parametrize("initial,lists_segment", [(False, 0), (True, 0), (False, 4), (False, "half")],
+                         ids=["no_s0", "s0", "no_s0-lists-segments", "no_s0-lists-half"])
 def test_gpu_default_takes_the_lists_from_lists_from(initial, lists_segment, monkeypatch):
     """forward.LISTS_FROM with the switches as they are: a call of the benchmark's heads (H 16, HV 32, K = V = 128,
     band 1, budget 0.29's selection) of at least LISTS_FROM head chunks (its rows' floor LISTS_MIN_ROW_CHUNKS lowered
@@ -594,8 +594,9 @@ def test_gpu_default_takes_the_lists_from_lists_from(initial, lists_segment, mon
     head chunk short of it, or keeping every event (budget 1), the one launch (no lists); each within the torch
     backend's tolerance given the call's events, and the lists' call the same again without the stage hook's syncs
     (a list that read a snapshot before its chain stored it would differ: they are poisoned). With forward.LISTS_SEGMENT
-    (segments of 4 commits: chains of ~9 cross two or three) the lists' call walks warm-up segments (a spy on the
-    chain pass's arguments) and the one launch's calls stay whole."""
+    (segments of 4 commits: chains of ~9 cross two or three; "half": 16, half the 32 chunks, crossed only by a chain
+    of more than 16) the lists' call walks warm-up segments (a spy on the chain pass's arguments) and the one launch's
+    calls stay whole."""
     from sparsegdn.triton import forward, state_pass
     made = _list_outputs_on(monkeypatch, by_default=True)
     monkeypatch.setattr(state_pass, "POISON", True)
@@ -618,7 +619,8 @@ def test_gpu_default_takes_the_lists_from_lists_from(initial, lists_segment, mon
         o, s, info = _run_guarded(lambda hook: sparsegdn.sparse_gated_delta_rule(
             q, k, v, g, beta, backend="triton", stage_hook=hook, **options))
         assert made == lists, (threshold, made)
-        segments = (lists_segment, forward.LISTS_WARM_UP) if lists and lists_segment else (0, forward.WARM_UP)
+        segment = forward.lists_segment(sparsegdn.num_chunks(2048))
+        segments = (segment, forward.LISTS_WARM_UP) if lists and lists_segment else (0, forward.WARM_UP)
         assert walked == [segments], (threshold, walked)
         o_torch, s_torch, _ = sparsegdn.sparse_gated_delta_rule(
             q, k, v, g, beta, initial_state=s0, output_final_state=True, events=info.events, band=1, backend="torch")

@@ -190,11 +190,14 @@ LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 # (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists). Timed in batch 30 (H100,
 # analysis/results/overlap/batch30): never faster than whole chains, 4.27 / 4.24 / 4.11 / 4.06 ms at 128K with segments
 # of 128 / 256 / 512 / 1,024 against 4.06 (the warm-ups' extra commits take the multiprocessors the lists need). Off
-# (0: whole chains): SPARSEGDN_LISTS_SEGMENT sets it (commits a segment).
+# (0: whole chains): SPARSEGDN_LISTS_SEGMENT sets it (commits a segment), or "half": segments of half the call's chunk
+# count (lists_segment), so that only a chain holding more than half its row's chunks is cut, in two. Batch 40 (H100)
+# found the fastest segment at half the chunk count at both lengths it timed (256 at 32K, 1,024 at 128K).
 _LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "0")
-if not re.fullmatch(r"[0-9]+", _LISTS_SEGMENT_SETTING):
-    raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains)")
-LISTS_SEGMENT = int(_LISTS_SEGMENT_SETTING)
+if not re.fullmatch(r"[0-9]+|half", _LISTS_SEGMENT_SETTING):
+    raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains), "
+                     "or half (half the call's chunk count)")
+LISTS_SEGMENT: int | str = _LISTS_SEGMENT_SETTING if _LISTS_SEGMENT_SETTING == "half" else int(_LISTS_SEGMENT_SETTING)
 LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
 # Early checks: a scan of q and the initial state launched before pass 1 (intra_chunk.early_scan) and pass 1 on the
 # k, v and g it loads anyway check them (head vectors' norms and the state's elements finite and within
@@ -306,13 +309,22 @@ def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
 
-def chain_segments(by_lists: bool, normalize: bool) -> tuple[int, float]:
-    """(commits a segment, warm-up) of this call's chains: LISTS_SEGMENT beside the lists (by_lists: the call took
-    them by lists_by_default, which COMMIT_SEGMENT refuses) with WARM_UP, or LISTS_WARM_UP where WARM_UP is 0;
-    COMMIT_SEGMENT and WARM_UP otherwise.
+def lists_segment(n_chunks: int) -> int:
+    """Commits a segment beside the lists for a call of n_chunks chunks a batch row (LISTS_SEGMENT; 0: whole chains):
+    "half" is cdiv(n_chunks, 2), which cuts only the chains of more commits than that, in two."""
+    if LISTS_SEGMENT == "half":
+        return -(-n_chunks // 2)
+    return LISTS_SEGMENT
+
+
+def chain_segments(by_lists: bool, normalize: bool, n_chunks: int) -> tuple[int, float]:
+    """(commits a segment, warm-up) of the chains of a call of n_chunks chunks a batch row: lists_segment beside the
+    lists (by_lists: the call took them by lists_by_default, which COMMIT_SEGMENT refuses) with WARM_UP, or
+    LISTS_WARM_UP where WARM_UP is 0; COMMIT_SEGMENT and WARM_UP otherwise.
     The warm-up only for normalised keys (0: segment_scan's maps)."""
-    if by_lists and LISTS_SEGMENT:
-        return LISTS_SEGMENT, (WARM_UP or LISTS_WARM_UP) if normalize else 0.0
+    segment = lists_segment(n_chunks) if by_lists else 0
+    if segment:
+        return segment, (WARM_UP or LISTS_WARM_UP) if normalize else 0.0
     return COMMIT_SEGMENT, WARM_UP if normalize else 0.0
 
 
@@ -378,7 +390,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     else:
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)
     hook(STAGES[1])
-    chain_segment, warm_up = chain_segments(by_lists, use_qk_l2norm_in_kernel)
+    chain_segment, warm_up = chain_segments(by_lists, use_qk_l2norm_in_kernel, n_chunks)
     paired = PAIRED and chain_segment == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
     folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda, segment=chain_segment)
     one_launch = OVERLAP and not by_lists
