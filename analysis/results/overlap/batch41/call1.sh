@@ -5,8 +5,13 @@
 # the per-call form of batch 40's "fastest segment was half the chain". Its rows must record those segments.
 # Prediction for half-ahead: within 1% of the best fixed segment with claims ahead at each length, 2-4% faster than
 # whole chains at 128K, level to 2% faster at 32K-64K.
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch41/call1.sh (~4 min on an H100; no wheels).
+# First the GPU matrix's cases of the default route with and without the lists' segments (half among them).
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch41/call1.sh (~5 min on an H100; no wheels).
 set -u
+mkdir -p "$OUT"
+timeout 150 python -m pytest -q -p no:cacheprovider tests/test_triton_gpu_matrix.py \
+  -k "default_takes_the_lists_from_lists_from" > "$OUT/cases.log" 2>&1
+echo "cases rc $? at ${SECONDS}s"; tail -3 "$OUT/cases.log"
 ROUNDS=3 PROFILE=1 TOKENS="32768 65536 131072" bash benchmarks/ab_rounds.sh base="" \
   ahead="SPARSEGDN_LIST_CLAIM_AHEAD=1" \
   seg1024="SPARSEGDN_LISTS_SEGMENT=1024" \
