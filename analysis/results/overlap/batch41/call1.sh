@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 timeout 150 python -m pytest -q -p no:cacheprovider tests/test_triton_gpu_matrix.py \
   -k "default_takes_the_lists_from_lists_from" > "$OUT/cases.log" 2>&1
 echo "cases rc $? at ${SECONDS}s"; tail -3 "$OUT/cases.log"
-ROUNDS=3 PROFILE=1 TOKENS="32768 65536 131072" bash benchmarks/ab_rounds.sh base="" \
+ROUNDS=${ROUNDS:-3} PROFILE=1 TOKENS="32768 65536 131072" bash benchmarks/ab_rounds.sh base="" \
   ahead="SPARSEGDN_LIST_CLAIM_AHEAD=1" \
   seg1024="SPARSEGDN_LISTS_SEGMENT=1024" \
   seg1024-ahead="SPARSEGDN_LISTS_SEGMENT=1024 SPARSEGDN_LIST_CLAIM_AHEAD=1" \
