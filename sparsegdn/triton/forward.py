@@ -72,7 +72,7 @@ from ..config import STAGES, num_chunks
 from . import call_plans, call_record
 import os
 
-from .chunk_loads import NUM_FLAGS, rows_view, tile_view
+from .chunk_loads import NUM_FLAGS, cdiv, rows_view, tile_view
 from .chunk_output import chunk_output, own_outputs
 from . import chunk_output as chunk_output_module
 from . import graphs
@@ -313,7 +313,7 @@ def lists_segment(n_chunks: int) -> int:
     """Commits a segment beside the lists for a call of n_chunks chunks a batch row (LISTS_SEGMENT; 0: whole chains):
     "half" is cdiv(n_chunks, 2), which cuts only the chains of more commits than that, in two."""
     if LISTS_SEGMENT == "half":
-        return -(-n_chunks // 2)
+        return cdiv(n_chunks, 2)
     return LISTS_SEGMENT
 
 
