@@ -76,8 +76,8 @@ DESIGNS = {"by_band": (None, 0), "stored": (True, 0), "on_chip": (False, 0), "se
 # so that a process started with the one launch's segments (SPARSEGDN_COMMIT_SEGMENT, SPARSEGDN_WARM_UP) times them
 # beside by_band's whole chains in the same rounds. Batch 29's first timing of segments beside the lists
 # named by_band alone and so timed whole chains in every process (analysis/results/overlap/batch29/calls.md).
-# "whole_chains": by_band with the lists' chains walked whole (forward.LISTS_SEGMENT 0), the baseline beside by_band
-# in a process started with SPARSEGDN_LISTS_SEGMENT (segments beside the lists only; by_band takes them).
+# "whole_chains": by_band with the lists' chains walked whole (forward.LISTS_SEGMENT 0), the baseline beside by_band,
+# which takes the lists' segments (their default, "half", or the process's SPARSEGDN_LISTS_SEGMENT).
 DESIGNS["process"] = (None, forward.COMMIT_SEGMENT)
 DESIGNS["whole_chains"] = (None, 0, "whole")
 # "early": by_band with the early checks (forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks
@@ -90,8 +90,10 @@ DESIGNS["waiting"] = (None, 0, "waiting")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
-# The process's segment settings as it started (set_design changes forward's switches).
-PROCESS_SEGMENTS = (forward.COMMIT_SEGMENT, forward.LISTS_SEGMENT)
+# The segment settings the process was started with (set_design changes forward's switches): the lists' own only where
+# SPARSEGDN_LISTS_SEGMENT names them (their default, "half", is every design's that leaves it alone).
+PROCESS_SEGMENTS = (forward.COMMIT_SEGMENT,
+                    forward.LISTS_SEGMENT if "SPARSEGDN_LISTS_SEGMENT" in os.environ else 0)
 # The switches a tagged design sets ((module, name), value); set_design puts back what they were when the next
 # design without that tag is set.
 TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VECTORS"), True),

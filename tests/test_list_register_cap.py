@@ -29,11 +29,12 @@ def test_good_settings_read_as_given():
 
 @pytest.mark.parametrize("name, changed, same", [("LIST_MAXNREG", (168, 0), False), ("OWN_LAUNCH", (1, 3), False),
                                                  ("STATE_LAUNCH", (1, 1), False), ("LIST_MAXNREG", (0, 0), True),
-                                                 ("CLAIM_AHEAD", not list_output.CLAIM_AHEAD, False)])
+                                                 ("CLAIM_AHEAD", True, False), ("CLAIM_AHEAD", False, False)])
 def test_the_lists_launch_settings_are_design_switches(name, changed, same, monkeypatch):
     """Plans and CUDA graphs are keyed by forward.design_switches: a call under another cap or launch shape is not
     replayed from one recorded under the defaults (and the same setting keys the same)."""
     monkeypatch.setattr(list_output, "LIST_MAXNREG", (0, 0))
+    monkeypatch.setattr(list_output, "CLAIM_AHEAD", "cut")      # the default
     plain = forward.design_switches()
     monkeypatch.setattr(list_output, name, changed)
     assert (forward.design_switches() == plain) == same
@@ -46,5 +47,21 @@ def test_claims_ahead_only_for_the_zero_state_list_at_two_stages_claiming(monkey
     assert list_output.claims_ahead(True, 2, False)
     assert not any(list_output.claims_ahead(claim, stages, state) for claim, stages, state in
                    ((False, 2, False), (True, 1, False), (True, 2, True)))
+    assert list_output.claims_ahead(True, 2, False, cut=False)         # on: whatever the chains beside it walk
     monkeypatch.setattr(list_output, "CLAIM_AHEAD", False)
     assert not list_output.claims_ahead(True, 2, False)
+    assert not list_output.claims_ahead(True, 2, False, cut=True)
+    monkeypatch.setattr(list_output, "CLAIM_AHEAD", "cut")      # the default: only beside chains cut into segments
+    assert list_output.claims_ahead(True, 2, False, cut=True)
+    assert not list_output.claims_ahead(True, 2, False, cut=False)
+    assert not any(list_output.claims_ahead(claim, stages, state, cut=True) for claim, stages, state in
+                   ((False, 2, False), (True, 1, False), (True, 2, True)))
+
+
+def test_the_claims_ahead_setting_is_read_at_import():
+    """SPARSEGDN_LIST_CLAIM_AHEAD: cut (the default), 1 or 0; anything else refused at import, naming it."""
+    code = "from sparsegdn.triton import list_output; print(repr(list_output.CLAIM_AHEAD))"
+    seen = [run_fresh(code, **setting) for setting in ({}, {"LIST_CLAIM_AHEAD": "1"}, {"LIST_CLAIM_AHEAD": "0"})]
+    assert [done.stdout.strip() for done in seen] == ["'cut'", "True", "False"], [done.stderr[-300:] for done in seen]
+    refused = run_fresh("from sparsegdn.triton import list_output", LIST_CLAIM_AHEAD="yes")
+    assert refused.returncode != 0 and "SPARSEGDN_LIST_CLAIM_AHEAD" in refused.stderr, refused.stderr[-300:]

@@ -112,8 +112,9 @@ class _ListsStandIn:
 
     made = []
 
-    def __init__(self, q, k, v, *args, out_dtype, overlap, **options):
+    def __init__(self, q, k, v, *args, out_dtype, overlap, cut=False, **options):
         self.overlap, self.shape, self.dtype, self.calls = overlap, (*v.shape[:3], v.shape[-1]), out_dtype, []
+        self.cut = cut          # the chains beside it walk segments (list_output.claims_ahead's "cut")
         _ListsStandIn.made.append(self)
 
     def own(self):
@@ -132,14 +133,25 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     pass 1): the lists are made before pass 3 with progress counts, pass 3 is streamed where STREAM_PREPARE says so,
     and the chain pass that publishes (and, streamed, waits on the marks) leaves the final state as the two launches'
     state pass does (bit for bit on a GPU, within rounding in the interpreter: gdn_inputs.same_columns), publishing
-    every state_pass.PROGRESS_PUBLISH commits (the one launch's chains: state_output.PUBLISH)."""
+    every state_pass.PROGRESS_PUBLISH commits (the one launch's chains: state_output.PUBLISH). After pass 3 its chains
+    are cut as the default cuts them (forward.lists_segment: half the call's 9 chunks, normalised keys, warm-ups of
+    LISTS_WARM_UP), so the two launches walk the same segments here (COMMIT_SEGMENT, WARM_UP); a streamed pass 3 is
+    for whole chains only (forward.streams_preparation), so that case sets LISTS_SEGMENT 0."""
     from sparsegdn.triton import event_prepare as event_prepare_module
     from sparsegdn.triton import forward, list_output, state_output, state_pass
     # value heads of 64: two of the default's chain blocks of 32 (state_pass.PROGRESS_BV), each publishing its counts
     q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=7, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton")
+    if stream:
+        monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
+    segment = forward.lists_segment(9)
+    assert segment == (5 if forward.LISTS_SEGMENT == "half" else forward.LISTS_SEGMENT)
     monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", segment)
+    monkeypatch.setattr(forward, "WARM_UP", forward.LISTS_WARM_UP if segment else 0.0)
     _, plain, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
+    monkeypatch.setattr(forward, "WARM_UP", 0.0)
 
     streamed, real_prepare = [], event_prepare_module.event_prepare
 
@@ -162,7 +174,8 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     _ListsStandIn.made = []
     o, state, _ = sparsegdn.sparse_gated_delta_rule(q, k, v, g, beta, **options)
     (lists,) = _ListsStandIn.made
-    assert lists.overlap and lists.calls == ["own", ("with_state", True, 0)], lists.calls
+    assert lists.overlap and lists.calls == ["own", ("with_state", True, segment)], lists.calls
+    assert lists.cut == (segment > 0)
     assert streamed == [stream]
     assert published == [3] and state_output.PUBLISH != 3
     same_columns(state, plain)
@@ -218,6 +231,7 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
         assert not launches                                          # the chain pass, not the one launch
         assert walks == [(lists_segment, forward.LISTS_WARM_UP if lists_segment else 0.0)], walks
         assert lists.overlap and lists.calls == ["own", ("with_state", True, lists_segment)], lists.calls
+        assert lists.cut == (lists_segment > 0)
         same_columns(state, plain if lists_segment else whole)
         assert not o.any()
         if not lists_segment:
@@ -249,5 +263,12 @@ def test_chain_segments_by_route(monkeypatch):
     assert forward.chain_segments(True, True, 512) == (64, 12.0)
     monkeypatch.setattr(forward, "LISTS_SEGMENT", "half")      # half the call's chunk count, rounded up; lists only
     assert forward.chain_segments(True, True, 2048) == (1024, 12.0)
-    assert forward.chain_segments(True, False, 513) == (257, 0.0)
+    assert forward.chain_segments(True, True, 513) == (257, 12.0)
     assert forward.chain_segments(False, True, 2048) == (64, 12.0)
+    # unnormalised keys keep whole chains under "half" (their segments would start from segment_scan's maps; the
+    # lists' route is taken only with COMMIT_SEGMENT 0: lists_by_default)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
+    assert forward.lists_segment(2048, normalize=False) == 0
+    assert forward.chain_segments(True, False, 2048) == (0, 0.0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 256)         # a count cuts every key's chains
+    assert forward.chain_segments(True, False, 2048) == (256, 0.0)

@@ -72,7 +72,8 @@ def test_a_graph_is_not_replayed_under_other_design_switches(monkeypatch):
         monkeypatch.setattr(forward, name, not getattr(forward, name))
         assert forward.design_switches() != before, name
         monkeypatch.setattr(forward, name, not getattr(forward, name))
-    for name, value in (("LISTS_SEGMENT", forward.LISTS_SEGMENT + 256), ("LISTS_WARM_UP", forward.LISTS_WARM_UP + 1),
+    other_segment = 256 if forward.LISTS_SEGMENT != 256 else 512      # LISTS_SEGMENT: a count or "half"
+    for name, value in (("LISTS_SEGMENT", other_segment), ("LISTS_WARM_UP", forward.LISTS_WARM_UP + 1),
                         ("COMMIT_SEGMENT", forward.COMMIT_SEGMENT + 64)):     # how the chains are cut
         saved = getattr(forward, name)
         monkeypatch.setattr(forward, name, value)

@@ -178,25 +178,27 @@ LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
 LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
 # Segments beside the lists: a call that takes the lists (lists_by_default) cuts its chains into segments of
-# LISTS_SEGMENT commits, walked side by side, every segment publishing its progress; each segment's entering state comes
+# lists_segment commits, walked side by side, every segment publishing its progress; each segment's entering state comes
 # from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps otherwise.
 # COMMIT_SEGMENT stays every other route's (the one launch, the two launches, the lists by switch): calls that
-# lists_by_default does not send to the lists (short ones, a model's strided v, given events) are not cut by this. Batch
-# 24 measured warm-up segments of 256 beside the lists at chain blocks of 16 slower than whole chains (call 4, claimed
-# chunks: 4.07 against 3.89 ms at 128K, 2,048 chain programs; above, 4.07-4.32 against 3.93 over its calls); since batch
-# 28 the lists hide behind whole chains at blocks of 32 and the chain's walk alone is the wall, so segments there are
-# worth timing again. Beside the lists the warm-up of 20 moved o (band 1, relative to whole chains) by 1.6e-3 at 32K
-# (segments of 256) and 1.6-2.1e-3 at 128K (segments of 1,024 to 256), and at 32K not at all against the torch backend
-# (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists). Timed in batch 30 (H100,
-# analysis/results/overlap/batch30): never faster than whole chains, 4.27 / 4.24 / 4.11 / 4.06 ms at 128K with segments
-# of 128 / 256 / 512 / 1,024 against 4.06 (the warm-ups' extra commits take the multiprocessors the lists need). Off
-# (0: whole chains): SPARSEGDN_LISTS_SEGMENT sets it (commits a segment), or "half": segments of half the call's chunk
-# count (lists_segment), so that only a chain holding more than half its row's chunks is cut, in two. Batch 40 (H100)
-# found the fastest segment at half the chunk count at both lengths it timed (256 at 32K, 1,024 at 128K).
-_LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "0")
+# lists_by_default does not send to the lists (short ones, a model's strided v, given events) are not cut by this.
+# Default "half": segments of half the call's chunk count (lists_segment), so that a chain holding more than half its
+# row's chunks is cut in two, for normalised keys only (unnormalised keys keep whole chains: segment_scan's maps lost
+# 4x in batch 16). A count of commits (SPARSEGDN_LISTS_SEGMENT=<n>) cuts every key's chains; 0 keeps whole chains.
+# History: batch 24 (chain blocks of 16) and batch 30 (H100, segments of 128-1,024 at 128K: 4.27 / 4.24 / 4.11 / 4.06
+# against 4.06 ms) found fixed segments never faster than whole chains; batch 40 (H100) found the fastest segment at
+# half the chunk count (256 at 32K, 1,024 at 128K), and batch 42 (H100, analysis/results/overlap/batch42 call 1, three
+# alternating rounds, budget 0.29, band 1) timed "half" with list_output's claims ahead at 1.059 / 2.024 / 3.945 ms
+# at 32K / 64K / 128K against whole chains' 1.103 / 2.096 / 4.066 (-4.0 / -3.4 / -3.0%), the best or within 0.2% of
+# the best fixed segment at each length (at 32K "half" is 256: 1.058; 512 at 64K 2.021; 1,024 at 128K 3.942).
+# The warm-up of 20 leaves out history weighted by at most e^-20 for band 3 (for bands 0-2 measured only: WARM_UP's
+# comment); the rounding of the walk it takes moves o (band 1, relative to whole chains)
+# by 1.6e-3 at 32K (segments of 256) and 1.6-2.1e-3 at 128K (segments of 1,024 to 256), and at 32K not at all against
+# the torch backend (4.155e-3 either way: batch 29, H100, benchmarks/warm_up_error.py --route lists).
+_LISTS_SEGMENT_SETTING = os.environ.get("SPARSEGDN_LISTS_SEGMENT", "half")
 if not re.fullmatch(r"[0-9]+|half", _LISTS_SEGMENT_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_SEGMENT={_LISTS_SEGMENT_SETTING!r}: commits a segment, >= 0 (0: whole chains), "
-                     "or half (half the call's chunk count)")
+                     "or half (half the call's chunk count, normalised keys only)")
 LISTS_SEGMENT: int | str = _LISTS_SEGMENT_SETTING if _LISTS_SEGMENT_SETTING == "half" else int(_LISTS_SEGMENT_SETTING)
 LISTS_WARM_UP = 20.0    # the warm-up of every measurement beside the lists, where SPARSEGDN_WARM_UP leaves it 0
 # Early checks: a scan of q and the initial state launched before pass 1 (intra_chunk.early_scan) and pass 1 on the
@@ -309,11 +311,12 @@ def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
 
-def lists_segment(n_chunks: int) -> int:
+def lists_segment(n_chunks: int, normalize: bool = True) -> int:
     """Commits a segment beside the lists for a call of n_chunks chunks a batch row (LISTS_SEGMENT; 0: whole chains):
-    "half" is cdiv(n_chunks, 2), which cuts only the chains of more commits than that, in two."""
+    "half" is cdiv(n_chunks, 2), which cuts only the chains of more commits than that, in two, and only for normalised
+    keys (`normalize`: their segments start from warm-ups; unnormalised keys' would need segment_scan's maps)."""
     if LISTS_SEGMENT == "half":
-        return cdiv(n_chunks, 2)
+        return cdiv(n_chunks, 2) if normalize else 0
     return LISTS_SEGMENT
 
 
@@ -322,7 +325,7 @@ def chain_segments(by_lists: bool, normalize: bool, n_chunks: int) -> tuple[int,
     lists (by_lists: the call took them by lists_by_default, which COMMIT_SEGMENT refuses) with WARM_UP, or
     LISTS_WARM_UP where WARM_UP is 0; COMMIT_SEGMENT and WARM_UP otherwise.
     The warm-up only for normalised keys (0: segment_scan's maps)."""
-    segment = lists_segment(n_chunks) if by_lists else 0
+    segment = lists_segment(n_chunks, normalize) if by_lists else 0
     if segment:
         return segment, (WARM_UP or LISTS_WARM_UP) if normalize else 0.0
     return COMMIT_SEGMENT, WARM_UP if normalize else 0.0
@@ -404,7 +407,9 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
         return list_output_module.ListCall(q, k, v, beta, t_inv, vectors, schedule, flags, scale=scale,
                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
-                                           band=band, overlap=overlap_lists, claim=list_output_module.CLAIM or by_lists)
+                                           band=band, overlap=overlap_lists, claim=list_output_module.CLAIM or by_lists,
+                                           cut=state_pass_module.segmented_chains(chain_segment, n_chunks,
+                                                                                  k.shape[-1], warm_up))
     # lists after the chain pass (not overlapped) are made after pass 3, as before: with SIDE_STREAM their stream
     # waits for what the call's stream holds when they are made
     lists = make_lists() if lists_wanted and overlap_lists else None

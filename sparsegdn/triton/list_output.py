@@ -125,14 +125,25 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # zero-state list at its default launch, 2 x 2; at 1 x 1 it was 0.9% faster in one round): the chains are that
 # call's critical path (2.65-2.68 ms beside the lists, 2.20 alone). With blocks of 16 in the chains
 # (SPARSEGDN_CHAIN_BV=16) it was the fastest form in two rounds (4.150-4.158 ms at 128K against 4.166-4.181 for
-# today's default): not yet a default. SPARSEGDN_LIST_CLAIM_AHEAD=1 turns it on (the zero-state list at two stages,
-# with CLAIM: claims_ahead).
-CLAIM_AHEAD = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "0") == "1"
+# today's default). Once the chains beside the lists are cut into segments (forward.lists_segment) they no longer
+# hold the call to their walk and the lists' own speed counts: batch 42 (H100, analysis/results/overlap/batch42 call 1,
+# three alternating rounds, public call at 32K / 64K / 128K) timed claims ahead at 1.112 / 2.104 / 4.092 ms against
+# 1.103 / 2.096 / 4.066 beside whole chains (+0.8 / +0.4 / +0.6%), and beside segments of 1,024 at 3.942 against 3.978
+# at 128K (-0.9%; +0.5% at 32K-64K, where 1,024 cuts no chain). So the default, "cut", claims ahead only where the
+# chains beside the lists are cut (ListCall's `cut`); SPARSEGDN_LIST_CLAIM_AHEAD=1 claims ahead always, 0 never
+# (the zero-state list at two stages, with CLAIM: claims_ahead).
+_CLAIM_AHEAD_SETTING = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "cut")
+if _CLAIM_AHEAD_SETTING not in ("0", "1", "cut"):
+    raise ValueError(f"SPARSEGDN_LIST_CLAIM_AHEAD={_CLAIM_AHEAD_SETTING!r}: 1 (always), 0 (never) or cut (where the "
+                     "chains beside the lists are cut into segments)")
+CLAIM_AHEAD: bool | str = "cut" if _CLAIM_AHEAD_SETTING == "cut" else _CLAIM_AHEAD_SETTING == "1"
 
 
-def claims_ahead(claim: bool, stages: int, has_state: bool) -> bool:
-    """Whether a list's launch claims two tiles ahead (CLAIM_AHEAD): the zero-state list at two stages, claiming."""
-    return CLAIM_AHEAD and claim and stages == 2 and not has_state
+def claims_ahead(claim: bool, stages: int, has_state: bool, cut: bool = False) -> bool:
+    """Whether a list's launch claims two tiles ahead (CLAIM_AHEAD; "cut": where `cut`, the chains beside the lists
+    walk segments): the zero-state list at two stages, claiming."""
+    wanted = cut if CLAIM_AHEAD == "cut" else CLAIM_AHEAD is True
+    return wanted and claim and stages == 2 and not has_state
 
 # The two lists beside the chain pass on the call's stream, as programmatic dependent launches: the chain pass's
 # programs each let the next kernel start as they begin (state_pass's PUBLISH), the zero-state list then fills the
@@ -312,7 +323,7 @@ class ListCall:
     the rest once the snapshots exist, then joins that stream. Both raise chunk_output's flag for a non-finite o."""
 
     def __init__(self, q, k, v, beta, t_inv, vectors, schedule, flags, *, scale, normalize, out_dtype, zero_start,
-                 band, overlap=False, claim=None):
+                 band, overlap=False, claim=None, cut=False):
         if SIDE_STREAM and not overlap:         # a plan launches on the call's stream only: this key is launched
             call_record.note_unreplayable()     # (otherwise every launch is a Launcher's and a plan replays them)
         batch, tokens, key_heads, _ = q.shape
@@ -328,6 +339,7 @@ class ListCall:
         self.tiles, self.own_count = make_chunk_lists(schedule, zero_start)
         self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
         self.claim = CLAIM if claim is None else claim      # chunks claimed from a counter (CLAIM)
+        self.cut = cut                          # the chains beside these lists walk segments (claims_ahead)
         if overlap and STATE_LAUNCH[0] != 1:
             raise ValueError(f"list_output: the list with a state waits before its loads, so beside the chain pass it "
                              f"runs one stage (STATE_LAUNCH is {STATE_LAUNCH})")
@@ -407,7 +419,7 @@ class ListCall:
             self.schedule.max_events if progress is not None else 0,      # read only by the waits: one plan else
             max(segment, 1), progress is not None, segment > 0, self.overlap, num_warps=4, launch_pdl=self.overlap,
             **({"maxnreg": cap} if cap else {}), **({"PAIR": True} if pair else {}),
-            **({"AHEAD": True} if claims_ahead(self.claim, stages, has_state) else {}))
+            **({"AHEAD": True} if claims_ahead(self.claim, stages, has_state, self.cut) else {}))
 
     def _state_descriptor(self, rows):
         return TensorDescriptor.from_tensor(rows, [HEAD_DIM, HEAD_DIM], _layout(HEAD_DIM, HEAD_DIM, self.element))
