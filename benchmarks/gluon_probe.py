@@ -741,7 +741,7 @@ def list_output_compile(q, v, t_inv, snapshots, beta, vectors, ints):
                 compiled = compile_list_kernel(descriptors, beta.to(dtype), vectors, ints, flags, q.shape[1], stages,
                                                has_state, solve, band, claim, dependent, segmented)
                 form = ((f" solving band {band}" if solve else "") + (" claims" if claim else "")
-                        + (" ahead" if list_output.claims_ahead(claim, stages, has_state) else "")
+                        + (" ahead" if list_output.claims_ahead(claim, stages, has_state, cut=True) else "")
                         + (" dependent" if dependent else "") + (" waiting" if wait else "")
                         + (" segmented" if segmented else ""))
                 reports.append(compile_report.kernel_report(
@@ -755,9 +755,10 @@ def compile_list_kernel(descriptors, beta, vectors, ints, flags, tokens, stages,
     """list_output's kernel compiled (not launched) for one list and form, on stand-in tensors (`ints` for every
     integer tensor): solving Tinv's `band` or reading it, claiming chunks, launched as the chain pass's dependent
     (the list with a state then waiting on its progress, in segments or whole chains). `options`: launch options
-    such as maxnreg. The zero-state list's claims at two stages come two tiles ahead where the launch takes them so
-    (list_output.claims_ahead; the reports' names then say "ahead")."""
-    if list_output.claims_ahead(claim, stages, has_state):
+    such as maxnreg. The zero-state list's claims at two stages come two tiles ahead where a long call's launch takes
+    them so beside its cut chains (list_output.claims_ahead with cut, the default route's since batch 42; the reports'
+    names then say "ahead")."""
+    if list_output.claims_ahead(claim, stages, has_state, cut=True):
         options = {"AHEAD": True, **options}
     return list_output.list_output_kernel.warmup(
         *descriptors, ints, ints, ints.numel(), beta, *beta.stride(), vectors, ints, vectors, flags, 0.1, tokens,
@@ -801,7 +802,8 @@ def list_caps_compile():
                                            True, 1, True, True, False, **({} if cap is None else {"maxnreg": cap}))
             reports.append(compile_report.kernel_report(
                 f"list_output_kernel state {has_state} stages {stages} cap {cap}"
-                + (" ahead" if list_output.claims_ahead(True, stages, has_state) else ""), {"num_warps": 4}, compiled))
+                + (" ahead" if list_output.claims_ahead(True, stages, has_state, cut=True) else ""), {"num_warps": 4},
+                compiled))
             reports[-1].update(compile_report.local_ops_by_line(compiled.asm["cubin"]))
     for stages in (1, 2):           # measure_pairs' forms: fixed shares, alone, unpaired and PAIR
         for pair in (False, True):

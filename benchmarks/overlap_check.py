@@ -35,10 +35,11 @@ ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-war
 
 
 def arrangement(name, tokens):
-    """(store, segment, warm_up) of an arrangement at `tokens`. The whole-chain ones take the lists' own segments (of a
-    call of that length: SPARSEGDN_LISTS_SEGMENT=half halves its chunk count) where the process
-    was started with SPARSEGDN_LISTS_SEGMENT (forward.chain_segments, as the default's route would: normalised keys),
-    since the lists are run here by switch (LISTS_FROM 0), a route that reads COMMIT_SEGMENT, not LISTS_SEGMENT. Read
+    """(store, segment, warm_up) of an arrangement at `tokens`. The whole-chain ones take the lists' own segments of a
+    call of that length (forward.LISTS_SEGMENT: by default `half` its chunk count since batch 42;
+    SPARSEGDN_LISTS_SEGMENT=0 keeps whole chains) through forward.chain_segments, as the default's route would
+    (normalised keys), since the lists are run here by switch (LISTS_FROM 0), a route that reads COMMIT_SEGMENT, not
+    LISTS_SEGMENT. Read
     before the first `configure`, which sets WARM_UP. (Batch 40 found the forms of its SPARSEGDN_LISTS_SEGMENT A/B
     identical calls: this was missing.)"""
     store, segment, warm_up = ARRANGEMENTS[name]

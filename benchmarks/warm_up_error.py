@@ -12,7 +12,8 @@ A case whose chains are not cut (segments not shorter than the chunk count: stat
 `segmented: false`, and its warm-up row equals its split row.
 
 With `--route lists` the same question beside the Gluon lists, the default's route from 16K tokens on: exact is the
-default call (whole chains beside the lists), warm-up the same call with forward.LISTS_SEGMENT and WARM_UP (no split
+lists' call with whole chains (LISTS_SEGMENT 0; the default cuts them in half since batch 42), warm-up the same call
+with forward.LISTS_SEGMENT and WARM_UP (no split
 run: the lists write every output). That route selects its own events (given events keep the one launch), so each
 run selects again; a row says whether the route was taken (`lists`) and whether the runs kept the same events
 (`same_events`).

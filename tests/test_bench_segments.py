@@ -17,9 +17,12 @@ def test_the_process_design_walks_the_process_segments_and_by_band_alone_is_refu
 
 
 def test_without_segments_every_design_list_is_accepted():
-    done = bench(DESIGN)
+    """No SPARSEGDN_ segment setting: the lists' default segments (`half`) are every design's that leaves them alone,
+    so a run of whole-chain designs only is no mistake and is accepted."""
+    done = bench(DESIGN + "; print(b.forward.LISTS_SEGMENT, b.segments_unused(['whole_chains']) is None, "
+                 "b.segments_unused(['one_launch', 'lists_overlap']) is None)")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["0", "True", "True", "0"]
+    assert done.stdout.split() == ["0", "True", "True", "0", "half", "True", "True"]
 
 
 def test_the_command_line_refuses_segments_no_design_takes():

@@ -135,17 +135,17 @@ def test_the_default_lists_route_runs_its_chains_on_the_cpu(stream, monkeypatch)
     state pass does (bit for bit on a GPU, within rounding in the interpreter: gdn_inputs.same_columns), publishing
     every state_pass.PROGRESS_PUBLISH commits (the one launch's chains: state_output.PUBLISH). After pass 3 its chains
     are cut as the default cuts them (forward.lists_segment: half the call's 9 chunks, normalised keys, warm-ups of
-    LISTS_WARM_UP), so the two launches walk the same segments here (COMMIT_SEGMENT, WARM_UP); a streamed pass 3 is
-    for whole chains only (forward.streams_preparation), so that case sets LISTS_SEGMENT 0."""
+    LISTS_WARM_UP), so the two launches walk the same segments here (COMMIT_SEGMENT, WARM_UP), and the lists are told
+    so (`cut`: claims ahead); a streamed pass 3 is for whole chains only (forward.streams_preparation), so that case
+    sets LISTS_SEGMENT 0."""
     from sparsegdn.triton import event_prepare as event_prepare_module
     from sparsegdn.triton import forward, list_output, state_output, state_pass
     # value heads of 64: two of the default's chain blocks of 32 (state_pass.PROGRESS_BV), each publishing its counts
     q, k, v, g, beta, s0 = random_inputs(1, 64 * 9 - 3, 1, 2, 16, 64, dtype=torch.float32, seed=7, initial_state=True)
     options = dict(initial_state=s0, output_final_state=True, budget=0.5, backend="triton")
-    if stream:
-        monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 0 if stream else "half")    # "half": the default, whatever the env
     segment = forward.lists_segment(9)
-    assert segment == (5 if forward.LISTS_SEGMENT == "half" else forward.LISTS_SEGMENT)
+    assert segment == (0 if stream else 5)
     monkeypatch.setattr(forward, "OVERLAP", False)           # the two launches: the state pass without the lists
     monkeypatch.setattr(forward, "COMMIT_SEGMENT", segment)
     monkeypatch.setattr(forward, "WARM_UP", forward.LISTS_WARM_UP if segment else 0.0)
@@ -219,7 +219,9 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
     real_state_pass = forward.state_pass
     monkeypatch.setattr(forward, "state_pass", lambda *a, **kw: walks.append((kw["segment"], kw["warm_up"]))
                         or real_state_pass(*a, **kw))
-    for lists_segment, lists_from in ((0, 1), (2, 0), (2, 1)):
+    # segments of 9 or more commits cut no chain of the call's 9 chunks (state_pass.segmented_chains): whole chains,
+    # and the lists are not told they are cut
+    for lists_segment, lists_from in ((0, 1), (2, 0), (2, 1), (9, 1)):
         monkeypatch.setattr(forward, "LISTS_SEGMENT", lists_segment)
         monkeypatch.setattr(forward, "LISTS_FROM", lists_from)
         _ListsStandIn.made, launches[:], published[:], walks[:] = [], [], [], []
@@ -229,12 +231,13 @@ def test_the_default_lists_route_walks_warm_up_segments_where_asked(monkeypatch)
             continue
         (lists,) = _ListsStandIn.made
         assert not launches                                          # the chain pass, not the one launch
+        cut = 0 < lists_segment < 9
         assert walks == [(lists_segment, forward.LISTS_WARM_UP if lists_segment else 0.0)], walks
-        assert lists.overlap and lists.calls == ["own", ("with_state", True, lists_segment)], lists.calls
-        assert lists.cut == (lists_segment > 0)
-        same_columns(state, plain if lists_segment else whole)
+        assert lists.overlap and lists.calls == ["own", ("with_state", True, lists_segment if cut else 0)], lists.calls
+        assert lists.cut == cut
+        same_columns(state, plain if cut else whole)
         assert not o.any()
-        if not lists_segment:
+        if not cut:
             continue
         # counts [head pair, segment slot (9 chunks / 2), value block of 32]: each of a chain's segments of 2 commits
         # publishes, in both blocks, its end + 1; slots past the chain's last segment stay 0

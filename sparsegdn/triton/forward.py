@@ -408,8 +408,8 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
                                            band=band, overlap=overlap_lists, claim=list_output_module.CLAIM or by_lists,
-                                           cut=state_pass_module.segmented_chains(chain_segment, n_chunks,
-                                                                                  k.shape[-1], warm_up))
+                                           cut=overlap_lists and state_pass_module.segmented_chains(
+                                               chain_segment, n_chunks, k.shape[-1], warm_up))
     # lists after the chain pass (not overlapped) are made after pass 3, as before: with SIDE_STREAM their stream
     # waits for what the call's stream holds when they are made
     lists = make_lists() if lists_wanted and overlap_lists else None

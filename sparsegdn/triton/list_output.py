@@ -130,8 +130,12 @@ CLAIM = os.environ.get("SPARSEGDN_LIST_CLAIM", "0") == "1"
 # three alternating rounds, public call at 32K / 64K / 128K) timed claims ahead at 1.112 / 2.104 / 4.092 ms against
 # 1.103 / 2.096 / 4.066 beside whole chains (+0.8 / +0.4 / +0.6%), and beside segments of 1,024 at 3.942 against 3.978
 # at 128K (-0.9%; +0.5% at 32K-64K, where 1,024 cuts no chain). So the default, "cut", claims ahead only where the
-# chains beside the lists are cut (ListCall's `cut`); SPARSEGDN_LIST_CLAIM_AHEAD=1 claims ahead always, 0 never
-# (the zero-state list at two stages, with CLAIM: claims_ahead).
+# chains beside the lists walk segments (ListCall's `cut`: segments shorter than the call's chunk count,
+# state_pass.segmented_chains). Which chains are long enough to be cut is known on the device only (the selection's
+# counts), so a call whose every chain is shorter than its segment (the `uniform` selector's longest chain at 128K,
+# 594 of 2,048 chunks, against segments of 1,024) claims ahead beside chains that are in fact whole, the form that lost
+# 0.4-0.8% above. SPARSEGDN_LIST_CLAIM_AHEAD=1 claims ahead always, 0 never (the zero-state list at two stages, with
+# CLAIM: claims_ahead).
 _CLAIM_AHEAD_SETTING = os.environ.get("SPARSEGDN_LIST_CLAIM_AHEAD", "cut")
 if _CLAIM_AHEAD_SETTING not in ("0", "1", "cut"):
     raise ValueError(f"SPARSEGDN_LIST_CLAIM_AHEAD={_CLAIM_AHEAD_SETTING!r}: 1 (always), 0 (never) or cut (where the "
@@ -141,7 +145,7 @@ CLAIM_AHEAD: bool | str = "cut" if _CLAIM_AHEAD_SETTING == "cut" else _CLAIM_AHE
 
 def claims_ahead(claim: bool, stages: int, has_state: bool, cut: bool = False) -> bool:
     """Whether a list's launch claims two tiles ahead (CLAIM_AHEAD; "cut": where `cut`, the chains beside the lists
-    walk segments): the zero-state list at two stages, claiming."""
+    walk segments shorter than the call's chunk count): the zero-state list at two stages, claiming."""
     wanted = cut if CLAIM_AHEAD == "cut" else CLAIM_AHEAD is True
     return wanted and claim and stages == 2 and not has_state
 
@@ -339,7 +343,7 @@ class ListCall:
         self.tiles, self.own_count = make_chunk_lists(schedule, zero_start)
         self.overlap = overlap                  # launched beside the chain pass (OVERLAP_LISTS)
         self.claim = CLAIM if claim is None else claim      # chunks claimed from a counter (CLAIM)
-        self.cut = cut                          # the chains beside these lists walk segments (claims_ahead)
+        self.cut = cut                          # the chains beside these lists walk segments (claims_ahead's `cut`)
         if overlap and STATE_LAUNCH[0] != 1:
             raise ValueError(f"list_output: the list with a state waits before its loads, so beside the chain pass it "
                              f"runs one stage (STATE_LAUNCH is {STATE_LAUNCH})")

@@ -142,14 +142,15 @@ PROGRESS_STAGES = int(os.environ.get("SPARSEGDN_CHAIN_STAGES", "3"))
 # SPARSEGDN_STREAMED_CHAIN_STAGES sets it.
 STREAMED_STAGES = int(os.environ.get("SPARSEGDN_STREAMED_CHAIN_STAGES", "2"))
 # A register cap for the publishing chain programs (0: none, the default). Uncapped, a program of PROGRESS_BV 32 and
-# four warps takes 255 registers a thread (compile_report --lists-path, sm_90), so two fill a multiprocessor's
-# registers and a list program finds no room beside two; segments beside the lists (forward.LISTS_SEGMENT) add chain
-# programs and lost (batches 30, 34). A cap of 168 leaves registers for three, 128 for four; compiled for sm_90 it
-# spills (BV 32: 172 and 244 local-memory instructions) and shared memory still holds two at three stages (114,704 B
-# a program); at BV 16, two stages and 168: 16 local-memory instructions, 71,688 B, three a multiprocessor
-# (kernel_bench.notes.md, session of 2026-12-05, sixth). Not timed: batch 35's SM ledger put the chain pass at 7-15%
-# of the call's multiprocessor time at 128K, the lists at 54-58%, so a schedule cannot reach the target; not for float32
-# lists, whose products need more. SPARSEGDN_CHAIN_MAXNREG sets it, read at import (a plan-key setting).
+# four warps takes 255 registers a thread (compile_report --lists-path, sm_90), so two fill a multiprocessor's registers
+# and a list program finds no room beside two; segments beside the lists (forward.LISTS_SEGMENT) add chain programs
+# (fixed lengths lost in batches 30 and 34; half the chunk count, the default since batch 42, won). A cap of 168 leaves
+# registers for three, 128 for four; compiled for sm_90 it spills (BV 32: 172 and 244 local-memory instructions) and
+# shared memory still holds two at three stages (114,704 B a program); at BV 16, two stages and 168: 16 local-memory
+# instructions, 71,688 B, three a multiprocessor (kernel_bench.notes.md, session of 2026-12-05, sixth). Not timed:
+# batch 35's SM ledger put the chain pass at 7-15% of the call's multiprocessor time at 128K, the lists at 54-58%, so
+# a schedule cannot reach the target; not for float32 lists, whose products need more. SPARSEGDN_CHAIN_MAXNREG sets
+# it, read at import (a plan-key setting).
 _CHAIN_MAXNREG_SETTING = os.environ.get("SPARSEGDN_CHAIN_MAXNREG", "0")
 if not _CHAIN_MAXNREG_SETTING.isdigit() or int(_CHAIN_MAXNREG_SETTING) not in REGISTER_CAPS:
     raise ValueError(f"SPARSEGDN_CHAIN_MAXNREG={_CHAIN_MAXNREG_SETTING!r}: 0 (no cap) or a multiple of 8, 64 to 248")

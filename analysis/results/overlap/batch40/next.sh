@@ -8,6 +8,8 @@
 # level at 32K and 64K (1,024 does not cut their chains; claims ahead alone was 0.2-0.8% slower beside whole chains in
 # batch 38); segments of 512 with claims ahead within 1% of it at 128K and 1-3% faster at 64K; segments of 256 with
 # claims ahead 2-4% faster at 32K.
+# Since commit 775ba5f (batch 42) the default cuts the chains beside the lists in half and claims ahead there, so
+# base="" no longer means whole chains: rerun with SPARSEGDN_LISTS_SEGMENT=0 SPARSEGDN_LIST_CLAIM_AHEAD=0 for base.
 set -u
 ROUNDS=3 PROFILE=1 TOKENS="32768 65536 131072" bash benchmarks/ab_rounds.sh base="" \
   ahead="SPARSEGDN_LIST_CLAIM_AHEAD=1" \

@@ -7,6 +7,8 @@
 # whole chains at 128K, level to 2% faster at 32K-64K.
 # First the GPU matrix's cases of the default route with and without the lists' segments (half among them).
 # Run from the project root: OUT=$OUT bash analysis/results/overlap/batch41/call1.sh (~5 min on an H100; no wheels).
+# Since commit 775ba5f (batch 42) the default cuts the chains beside the lists in half and claims ahead there, so
+# base="" no longer means whole chains: rerun with SPARSEGDN_LISTS_SEGMENT=0 SPARSEGDN_LIST_CLAIM_AHEAD=0 for base.
 set -u
 mkdir -p "$OUT"
 timeout 150 python -m pytest -q -p no:cacheprovider tests/test_triton_gpu_matrix.py \
