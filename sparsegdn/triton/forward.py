@@ -396,6 +396,7 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     chain_segment, warm_up = chain_segments(by_lists, use_qk_l2norm_in_kernel, n_chunks)
     paired = PAIRED and chain_segment == 0 and not (k.is_cuda and k.dtype == torch.float32)   # see PAIRED
     folded = folded_commits(paired, n_chunks, k.shape[-1], warm_up, k.dtype, k.is_cuda, segment=chain_segment)
+    segmented = state_pass_module.segmented_chains(chain_segment, n_chunks, k.shape[-1], warm_up)
     one_launch = OVERLAP and not by_lists
     # The two launches' lists, progress counts and streamed marks are made before pass 3: no kernel may come between
     # a streamed preparation and the chain pass it lets start early (STREAM_PREPARE).
@@ -408,15 +409,14 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
                                            normalize=use_qk_l2norm_in_kernel, out_dtype=out_dtype,
                                            zero_start=chunk_output_module.zero_start(initial_state is not None),
                                            band=band, overlap=overlap_lists, claim=list_output_module.CLAIM or by_lists,
-                                           cut=overlap_lists and state_pass_module.segmented_chains(
-                                               chain_segment, n_chunks, k.shape[-1], warm_up))
+                                           cut=overlap_lists and segmented)
     # lists after the chain pass (not overlapped) are made after pass 3, as before: with SIDE_STREAM their stream
     # waits for what the call's stream holds when they are made
     lists = make_lists() if lists_wanted and overlap_lists else None
     progress, segment, ready = None, 0, None
     if lists is not None and lists.overlap:     # the lists wait on the chains' progress counts
         check_progress_layout()
-        if state_pass_module.segmented_chains(chain_segment, n_chunks, k.shape[-1], warm_up):
+        if segmented:
             segment = chain_segment
         progress = call_record.zeros(state_pass_module.progress_counts_shape(schedule, v.shape[-1], segment),
                                      dtype=torch.int32, device=v.device)
