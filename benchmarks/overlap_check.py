@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_bench  # noqa: E402
 from sparsegdn import SparseConfig  # noqa: E402
 from sparsegdn.config import num_chunks  # noqa: E402
-from sparsegdn.triton import call_plans, forward, list_output  # noqa: E402
+from sparsegdn.triton import call_plans, forward, list_output, state_pass  # noqa: E402
 
 ARRANGEMENTS = {"stored": (True, 0, 0.0), "solved": (False, 0, 0.0), "stored-warm-up-256": (True, 256, 20.0),
                 "solved-warm-up-256": (False, 256, 20.0)}
@@ -153,7 +153,6 @@ def main():
     if args.list_maxnreg:
         list_output.LIST_MAXNREG = list_output._register_caps(",".join(map(str, args.list_maxnreg)))
     if args.chain_stages is not None:
-        from sparsegdn.triton import state_pass
         state_pass.PROGRESS_STAGES = args.chain_stages
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     calls = []
@@ -177,7 +176,9 @@ def main():
             store, segment, warm_up = arrangements[name]
             row = {"T": tokens, "arrangement": name, "segment": segment, "warm_up": warm_up,
                    "default_one_launch_ms": default_ms,
-                   "chain_stages": args.chain_stages, "claim": args.claim,
+                   "chain_stages": state_pass.PROGRESS_STAGES, "chain_bv": state_pass.PROGRESS_BV,
+                   "chain_maxnreg": state_pass.CHAIN_MAXNREG, "chain_publish": state_pass.PROGRESS_PUBLISH,
+                   "claim": args.claim,
                    "own_launch": list_output.OWN_LAUNCH, "state_launch": list_output.STATE_LAUNCH,
                    "list_maxnreg": list_output.LIST_MAXNREG}
             configure(store, segment, warm_up, False)

@@ -27,6 +27,26 @@ def test_good_settings_read_as_given():
     assert list_output._register_caps("64,248") == (64, 248)
 
 
+def test_the_launch_shapes_are_read_at_import():
+    done = run_fresh("from sparsegdn.triton import list_output as l; print(*l.OWN_LAUNCH, *l.STATE_LAUNCH)",
+                     LIST_LAUNCH="1x3,1x2")
+    assert done.returncode == 0 and done.stdout.split() == ["1", "3", "1", "2"], done.stderr[-300:]
+    refused = run_fresh("from sparsegdn.triton import list_output", LIST_LAUNCH="1x3")
+    assert refused.returncode != 0 and "SPARSEGDN_LIST_LAUNCH" in refused.stderr, refused.stderr[-300:]
+
+
+@pytest.mark.parametrize("bad", ["2x2", "3x2,1x2", "2x0,1x2", "2x5,1x2", "2x2,1x2,1x1", "axb,1x2", "", "2x2,",
+                                 "2x22,1x2", "2*2,1x2"])
+def test_launch_shapes_other_than_two_of_one_or_two_stages_by_one_to_four_programs_refused(bad):
+    with pytest.raises(ValueError, match="SPARSEGDN_LIST_LAUNCH"):
+        list_output._launch_shapes(bad)
+
+
+def test_launch_shapes_read_as_given():
+    assert list_output._launch_shapes("2x2,1x2") == ((2, 2), (1, 2))
+    assert list_output._launch_shapes("1x3,2x1") == ((1, 3), (2, 1))
+
+
 @pytest.mark.parametrize("name, changed, same", [("LIST_MAXNREG", (168, 0), False), ("OWN_LAUNCH", (1, 3), False),
                                                  ("STATE_LAUNCH", (1, 1), False), ("LIST_MAXNREG", (0, 0), True),
                                                  ("CLAIM_AHEAD", True, False), ("CLAIM_AHEAD", False, False)])

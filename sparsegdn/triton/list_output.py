@@ -63,9 +63,28 @@ from .state_pass import PROGRESS_BV
 LIST_OUTPUTS = os.environ.get("SPARSEGDN_LIST_OUTPUTS", "0") == "1"
 # (pipeline stages, programs an SM) of the two launches, measured best on the H200 (batch 22): the zero-state
 # list two stages at two programs an SM (115 KB of shared memory each, 107 KB solving Tinv), the list with a state
-# one stage at two.
-OWN_LAUNCH = (2, 2)
-STATE_LAUNCH = (1, 2)
+# one stage at two. SPARSEGDN_LIST_LAUNCH="SxP,SxP" sets them (zero-state list, list with a state), read at import,
+# so that a process-level A/B (benchmarks/ab_rounds.sh) can time other shapes: stages 1 or 2, 1 to 4 programs an SM
+# (the list with a state runs one stage beside the chain pass: ListCall refuses two there).
+_LIST_LAUNCH_SETTING = os.environ.get("SPARSEGDN_LIST_LAUNCH", "2x2,1x2")
+
+
+def _launch_shapes(setting: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """SPARSEGDN_LIST_LAUNCH's two (stages, programs an SM): "SxP,SxP", stages 1 or 2, programs 1 to 4."""
+    shapes = []
+    for part in setting.split(","):
+        stages, _, per_sm = part.partition("x")
+        if not (stages in ("1", "2") and per_sm in ("1", "2", "3", "4")):
+            shapes = []
+            break
+        shapes.append((int(stages), int(per_sm)))
+    if len(shapes) != 2 or len(setting.split(",")) != 2:
+        raise ValueError(f"SPARSEGDN_LIST_LAUNCH={setting!r}: two launch shapes 'SxP,SxP' (zero-state list, list "
+                         f"with a state), each 1 or 2 stages by 1 to 4 programs an SM, e.g. '2x2,1x2'")
+    return shapes[0], shapes[1]
+
+
+OWN_LAUNCH, STATE_LAUNCH = _launch_shapes(_LIST_LAUNCH_SETTING)
 # A register cap for each list's programs (0: none, the default): (zero-state list, list with a state). Uncapped,
 # the zero-state list takes 227 registers a thread at two stages (244 at one) and the list with a state 255
 # (benchmarks/gluon_probe.py --list-caps: sm_90, bf16, band 1 solved, claims, overlapped; batch 35's reordered
