@@ -684,6 +684,8 @@ def test_gpu_transposed_chains_match_torch(streamed, tma, monkeypatch):
     from sparsegdn.triton import call_plans, forward, state_pass
     made = _lists_from_every_call(monkeypatch)
     monkeypatch.setattr(forward, "STREAM_PREPARE", streamed)
+    if streamed:    # the streamed preparation serves whole chains only (forward.streams_preparation)
+        monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)
     monkeypatch.setattr(state_pass, "POISON", not streamed)
     monkeypatch.setattr(state_pass, "TMA_SNAPSHOTS", tma)
     taken, real_launch = [], state_pass.launch_publishing_chains
@@ -819,6 +821,7 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     early."""
     from sparsegdn.triton import call_plans, event_prepare, forward
     made = _lists_from_every_call(monkeypatch)
+    monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)    # whole chains: the only ones it serves (streams_preparation)
     replays = []
     monkeypatch.setattr(call_plans, "run",
                         lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
