@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Batch 43, call 3 (issue 14): fewer, wider chain programs beside the lists. Call 2 found the chains' footprint decides
+# Batch 43, call 5 (issue 14): fewer, wider chain programs beside the lists. Call 2 found the chains' footprint decides
 # the lists' room: blocks of 16 (twice the chain programs) walked the chains faster (1,519 against 1,774 us at 128K)
 # but the lists ended 320 us later, and two pipeline stages slowed the chains by a third. Blocks of 64 halve the chain
 # programs (two a head pair and segment); each commit is twice the work. Last timed beside whole chains (batch 28,
@@ -11,7 +11,7 @@
 #   bv64w8  blocks of 64, eight warps
 # Prediction (written before the run): every bv64 form slower at 32K (+3-8%: the chains' slack there is small); at 128K
 # within 2% of base either way (the lists gain room, the chains lose speed).
-# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch43/call3.sh (~2.5 min on an H100; no wheels).
+# Run from the project root: OUT=$OUT bash analysis/results/overlap/batch43/call5.sh (~2.5 min on an H100; no wheels).
 set -u
 ROUNDS=${ROUNDS:-2} PROFILE=1 TOKENS="32768 131072" bash benchmarks/ab_rounds.sh base="" \
   bv64="SPARSEGDN_CHAIN_BV=64" \
