@@ -818,7 +818,7 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     the same call unstreamed. A chain that read an event before it was stored would read a list slot left over from the
     call before (the allocator hands the same blocks back), and each call has fresh inputs, so that shows. The snapshots
     are not poisoned here: the fill would be a kernel between pass 3 and the chain pass, which then could not start
-    early."""
+    early. The chains walk whole (forward.LISTS_SEGMENT 0): the streamed preparation serves no other."""
     from sparsegdn.triton import call_plans, event_prepare, forward
     made = _lists_from_every_call(monkeypatch)
     monkeypatch.setattr(forward, "LISTS_SEGMENT", 0)    # whole chains: the only ones it serves (streams_preparation)

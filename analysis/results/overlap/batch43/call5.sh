@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batch 43, call 5 (issue 14): fewer, wider chain programs beside the lists. Call 2 found the chains' footprint decides
 # the lists' room: blocks of 16 (twice the chain programs) walked the chains faster (1,519 against 1,774 us at 128K)
-# but the lists ended 320 us later, and two pipeline stages slowed the chains by a third. Blocks of 64 halve the chain
+# but the lists ended 320 us later, and two pipeline stages slowed the chains by 37-39%. Blocks of 64 halve the chain
 # programs (two a head pair and segment); each commit is twice the work. Last timed beside whole chains (batch 28,
 # H200: slower than 32), when the chains were the call's critical path; now they have ~650 us of slack at 128K and
 # ~130 at 32K (call 2's timelines).
