@@ -78,7 +78,7 @@ def _launch_shapes(setting: str) -> tuple[tuple[int, int], tuple[int, int]]:
             shapes = []
             break
         shapes.append((int(stages), int(per_sm)))
-    if len(shapes) != 2:
+    if len(shapes) != 2 or len(setting.split(",")) != 2:
         raise ValueError(f"SPARSEGDN_LIST_LAUNCH={setting!r}: two launch shapes 'SxP,SxP' (zero-state list, list "
                          f"with a state), each 1 or 2 stages by 1 to 4 programs an SM, e.g. '2x2,1x2'")
     return shapes[0], shapes[1]
