@@ -71,17 +71,13 @@ _LIST_LAUNCH_SETTING = os.environ.get("SPARSEGDN_LIST_LAUNCH", "2x2,1x2")
 
 def _launch_shapes(setting: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """SPARSEGDN_LIST_LAUNCH's two (stages, programs an SM): "SxP,SxP", stages 1 or 2, programs 1 to 4."""
-    shapes = []
-    for part in setting.split(","):
-        stages, _, per_sm = part.partition("x")
-        if not (stages in ("1", "2") and per_sm in ("1", "2", "3", "4")):
-            shapes = []
-            break
-        shapes.append((int(stages), int(per_sm)))
-    if len(shapes) != 2 or len(setting.split(",")) != 2:
+    parts = [part.partition("x") for part in setting.split(",")]
+    if len(parts) != 2 or not all(stages in ("1", "2") and per_sm in ("1", "2", "3", "4")
+                                  for stages, _, per_sm in parts):
         raise ValueError(f"SPARSEGDN_LIST_LAUNCH={setting!r}: two launch shapes 'SxP,SxP' (zero-state list, list "
                          f"with a state), each 1 or 2 stages by 1 to 4 programs an SM, e.g. '2x2,1x2'")
-    return shapes[0], shapes[1]
+    (own_stages, _, own_per_sm), (state_stages, _, state_per_sm) = parts
+    return (int(own_stages), int(own_per_sm)), (int(state_stages), int(state_per_sm))
 
 
 OWN_LAUNCH, STATE_LAUNCH = _launch_shapes(_LIST_LAUNCH_SETTING)
