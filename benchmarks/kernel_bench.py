@@ -87,6 +87,11 @@ DESIGNS["early"] = (None, 0, "early")
 # "waiting": by_band with the early checks off (the public call waits for its last kernel), by_band's design until the
 # early checks became the default.
 DESIGNS["waiting"] = (None, 0, "waiting")
+# "lists_any_length": by_band with the lists' length conditions lifted (forward.LISTS_FROM and LISTS_MIN_ROW_CHUNKS
+# 1): the default's route of long calls (the lists beside the chains, their segments, claims) at every length, where
+# the budget and the inputs let list_output serve them, so that short calls can time it against the one launch
+# (by_band there) in one process. The budget's condition (LISTS_MAX_BUDGET) stays.
+DESIGNS["lists_any_length"] = (None, 0, "any_length")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -100,6 +105,7 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                              ((list_output, "LIST_OUTPUTS"), True), ((list_output, "OVERLAP_LISTS"), True),
                              ((list_output, "CLAIM"), True)),
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
+                   "any_length": (((forward, "LISTS_FROM"), 1), ((forward, "LISTS_MIN_ROW_CHUNKS"), 1)),
                    "whole": (((forward, "LISTS_SEGMENT"), 0),),
                    "early": (((forward, "EARLY_CHECKS"), True),),
                    "waiting": (((forward, "EARLY_CHECKS"), False),),

@@ -50,3 +50,23 @@ def test_a_process_with_lists_segments_and_only_whole_chain_designs_is_refused()
                  LISTS_SEGMENT=256)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "True", "True"]
+
+
+def test_lists_any_length_lifts_the_length_conditions_and_by_band_puts_them_back():
+    """kernel_bench's `lists_any_length`: the lists' route at every length (forward.LISTS_FROM and LISTS_MIN_ROW_CHUNKS
+    at 1, the budget's condition kept); the next design without its tag restores the defaults."""
+    done = bench(IMPORT + "f = b.forward; seen = [(b.set_design(b.DESIGNS[name]), "
+                 "(f.LISTS_FROM, f.LISTS_MIN_ROW_CHUNKS, "
+                 "f.LISTS_MAX_BUDGET))[1] for name in ('by_band', 'lists_any_length', 'one_launch', "
+                 "'lists_any_length', 'by_band')]; print(*(' '.join(map(str, s)) for s in seen))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["8192", "256", "0.5", "1", "1", "0.5", "0", "256", "0.5", "1", "1", "0.5",
+                                   "8192", "256", "0.5"]
+
+
+def test_route_timelines_idle_time_is_the_span_without_any_kernel():
+    """route_timelines.idle_us: overlapping kernels count once, gaps between them are idle."""
+    done = bench("import sys; sys.path.insert(0, 'benchmarks'); from route_timelines import idle_us; "
+                 "print(idle_us([['a', 0, 10], ['b', 5, 10], ['c', 20, 5], ['d', 21, 2]]), idle_us([]))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["5.0", "0.0"]
