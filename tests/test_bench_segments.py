@@ -60,8 +60,8 @@ def test_lists_any_length_lifts_the_length_conditions_and_by_band_puts_them_back
                  "f.LISTS_MAX_BUDGET))[1] for name in ('by_band', 'lists_any_length', 'one_launch', "
                  "'lists_any_length', 'by_band')]; print(*(' '.join(map(str, s)) for s in seen))")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["8192", "256", "0.5", "1", "1", "0.5", "0", "256", "0.5", "1", "1", "0.5",
-                                   "8192", "256", "0.5"]
+    assert done.stdout.split() == ["2048", "64", "0.5", "1", "1", "0.5", "0", "64", "0.5", "1", "1", "0.5",
+                                   "2048", "64", "0.5"]
 
 
 def test_route_timelines_idle_time_is_the_span_without_any_kernel():

@@ -140,16 +140,21 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # 1, H 16, HV 32; analysis/results/overlap/batch25 call 3) the public call took, one launch against the lists:
 # 0.268 / 0.296 ms at 4K, 0.528 / 0.485 at 8K, 0.716 / 0.711 at 16K, 1.385 / 1.276 at 32K, 2.518 / 2.305 at 64K and
 # 4.724 / 4.216 at 128K; the backend entry 0.195 / 0.234, 0.334 / 0.384, 0.608 / 0.556, 1.149 / 1.043, 2.226 / 2.012
-# and 4.409 / 3.949. The lists win the entry from 16K tokens on, so 8,192 head chunks (16K tokens at 32 value heads)
-# is the default; shorter calls keep the one launch. Only where the selection keeps at most LISTS_MAX_BUDGET of the
+# and 4.409 / 3.949. The lists won the entry from 16K tokens on then, and 8,192 head chunks (16K tokens at 32 value
+# heads) was the default until batch 48: on an H100 (2026-12-07, analysis/results/overlap/batch48 call 1, one process,
+# kernel_bench --designs by_band one_launch lists_any_length, medians of five interleaved rounds) the lists, with
+# everything they gained since (claims, the reordered solve, chains cut in half beside them), took the public call at
+# budget 0.29 0.218 / 0.344 / 0.454 ms at 4K / 8K / 12K against the one launch's 0.232 / 0.383 / 0.531 (-6.0 / -10.2 /
+# -14.5%), and at budgets 0.5 and 0.15 -5.7 / -3.8% at 4K, -10.0 / -8.1% at 8K, -12.8 / -13.8% at 12K. So 2,048 head
+# chunks (4K tokens at 32 value heads) is the default; shorter calls (not timed) keep the one launch. Only where the
+# selection keeps at most LISTS_MAX_BUDGET of the
 # events: with every event kept the lists lost to the one launch (backend entry, the one launch in a second process
 # of the same build, batch 25 calls 6-8: budget 1, band 1 at 16K / 32K / 64K / 128K 1.016 / 1.977 / 3.891 / 7.785 ms
 # against 0.987 / 1.931 / 3.818 / 7.695; dense semantics, band 3 and `all`, 1.113 / 2.190 / 4.332 / 8.557 against
 # 1.066 / 2.110 / 4.182 / 8.398), at budget 0.5 they won (32K 1.319 against 1.383, 64K 2.579 against 2.706), at 0.15
 # by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
 # selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
-# has at least LISTS_MIN_ROW_CHUNKS chunks: the lists lost at 4K and 8K tokens, where the chains are short, and only B 1
-# was measured. Not with COMMIT_SEGMENT (the other routes'; the lists cut their chains by LISTS_SEGMENT, below) or
+# has at least LISTS_MIN_ROW_CHUNKS chunks (4K tokens, the shortest row timed in batch 48; only B 1 was measured). Not with COMMIT_SEGMENT (the other routes'; the lists cut their chains by LISTS_SEGMENT, below) or
 # PAIRED: paired chains were never run with progress counts. The one
 # launch's own switches (SPLIT_OUTPUTS, state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a
 # call that takes the lists.
@@ -171,12 +176,12 @@ FOLD_COMMITS = os.environ.get("SPARSEGDN_FOLD_COMMITS", "0") == "1"
 # 1.04 ms at 32K, 6.40 against 3.94 at 128K; pass 3 itself 2.6 against 0.7 ms under the stage hook). Its GPU cases
 # passed. SPARSEGDN_STREAM_PREPARE=1 turns it on.
 STREAM_PREPARE = os.environ.get("SPARSEGDN_STREAM_PREPARE", "0") == "1"
-_LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "8192")
+_LISTS_SETTING = os.environ.get("SPARSEGDN_LISTS_FROM", "2048")
 if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
     raise ValueError(f"SPARSEGDN_LISTS_FROM={_LISTS_SETTING!r}: a count of head chunks >= 0 (0: never)")
 LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
-LISTS_MIN_ROW_CHUNKS = 256      # 16K tokens a batch row
+LISTS_MIN_ROW_CHUNKS = 64       # 4K tokens a batch row
 # Segments beside the lists: a call that takes the lists (lists_by_default) cuts its chains into segments of
 # lists_segment commits, walked side by side, every segment publishing its progress; each segment's entering state comes
 # from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps otherwise.
