@@ -70,3 +70,15 @@ def test_route_timelines_idle_time_is_the_span_without_any_kernel():
                  "print(idle_us([['a', 0, 10], ['b', 5, 10], ['c', 20, 5], ['d', 21, 2]]), idle_us([]))")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["5.0", "0.0"]
+
+
+def test_route_shapes_reads_shapes_and_refuses_bad_ones():
+    """route_shapes.parse_shape: BxHxHVxT, four positive ints with HV a multiple of H; every shape is parsed before any
+    GPU work, so a typo costs no device time."""
+    done = bench("import sys; sys.path.insert(0, 'benchmarks'); from route_shapes import parse_shape, SHAPES\n"
+                 "print(*parse_shape('2x16x32x4096'), all(parse_shape(s) for s in SHAPES))\n"
+                 "for bad in ('2x16x32', '2x16x24x4096', '0x16x32x4096', '2x16x32x4k'):\n"
+                 "    try:\n        parse_shape(bad)\n    except ValueError as error:\n        print('refused', bad)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["2 16 32 4096 True", "refused 2x16x32", "refused 2x16x24x4096",
+                                        "refused 0x16x32x4096", "refused 2x16x32x4k"]
