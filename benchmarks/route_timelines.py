@@ -7,7 +7,9 @@ each length and each of kernel_bench's designs: one warm public call profiled (o
 kernel's name, start and duration in us from the call's first kernel), printed as a table and kept as JSON rows.
 The span is the last kernel's end; the gaps are the time between one kernel's end and the next's start where no
 kernel ran (the host's launches, or a dependent launch waiting). A profiled call is slower than a timed one (the
-profiler's own cost): read the shares, not the total, and time with kernel_bench.py. Needs a GPU.
+profiler's own cost, and a first gap of a millisecond or more after the call's first small kernel in batch 48's run):
+read each kernel's duration and the gaps after the early scan, not the span or the idle total, and time with
+kernel_bench.py. Needs a GPU.
 """
 import argparse
 import json

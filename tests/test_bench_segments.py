@@ -1,5 +1,6 @@
-"""kernel_bench's designs `process` and `whole_chains` and its refusals (batch 29: runs started with
-SPARSEGDN_COMMIT_SEGMENT that named by_band alone timed whole chains under a command naming the segments)."""
+"""kernel_bench's designs `process`, `whole_chains` and `lists_any_length` and its refusals (batch 29: runs started
+with SPARSEGDN_COMMIT_SEGMENT that named by_band alone timed whole chains under a command naming the segments), and
+the CPU side of the route probes beside it (route_timelines.idle_us, route_shapes.parse_shape)."""
 from fresh_process import run_fresh as bench
 
 IMPORT = "import sys; sys.path.insert(0, 'benchmarks'); import kernel_bench as b; "
