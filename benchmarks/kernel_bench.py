@@ -154,15 +154,16 @@ def build() -> str:
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "") + f", {sources}"
 
 
-def make_inputs(tokens, seed=0):
-    """Random inputs, never zeros; head pairs with decay speeds from fast to slow, as in a real layer."""
+def make_inputs(tokens, seed=0, *, batch=B, heads=H, value_heads=HV):
+    """Random inputs, never zeros; head pairs with decay speeds from fast to slow, as in a real layer. The benchmark's
+    shape by default (B, H, HV); other batch rows and heads for probes of other shapes (route_shapes.py)."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(B, tokens, H, K, device="cuda", generator=gen).bfloat16()
-    k = torch.randn(B, tokens, H, K, device="cuda", generator=gen).bfloat16()
-    v = torch.randn(B, tokens, HV, V, device="cuda", generator=gen).bfloat16()
-    speed = torch.linspace(-2.0, 6.0, HV, device="cuda")           # logsigmoid(x + speed): slow to fast heads
-    g = torch.nn.functional.logsigmoid(torch.randn(B, tokens, HV, device="cuda", generator=gen) + speed)
-    beta = torch.rand(B, tokens, HV, device="cuda", generator=gen).mul(0.9).add(0.05).bfloat16()
+    q = torch.randn(batch, tokens, heads, K, device="cuda", generator=gen).bfloat16()
+    k = torch.randn(batch, tokens, heads, K, device="cuda", generator=gen).bfloat16()
+    v = torch.randn(batch, tokens, value_heads, V, device="cuda", generator=gen).bfloat16()
+    speed = torch.linspace(-2.0, 6.0, value_heads, device="cuda")   # logsigmoid(x + speed): slow to fast heads
+    g = torch.nn.functional.logsigmoid(torch.randn(batch, tokens, value_heads, device="cuda", generator=gen) + speed)
+    beta = torch.rand(batch, tokens, value_heads, device="cuda", generator=gen).mul(0.9).add(0.05).bfloat16()
     return q, k, v, g.float(), beta
 
 

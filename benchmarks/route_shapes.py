@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_bench  # noqa: E402
 from sparsegdn import SparseConfig  # noqa: E402
+from sparsegdn.config import num_chunks  # noqa: E402
+from sparsegdn.reference import relative_error  # noqa: E402
 
 DESIGNS = ("one_launch", "lists_any_length")
 SHAPES = ("1x16x32x4096", "2x16x32x4096", "4x16x32x4096", "1x16x48x4096", "1x16x64x4096", "1x16x16x8192",
@@ -42,23 +44,6 @@ def parse_shape(text: str) -> tuple[int, int, int, int]:
     return batch, heads, value_heads, tokens
 
 
-def make_inputs(batch, heads, value_heads, tokens, seed=0):
-    """kernel_bench.make_inputs at another shape: random q, k, v, decays from slow to fast heads, beta."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    size = kernel_bench.K
-    q = torch.randn(batch, tokens, heads, size, device="cuda", generator=gen).bfloat16()
-    k = torch.randn(batch, tokens, heads, size, device="cuda", generator=gen).bfloat16()
-    v = torch.randn(batch, tokens, value_heads, size, device="cuda", generator=gen).bfloat16()
-    speed = torch.linspace(-2.0, 6.0, value_heads, device="cuda")
-    g = torch.nn.functional.logsigmoid(torch.randn(batch, tokens, value_heads, device="cuda", generator=gen) + speed)
-    beta = torch.rand(batch, tokens, value_heads, device="cuda", generator=gen).mul(0.9).add(0.05).bfloat16()
-    return q, k, v, g.float(), beta
-
-
-def relative_error(a, b) -> float:
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES))
@@ -69,14 +54,13 @@ def main():
     config = SparseConfig(budget=0.29, band=1, selector="score", backend="triton")
     rows = []
     for batch, heads, value_heads, tokens in shapes:
-        inputs = make_inputs(batch, heads, value_heads, tokens)
+        inputs = kernel_bench.make_inputs(tokens, batch=batch, heads=heads, value_heads=value_heads)
         calls, results, took = {}, {}, {}
         for design in DESIGNS:
             setting = kernel_bench.DESIGNS[design]
             call = lambda inputs=inputs: kernel_bench.public_call(inputs, config)  # noqa: E731
             calls[design] = kernel_bench.with_design(setting, call)
-            kernel_bench.set_design(setting)
-            o, state, _ = kernel_bench.public_call(inputs, config)
+            o, state, _ = calls[design]()
             torch.cuda.synchronize()
             results[design] = (o.clone(), state.clone())
             took[design] = kernel_bench.takes_lists(inputs, config, setting)
@@ -87,7 +71,7 @@ def main():
         (o_one, s_one), (o_lists, s_lists) = results["one_launch"], results["lists_any_length"]
         median = {design: statistics.median(values) for design, values in times.items()}
         row = {"B": batch, "H": heads, "HV": value_heads, "T": tokens,
-               "head_chunks": batch * value_heads * -(-tokens // 64),
+               "head_chunks": batch * value_heads * num_chunks(tokens),
                "one_launch_ms": median["one_launch"], "lists_ms": median["lists_any_length"], "runs": times,
                "lists_taken": took["lists_any_length"], "one_launch_took_lists": took["one_launch"],
                "change": median["lists_any_length"] / median["one_launch"] - 1,
