@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import sparsegdn                               # noqa: E402
 from sparsegdn import STAGES, SparseConfig     # noqa: E402
 from sparsegdn import validation              # noqa: E402
-from sparsegdn.triton import call_plans, forward, graphs, list_output, state_pass   # noqa: E402
+from sparsegdn.triton import call_plans, forward, graphs, intra_chunk, list_output, schedule, state_pass   # noqa: E402
 
 B, H, HV, K, V = 1, 16, 32, 128, 128
 # Timed rounds of every contender, interleaved. Two until 2026-12-01; five since the public call's figure was seen
@@ -92,6 +92,15 @@ DESIGNS["waiting"] = (None, 0, "waiting")
 # the budget and the inputs let list_output serve them, so that short calls can time it against the one launch
 # (by_band there) in one process. The budget's condition (LISTS_MAX_BUDGET) stays.
 DESIGNS["lists_any_length"] = (None, 0, "any_length")
+# "select_before" and "select_after": the selection's kernels and pass 1's launch as they were before batch 49 (a bit of
+# the threshold a step, schedule.SELECT_STEP_BITS 1; the earlier head pairs' events a row a load, schedule.SCHEDULE_LOAD
+# 0; pass 1 after the early scan, intra_chunk.EARLY_BESIDE off) and in batch 49's forms (two bits a step, loads of
+# 4,096 events, pass 1 beside the scan), so that one process times both whatever the defaults are; "beside_only" the
+# forms before with pass 1 beside the scan, "search_only" the forms before with batch 49's selection kernels.
+DESIGNS["select_before"] = (None, 0, "select_before")
+DESIGNS["select_after"] = (None, 0, "select_after")
+DESIGNS["beside_only"] = (None, 0, "beside_only")
+DESIGNS["search_only"] = (None, 0, "search_only")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -107,6 +116,14 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
                    "any_length": (((forward, "LISTS_FROM"), 1), ((forward, "LISTS_MIN_ROW_CHUNKS"), 1)),
                    "whole": (((forward, "LISTS_SEGMENT"), 0),),
+                   "select_before": (((schedule, "SELECT_STEP_BITS"), 1), ((schedule, "SCHEDULE_LOAD"), 0),
+                                     ((intra_chunk, "EARLY_BESIDE"), False)),
+                   "select_after": (((schedule, "SELECT_STEP_BITS"), 2), ((schedule, "SCHEDULE_LOAD"), 4096),
+                                    ((intra_chunk, "EARLY_BESIDE"), True)),
+                   "beside_only": (((schedule, "SELECT_STEP_BITS"), 1), ((schedule, "SCHEDULE_LOAD"), 0),
+                                   ((intra_chunk, "EARLY_BESIDE"), True)),
+                   "search_only": (((schedule, "SELECT_STEP_BITS"), 2), ((schedule, "SCHEDULE_LOAD"), 4096),
+                                   ((intra_chunk, "EARLY_BESIDE"), False)),
                    "early": (((forward, "EARLY_CHECKS"), True),),
                    "waiting": (((forward, "EARLY_CHECKS"), False),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),

@@ -14,6 +14,7 @@ from gdn_inputs import random_inputs
 import sparsegdn
 from sparsegdn import validation
 from sparsegdn.triton import forward
+from sparsegdn.triton import intra_chunk as intra_chunk_module
 from sparsegdn.triton.chunk_loads import FLAG_GATES, FLAG_WAIT, NUM_FLAGS, WAIT_BOUND
 from sparsegdn.triton.intra_chunk import SCAN_TILES, early_scan, intra_chunk
 
@@ -52,9 +53,14 @@ def _spoil(inputs, name, index, value):
 PLACES = {"q": (1, 100, 1, 7), "k": (0, 149, 1, 15), "v": (1, 65, 3, 31), "s0": (1, 3, 15, 31)}
 
 
+@pytest.mark.parametrize("beside", [False, True], ids=["after-scan", "beside-scan"])
 @pytest.mark.parametrize("name", list(PLACES))
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -2 * WAIT_BOUND.value])
-def test_pass_one_asks_to_wait_for_an_input_element_that_is_not_finite_or_beyond_the_bound(name, value):
+def test_pass_one_asks_to_wait_for_an_input_element_that_is_not_finite_or_beyond_the_bound(name, value, beside,
+                                                                                          monkeypatch):
+    """Whether pass 1 follows the scan or starts beside it (intra_chunk.EARLY_BESIDE), the flags it leaves hold
+    the scan's (q, the initial state) and its own (k, v)."""
+    monkeypatch.setattr(intra_chunk_module, "EARLY_BESIDE", beside)
     inputs = _inputs(1)
     assert _pass_one(*inputs) == [0] * NUM_FLAGS, "clean inputs: nothing raised"
     flags = _pass_one(*_spoil(inputs, name, PLACES[name], value))

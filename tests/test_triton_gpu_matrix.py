@@ -113,6 +113,25 @@ def test_gpu_chunks_from_a_zero_state_skip_its_part(overlap, monkeypatch):
     assert rel_err(o, out[False][0]) <= 1e-3 and torch.equal(s, out[False][1])      # the same chains
 
 
+@pytest.mark.parametrize("shape", [(2, 32, 2048), (1, 48, 129), (3, 5, 23)], ids=lambda s: "x".join(map(str, s)))
+def test_gpu_schedule_is_the_same_whatever_the_loads(shape, monkeypatch):
+    """schedule_kernel's count of the earlier head pairs' events, a row a load or SCHEDULE_LOAD events' worth of rows
+    a load (the last load partly past them): every list of the schedule equal, at the benchmark's 128K rows (32 head
+    pairs x 2,048 chunks), 48 head pairs of a ragged length and a small shape."""
+    from sparsegdn.triton import schedule as schedule_module
+    batch, heads, n_chunks = shape
+    events = random_events(batch, heads, n_chunks, seed=3, p=0.3).cuda()
+    chunk_log_decay = -torch.rand(batch, heads, n_chunks, generator=torch.Generator().manual_seed(4)).cuda()
+    built = {}
+    for load in (0, 64, 4096):
+        monkeypatch.setattr(schedule_module, "SCHEDULE_LOAD", load)
+        built[load] = schedule_module.build_schedule(events, chunk_log_decay)
+    for load in (64, 4096):
+        for name in ("per_head", "event_chunks", "first_event", "snapshot_of_chunk", "log_decay_since",
+                     "final_log_decay", "event_decays"):
+            assert torch.equal(getattr(built[load], name), getattr(built[0], name)), (load, name)
+
+
 @pytest.mark.parametrize("store_inverse", [False, True], ids=["tinv_on_chip", "tinv_stored"])
 @pytest.mark.parametrize("magnitude", [1e8, 1e20, 1e30])
 def test_gpu_huge_log_decays_in_range_match_torch(magnitude, store_inverse, monkeypatch):
@@ -849,19 +868,21 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     assert len(replays) == 4, len(replays)         # seeds 2 and 3, streamed and not
 
 
+@pytest.mark.parametrize("beside", [False, True], ids=["after-scan", "beside-scan"])
 @pytest.mark.parametrize("route", ["one-launch-s0", "default-lists", "float32-K64", "two-launches-HV3"])
-def test_gpu_early_checks_change_no_output(route, monkeypatch):
+def test_gpu_early_checks_change_no_output(route, beside, monkeypatch):
     """forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks k, v and g, and the public call
     waits for their flags only. Four calls of one key in a row, each with the early checks off then on (the first of
     each launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
     and with them on no call reads its late flags. Then through the plan: a NaN in q is a ValueError naming q, an
     element of v beyond the bound (finite) waits and passes. Routes: the one launch with an initial state, the lists
     beside the chains by the defaults (LISTS_FROM lowered to the case), float32 heads of 64, the two launches with
-    three value heads a key head."""
+    three value heads a key head. `beside`: pass 1 launched beside the scan (intra_chunk.EARLY_BESIDE)."""
     from sparsegdn import validation
-    from sparsegdn.triton import call_plans, forward, graphs
+    from sparsegdn.triton import call_plans, forward, graphs, intra_chunk
     from sparsegdn.triton.chunk_loads import WAIT_BOUND
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+    monkeypatch.setattr(intra_chunk, "EARLY_BESIDE", beside)
     batch, tokens, heads, value_heads, dim, dtype, initial = {
         "one-launch-s0": (1, 2000, 2, 4, 128, torch.bfloat16, True),
         "default-lists": (2, 4096, 2, 4, 128, torch.bfloat16, False),

@@ -615,11 +615,17 @@ def test_chain_only_diagnostic_runs_the_same_chains(monkeypatch):
 
 
 @small_shapes
-def test_schedule_counts_the_commits_before_every_chunk():
+@pytest.mark.parametrize("load", [0, 64, 4096], ids=["row-a-load", "two-rows-a-load", "every-row"])
+def test_schedule_counts_the_commits_before_every_chunk(load, monkeypatch):
     """What the one launch's output programs wait for (chunk_output.wait_for_snapshot): the snapshot a chunk
     starts from is its head pair's snapshot number `commits before the chunk`, numbered from the head pair's
-    own first snapshot (state before any commit); the chain publishes `commits done + 1` snapshots."""
+    own first snapshot (state before any commit); the chain publishes `commits done + 1` snapshots. The same
+    whether schedule_kernel counts the earlier head pairs' events a row a load, two rows a load (the last load
+    half past them) or all in one (schedule.SCHEDULE_LOAD)."""
+    from sparsegdn.triton import schedule as schedule_module
     from sparsegdn.triton.schedule import build_schedule
+    monkeypatch.setattr(schedule_module, "SCHEDULE_LOAD", load)
+    assert schedule_module.schedule_rows(5, 23) == {0: 1, 64: 2, 4096: 8}[load]
     batch, heads, n_chunks = 2, 5, 23
     events = random_events(batch, heads, n_chunks, seed=9, p=0.4).to(DEVICE)
     events[0, 1] = True
@@ -662,22 +668,27 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_write
         assert schedule.event_chunks[b, count:].eq(-1).all() and schedule.event_chunks[b, :count].ge(0).all()
 
 
-@pytest.mark.parametrize("resident", [1 << 16, 64], ids=["kernel", "sorted"])
-def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(resident, monkeypatch):
+@pytest.mark.parametrize("resident,step_bits", [(1 << 16, 1), (1 << 16, 2), (64, 1)],
+                         ids=["kernel-1-bit", "kernel-2-bits", "sorted"])
+def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(resident, step_bits, monkeypatch):
     """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
     every score above the count-th highest and the first ties at it in (head pair, chunk) order, as the torch
-    backend's selection.top_events keeps them. Scores with many ties (zeros, -0, a few repeated values), NaN
-    (above every number, as torch orders it), rows whose length is not a power of two; rows longer than
-    SELECT_RESIDENT go to the stable sort instead, with the same events."""
+    backend's selection.top_events keeps them, with either search (a bit or two of the threshold a step,
+    schedule.SELECT_STEP_BITS). Scores with many ties (zeros, -0, a few repeated values), NaN (above every number,
+    as torch orders it), negative scores and infinities (the search's ends), rows whose length is not a power of
+    two; rows longer than SELECT_RESIDENT go to the stable sort instead, with the same events."""
     from sparsegdn.triton import schedule
     monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
     monkeypatch.setattr(schedule, "SELECT_RESIDENT", resident)
+    monkeypatch.setattr(schedule, "SELECT_STEP_BITS", step_bits)
     gen = torch.Generator().manual_seed(12)
     batch, heads, n_chunks = 3, 5, 37
     scores = (torch.randint(0, 6, (batch, heads, n_chunks), generator=gen).float() * 0.5)
     scores[0, 1, ::3] = -0.0
     scores[1] = torch.rand(heads, n_chunks, generator=gen)       # no ties
     scores[2, 4, 7] = float("nan")
+    scores[2, 0] = -torch.rand(n_chunks, generator=gen) * 1e6     # negative keys, and the lowest and highest
+    scores[2, 1, :2] = torch.tensor([float("-inf"), float("inf")])
     for budget in (1 / (heads * n_chunks), 0.29, 0.5, 1.0):
         count = selection.event_count(budget, heads, n_chunks)
         events, got_count = schedule.select_events(scores.to(DEVICE), budget=budget, selector="score")
@@ -687,13 +698,15 @@ def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(re
 
 
 @gpu
+@pytest.mark.parametrize("step_bits", [1, 2])
 @pytest.mark.parametrize("budget", [0.29, 0.15, 1.0])
-def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, monkeypatch):
+def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, step_bits, monkeypatch):
     """select_kernel on rows as long as the kernel benchmark's at 32K and 128K tokens (32 head pairs x 512 or
     2,048 chunks: held in registers) and one longer (sorted instead), two batch rows, scores with ties: the same
-    events as top_events."""
+    events as top_events, with either search (schedule.SELECT_STEP_BITS)."""
     from sparsegdn.triton import schedule
     monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
+    monkeypatch.setattr(schedule, "SELECT_STEP_BITS", step_bits)
     gen = torch.Generator().manual_seed(13)
     for n_chunks in (512, 2048, 2049):      # 2,049: a row past SELECT_RESIDENT, sorted instead
         scores = torch.rand(2, 32, n_chunks, generator=gen)

@@ -85,6 +85,7 @@ from .commit_pairs import pair_prepare
 from . import event_prepare as event_prepare_module
 from .event_prepare import event_prepare
 from .schedule import build_schedule, select_events
+from . import intra_chunk as intra_chunk_module
 from .intra_chunk import intra_chunk
 from .score_scan import score_scan
 from .state_output import state_output
@@ -274,8 +275,8 @@ def _on_device(tensors, options, replayable, call_key):
 
 def design_switches() -> tuple:
     """The switches the forward reads when it runs (this module's, state_output's, state_pass's, segment_maps',
-    chunk_output's, schedule's and the solve precision's override, chunk_loads.solve_precision): a CUDA graph
-    captured under some values must not be replayed under others."""
+    chunk_output's, schedule's, intra_chunk's and the solve precision's override, chunk_loads.solve_precision):
+    a CUDA graph captured under some values must not be replayed under others."""
     return (STORE_INVERSE, COMMIT_SEGMENT, WARM_UP, OVERLAP, SPLIT_OUTPUTS, STORE_VECTORS, PAIRED, FOLD_COMMITS,
             STREAM_PREPARE, event_prepare_module.STREAM_PROGRAMS, event_prepare_module.STREAM_MAXNREG,
             state_pass_module.FOLD_MAX_KEY_DIM, state_pass_module.STREAMED_STAGES, state_pass_module.PROGRESS_STAGES,
@@ -287,6 +288,7 @@ def design_switches() -> tuple:
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
+            schedule_module.SELECT_STEP_BITS, schedule_module.SCHEDULE_LOAD, intra_chunk_module.EARLY_BESIDE,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
             list_output_module.CLAIM_AHEAD, list_output_module.SIDE_STREAM, list_output_module.OWN_LAUNCH,
             list_output_module.STATE_LAUNCH, list_output_module.LIST_MAXNREG, LISTS_FROM, LISTS_MAX_BUDGET,

@@ -13,6 +13,8 @@ chunks in event_prepare, every chunk in chunk_output), and this pass only reads 
 once. A g or beta that is not finite or out of the contract's range raises FLAG_GATES: the kernel
 reads them anyway.
 """
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -23,11 +25,20 @@ from .chunk_loads import (AUTOTUNE, CHUNK, CHUNK_SIZE, FLAG_GATES, FLAG_WAIT, LO
                           any_row_beyond, cdiv, inverse_norm, load_gates, load_rows, load_tile, not_finite, padded,
                           raise_flag, round_to, solve_precision)
 from .launch import Launcher
+from .state_pass import last_waits_for_prior_grid, launch_dependents
 
 STATE_ROWS = tl.constexpr(16)      # rows of the initial state a tile of the early checks reads
 SCAN_TILES = tl.constexpr(4)       # tiles of CHUNK tokens of q a program of early_scan reads
 SCAN_WARPS = 4
 CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eight: an illegal address on the H200)
+# Pass 1 beside the early scan: launched as the scan's programmatic dependent (the scan lets it start as soon as its
+# own programs have all started), so that pass 1's programs take the multiprocessors the scan's leave free and the
+# two streams of loads (q; k and v) overlap instead of following each other; pass 1's program that ends last waits
+# for the scan to end (griddepcontrol.wait), so that the flags copied after pass 1 hold the scan's. Neither reads
+# what the other writes (both raise flags by atomic maxima). Batch 48's timelines (H100, 8K tokens): the scan 19 us
+# for q's 32 MB (1.7 TB/s: a short kernel's ramp and tail), pass 1 40 us after it. Off until timed;
+# SPARSEGDN_EARLY_BESIDE=1 turns it on.
+EARLY_BESIDE = os.environ.get("SPARSEGDN_EARLY_BESIDE", "0") == "1"
 
 
 @triton.jit
@@ -39,14 +50,18 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
 
 
 @triton.autotune(configs=CONFIGS if AUTOTUNE else CONFIGS[:1], key=["K", "V", "BAND", "PRECISION", "STORE_INVERSE",
-                                                                          "STORE_VECTORS", "EARLY_CHECKS"])
+                                                                          "STORE_VECTORS", "EARLY_CHECKS",
+                                                                          "AFTER_SCAN"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
                        vectors_ptr,
                        T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
-                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr):
+                       STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr,
+                       done_ptr, AFTER_SCAN: tl.constexpr):
+    """AFTER_SCAN (EARLY_BESIDE): launched as early_scan's programmatic dependent; the program that ends last (each
+    counts itself in done_ptr, an int32 zeroed by the call) waits for the scan to end."""
     pid = tl.program_id(0).to(tl.int64)
     hv = pid % HV
     c = (pid // HV) % NC
@@ -85,16 +100,21 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
         rows = tl.arange(0, CHUNK)
         offsets = stat * CHUNK * CHUNK + rows[:, None] * CHUNK + rows[None, :]
         tl.store(t_inv_ptr + offsets, round_to(t_inv, t_inv_ptr.dtype.element_ty))
+    if AFTER_SCAN:
+        last_waits_for_prior_grid(done_ptr, tl.num_programs(0))
 
 
 @triton.jit
 def early_scan_kernel(q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H: tl.constexpr, K, V,
-                      BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
+                      BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr, LET_DEPENDENT: tl.constexpr):
     """The early checks of q and the initial state: raises flags[FLAG_WAIT] where a head vector of q (one token's)
     has a norm beyond WAIT_BOUND or an element of the initial state is beyond it (or either is not finite). The
     first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head each (key heads fastest:
     side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV after them one head pair's
-    initial state each (float32 [K, V], contiguous)."""
+    initial state each (float32 [K, V], contiguous). LET_DEPENDENT (EARLY_BESIDE): pass 1, launched next as this
+    kernel's programmatic dependent, may start once every program here has started."""
+    if LET_DEPENDENT:
+        launch_dependents()
     pid = tl.program_id(0).to(tl.int64)
     wait = tl.full([], 0, tl.int32)
     if pid < NQ:
@@ -128,11 +148,12 @@ launch_intra_chunk = Launcher(intra_chunk_kernel)
 launch_early_scan = Launcher(early_scan_kernel)
 
 
-def early_scan(q, initial_state, flags, num_value_heads):
+def early_scan(q, initial_state, flags, num_value_heads, let_dependent=False):
     """Launches early_scan_kernel over q [B,T,H,K] (innermost dimension contiguous) and, where given, the initial
     state (float32 [B,HV,K,V], contiguous): flags[FLAG_WAIT] raised for a head vector of q or an element of the
     state beyond WAIT_BOUND (or not finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q
-    cost about 2.2x its bytes there (kernel_bench.notes.md, batch 30)."""
+    cost about 2.2x its bytes there (kernel_bench.notes.md, batch 30). let_dependent: the next launch (pass 1,
+    EARLY_BESIDE) may start beside it."""
     batch, tokens, key_heads, key_dim = q.shape
     blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
     q_programs = batch * blocks * key_heads
@@ -140,7 +161,8 @@ def early_scan(q, initial_state, flags, num_value_heads):
     value_dim = 1 if initial_state is None else initial_state.shape[-1]
     launch_early_scan((q_programs + state_programs,), q, flags if initial_state is None else initial_state, flags,
                       tokens, blocks, q_programs, *q.stride()[:3], key_heads, key_dim, value_dim, BK=padded(key_dim),
-                      BV=padded(value_dim), HAS_STATE=initial_state is not None, num_warps=SCAN_WARPS)
+                      BV=padded(value_dim), HAS_STATE=initial_state is not None, LET_DEPENDENT=let_dependent,
+                      num_warps=SCAN_WARPS)
 
 
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
@@ -163,13 +185,16 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     vectors = (call_record.empty(batch, num_value_heads, num_chunks, 2, CHUNK_SIZE, device=k.device,
                                  dtype=torch.float32)
                if store_vectors else stats)
+    beside = early is not None and EARLY_BESIDE
+    done = call_record.zeros(1, dtype=torch.int32, device=k.device) if beside else flags
     if early is not None:
-        early_scan(*early, flags, num_value_heads)
+        early_scan(*early, flags, num_value_heads, let_dependent=beside)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,
         tokens, num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
         PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors,
-        EARLY_CHECKS=early is not None)
+        EARLY_CHECKS=early is not None, done_ptr=done, AFTER_SCAN=beside,
+        **({"launch_pdl": True} if beside else {}))
     return ((t_inv if store_inverse else None), stats[0], stats[1], stats[2],
             (vectors if store_vectors else None))

@@ -68,7 +68,8 @@ def select_events(scores, *, budget, selector):
         return selection.top_events(scores, count), count
     events = call_record.empty(*scores.shape, dtype=torch.bool, device=scores.device)
     block = padded(n)
-    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, num_warps=resident_warps(block))
+    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, STEP_BITS=SELECT_STEP_BITS,
+                  num_warps=resident_warps(block))
     return events, count
 
 
@@ -93,6 +94,30 @@ SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "1") == "1"
 # took the selection stage from 0.097 to 0.386 ms at 128K on the H200 (2026-12-02, analysis/results/overlap/batch9),
 # so longer rows (more head pairs or tokens) are sorted by torch instead (selection.top_events, the same events).
 SELECT_RESIDENT = 1 << 16
+# select_kernel's search, bits of the threshold a step: 1 (32 steps of one count each, the default) or 2 (16 steps of
+# three counts in one reduction). The search is a chain of dependent reductions over the whole row in one program (at
+# 8K tokens 9.4 us on an H100, at 128K 81 us, where the row's keys spill: batch 48's timelines), so half the steps
+# should cost less than the three comparisons each. Not yet timed; SPARSEGDN_SELECT_STEP_BITS sets it.
+_STEP_SETTING = os.environ.get("SPARSEGDN_SELECT_STEP_BITS", "1")
+if _STEP_SETTING not in ("1", "2"):
+    raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1 or 2 bits of the threshold a search step")
+SELECT_STEP_BITS = int(_STEP_SETTING)
+# schedule_kernel's count of the events before a head pair's own: the earlier head pairs' rows of the event mask read
+# in loads of about SCHEDULE_LOAD events (several rows a load, schedule_rows), or one row a load with 0 (the default):
+# the last head pair of a row then waits on HV - 1 loads one after the other (at 8K tokens the kernel took 10.8 us on
+# an H100, batch 48's timelines). Not yet timed; SPARSEGDN_SCHEDULE_LOAD sets it (events a load, >= 0).
+_LOAD_SETTING = os.environ.get("SPARSEGDN_SCHEDULE_LOAD", "0")
+if not _LOAD_SETTING.isdigit():
+    raise ValueError(f"SPARSEGDN_SCHEDULE_LOAD={_LOAD_SETTING!r}: events a load of schedule_kernel, >= 0 (0: a row)")
+SCHEDULE_LOAD = int(_LOAD_SETTING)
+
+
+def schedule_rows(heads: int, n_chunks: int) -> int:
+    """Head pairs' rows of the event mask a load of schedule_kernel: SCHEDULE_LOAD events' worth (a power of two, at
+    most the head pairs' own), at least one."""
+    if SCHEDULE_LOAD <= 0:
+        return 1
+    return min(triton.next_power_of_2(heads), max(1, SCHEDULE_LOAD // padded(n_chunks)))
 
 
 @triton.jit
@@ -104,21 +129,43 @@ def order_key32(x):
 
 
 @triton.jit
-def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr):
+def _add3(a0, a1, a2, b0, b1, b2):
+    return a0 + b0, a1 + b1, a2 + b2
+
+
+@triton.jit
+def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr):
     """Events of one batch row: its `count` highest of n <= BLOCK scores, held in registers (loaded once). The
-    threshold, the count-th highest key, by a binary search over the 2^32 keys (32 steps of one comparison a key and
-    one sum over the program), then every score above it and the first ties at it, in index order, until `count`."""
+    threshold, the count-th highest key, by a search over the 2^32 keys that keeps the bracket [low, high): at least
+    `count` keys >= low, fewer >= high. STEP_BITS 1: 32 steps, each one comparison a key and one sum over the
+    program; 2: 16 steps, each three comparisons a key and their three counts in one reduction (half the rounds
+    through shared memory, three times the comparisons). SELECT_STEP_BITS says which. Then every score above the
+    threshold and the first ties at it, in index order, until `count`."""
+    tl.static_assert(STEP_BITS == 1 or STEP_BITS == 2)
     row = tl.program_id(0).to(tl.int64)
     offsets = tl.arange(0, BLOCK)
     valid = offsets < n
     key = order_key32(tl.load(scores_ptr + row * n + offsets, mask=valid, other=0.0))
     low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
     high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
-    for _ in range(32):
-        middle = (low + high) >> 1                   # in [-2^31, 2^31): an int32 (the floor, as in numpy)
-        enough = tl.sum(((key >= middle.to(tl.int32)) & valid).to(tl.int32), axis=0) >= count
-        low = tl.where(enough, middle, low)
-        high = tl.where(enough, high, middle)
+    if STEP_BITS == 1:
+        for _ in range(32):
+            middle = (low + high) >> 1               # in [-2^31, 2^31): an int32 (the floor, as in numpy)
+            enough = tl.sum(((key >= middle.to(tl.int32)) & valid).to(tl.int32), axis=0) >= count
+            low = tl.where(enough, middle, low)
+            high = tl.where(enough, high, middle)
+    else:
+        for _ in range(16):                          # high - low: 2^32, 2^30, ..., 4, then 1
+            quarter = (high - low) >> 2
+            first, second, third = low + quarter, low + 2 * quarter, low + 3 * quarter     # each an int32
+            at_first, at_second, at_third = tl.reduce(
+                (((key >= first.to(tl.int32)) & valid).to(tl.int32),
+                 ((key >= second.to(tl.int32)) & valid).to(tl.int32),
+                 ((key >= third.to(tl.int32)) & valid).to(tl.int32)), 0, _add3)
+            low, high = (tl.where(at_third >= count, third,
+                                  tl.where(at_second >= count, second, tl.where(at_first >= count, first, low))),
+                         tl.where(at_third >= count, high,
+                                  tl.where(at_second >= count, third, tl.where(at_first >= count, second, first))))
     threshold = low.to(tl.int32)
     above = (key > threshold) & valid
     tie = (key == threshold) & valid
@@ -139,7 +186,7 @@ def _restart_sum(flag_a, sum_a, flag_b, sum_b):
 @triton.jit
 def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_ptr, first_event_ptr,
                     snapshot_of_chunk_ptr, log_decay_since_ptr, final_log_decay_ptr, event_decays_ptr, NC, E,
-                    HV, BLOCK_NC: tl.constexpr, WRITE_TAIL: tl.constexpr):
+                    HV, BLOCK_NC: tl.constexpr, WRITE_TAIL: tl.constexpr, ROWS: tl.constexpr):
     # HV is a runtime value: a constant HV = 1 folds the loop below away and broke Triton 3.6's
     # coalescing pass on the GPU (an LLVM assertion while compiling).
     row = tl.program_id(0).to(tl.int64)
@@ -150,10 +197,11 @@ def schedule_kernel(events_ptr, chunk_log_decay_ptr, event_chunks_ptr, per_head_
     selected = tl.load(events_ptr + row * NC + c, mask=valid, other=0).to(tl.int32)
     count = tl.sum(selected, axis=0)
     first = count * 0
-    h = 0
-    while h < hv:       # events of the head pairs before this one in the row
-        first += tl.sum(tl.load(events_ptr + (b * HV + h) * NC + c, mask=valid, other=0).to(tl.int32), axis=0)
-        h += 1
+    rows = tl.arange(0, ROWS)
+    for h0 in range(0, hv, ROWS):    # events of the head pairs before this one in the row, ROWS of them a load
+        earlier = ((h0 + rows) < hv)[:, None] & valid[None, :]
+        first += tl.sum(tl.sum(tl.load(events_ptr + (b * HV + h0 + rows[:, None]) * NC + c[None, :], mask=earlier,
+                                       other=0).to(tl.int32), axis=1), axis=0)
     commits_before = tl.cumsum(selected, axis=0) - selected
     tl.store(event_chunks_ptr + b * E + first + commits_before, (hv * NC + c).to(tl.int32), mask=valid & (selected > 0))
     tl.store(snapshot_of_chunk_ptr + row * NC + c, (b * (E + HV) + first + hv + commits_before).to(tl.int32), mask=valid)
@@ -204,6 +252,6 @@ def build_schedule(events, chunk_log_decay, max_events=None):
     launch_schedule(
         (batch * heads,), events.view(torch.uint8), chunk_log_decay, event_chunks, per_head, first_event,
         snapshot_of_chunk, log_decay_since, final_log_decay, event_decays, n_chunks, max_events, heads,
-        BLOCK_NC=padded(n_chunks), WRITE_TAIL=SELECT_KERNEL, num_warps=NUM_WARPS)
+        BLOCK_NC=padded(n_chunks), WRITE_TAIL=SELECT_KERNEL, ROWS=schedule_rows(heads, n_chunks), num_warps=NUM_WARPS)
     return Schedule(events, per_head, event_chunks, first_event, snapshot_of_chunk, log_decay_since,
                     final_log_decay, max_events, event_decays)
