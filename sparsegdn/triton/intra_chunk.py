@@ -54,12 +54,12 @@ def load_chunk_gates(g_ptr, beta_ptr, b, hv, t0, T, g_sb, g_st, g_sh, beta_sb, b
                                                                           "AFTER_SCAN"])
 @triton.jit
 def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, write_ptr, read_ptr, flags_ptr,
-                       vectors_ptr,
+                       vectors_ptr, done_ptr,
                        T, NC, k_sb, k_st, k_sh, v_sb, v_st, v_sh, v_sd, g_sb, g_st, g_sh, beta_sb, beta_st, beta_sh,
                        H: tl.constexpr, HV: tl.constexpr, K, V, BK: tl.constexpr, BV: tl.constexpr,
                        BAND: tl.constexpr, NORMALIZE: tl.constexpr, PRECISION: tl.constexpr,
                        STORE_INVERSE: tl.constexpr, STORE_VECTORS: tl.constexpr, EARLY_CHECKS: tl.constexpr,
-                       done_ptr, AFTER_SCAN: tl.constexpr):
+                       AFTER_SCAN: tl.constexpr):
     """AFTER_SCAN (EARLY_BESIDE): launched as early_scan's programmatic dependent; the program that ends last (each
     counts itself in done_ptr, an int32 zeroed by the call) waits for the scan to end."""
     pid = tl.program_id(0).to(tl.int64)
@@ -191,10 +191,10 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
         early_scan(*early, flags, num_value_heads, let_dependent=beside)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,
-        tokens, num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
+        done, tokens, num_chunks, *k.stride()[:3], *v.stride(), *g.stride(), *beta.stride(), key_heads,
         num_value_heads, key_dim, value_dim, BK=padded(key_dim), BV=padded(value_dim), BAND=band, NORMALIZE=normalize,
         PRECISION=solve_precision(k.dtype), STORE_INVERSE=store_inverse, STORE_VECTORS=store_vectors,
-        EARLY_CHECKS=early is not None, done_ptr=done, AFTER_SCAN=beside,
+        EARLY_CHECKS=early is not None, AFTER_SCAN=beside,
         **({"launch_pdl": True} if beside else {}))
     return ((t_inv if store_inverse else None), stats[0], stats[1], stats[2],
             (vectors if store_vectors else None))
