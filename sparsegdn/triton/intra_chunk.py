@@ -36,9 +36,11 @@ CONFIGS = [triton.Config({}, num_warps=4, num_stages=1)]      # four warps (eigh
 # two streams of loads (q; k and v) overlap instead of following each other; pass 1's program that ends last waits
 # for the scan to end (griddepcontrol.wait), so that the flags copied after pass 1 hold the scan's. Neither reads
 # what the other writes (both raise flags by atomic maxima). Batch 48's timelines (H100, 8K tokens): the scan 19 us
-# for q's 32 MB (1.7 TB/s: a short kernel's ramp and tail), pass 1 40 us after it. Off until timed;
-# SPARSEGDN_EARLY_BESIDE=1 turns it on.
-EARLY_BESIDE = os.environ.get("SPARSEGDN_EARLY_BESIDE", "0") == "1"
+# for q's 32 MB (1.7 TB/s: a short kernel's ramp and tail), pass 1 40 us after it. On: on an H100 (2026-12-07,
+# analysis/results/overlap/batch49 call 1, kernel_bench's beside_only against select_before, one process, the public
+# call at budget 0.29) 0.208 / 0.332 / 0.568 / 1.054 / 3.912 ms at 4K / 8K / 16K / 32K / 128K against 0.216 / 0.339 /
+# 0.573 / 1.059 / 3.920 (-3.7 / -2.1 / -0.9 / -0.5 / -0.2%). SPARSEGDN_EARLY_BESIDE=0 turns it off.
+EARLY_BESIDE = os.environ.get("SPARSEGDN_EARLY_BESIDE", "1") == "1"
 
 
 @triton.jit

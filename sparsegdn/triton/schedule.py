@@ -95,18 +95,23 @@ SELECT_KERNEL = os.environ.get("SPARSEGDN_SELECT_KERNEL", "1") == "1"
 # so longer rows (more head pairs or tokens) are sorted by torch instead (selection.top_events, the same events).
 SELECT_RESIDENT = 1 << 16
 # select_kernel's search, bits of the threshold a step: 1 (32 steps of one count each, the default) or 2 (16 steps of
-# three counts in one reduction). The search is a chain of dependent reductions over the whole row in one program (at
-# 8K tokens 9.4 us on an H100, at 128K 81 us, where the row's keys spill: batch 48's timelines), so half the steps
-# should cost less than the three comparisons each. Not yet timed; SPARSEGDN_SELECT_STEP_BITS sets it.
+# three counts in one reduction). The search is a chain of dependent reductions over the whole row in one program, so
+# half the steps were to cost less than three comparisons each. They did not: on an H100 (2026-12-07,
+# analysis/results/overlap/batch49 call 1, one profiled call each) the kernel took 11.9 us at 8K tokens against 9.3
+# and 127.4 at 128K against 85.1 (the row's keys spill there: 337 local-memory instructions against 247), and the
+# public call with it alone (kernel_bench's search_only, which also has SCHEDULE_LOAD) was 3.961 ms at 128K against
+# beside_only's 3.912. Kept as a setting for later forms; SPARSEGDN_SELECT_STEP_BITS sets it.
 _STEP_SETTING = os.environ.get("SPARSEGDN_SELECT_STEP_BITS", "1")
 if _STEP_SETTING not in ("1", "2"):
     raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1 or 2 bits of the threshold a search step")
 SELECT_STEP_BITS = int(_STEP_SETTING)
 # schedule_kernel's count of the events before a head pair's own: the earlier head pairs' rows of the event mask read
-# in loads of about SCHEDULE_LOAD events (several rows a load, schedule_rows), or one row a load with 0 (the default):
-# the last head pair of a row then waits on HV - 1 loads one after the other (at 8K tokens the kernel took 10.8 us on
-# an H100, batch 48's timelines). Not yet timed; SPARSEGDN_SCHEDULE_LOAD sets it (events a load, >= 0).
-_LOAD_SETTING = os.environ.get("SPARSEGDN_SCHEDULE_LOAD", "0")
+# in loads of about SCHEDULE_LOAD events (several rows a load, schedule_rows), or one row a load with 0, where the last
+# head pair of a row waits on HV - 1 loads one after the other. On an H100 (2026-12-07, analysis/results/overlap/batch49
+# call 1, one profiled call each, budget 0.29) loads of 4,096 took the kernel from 10.3 to 2.7 us at 8K tokens (all 32
+# rows in one load) and from 15.0 to 11.3 us at 128K (two rows a load). SPARSEGDN_SCHEDULE_LOAD sets it (events a
+# load, >= 0; 0: a row a load).
+_LOAD_SETTING = os.environ.get("SPARSEGDN_SCHEDULE_LOAD", "4096")
 if not _LOAD_SETTING.isdigit():
     raise ValueError(f"SPARSEGDN_SCHEDULE_LOAD={_LOAD_SETTING!r}: events a load of schedule_kernel, >= 0 (0: a row)")
 SCHEDULE_LOAD = int(_LOAD_SETTING)
