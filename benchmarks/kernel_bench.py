@@ -88,9 +88,9 @@ DESIGNS["early"] = (None, 0, "early")
 # early checks became the default.
 DESIGNS["waiting"] = (None, 0, "waiting")
 # "lists_any_length": by_band with the lists' length conditions lifted (forward.LISTS_FROM and LISTS_MIN_ROW_CHUNKS
-# 1): the default's route of long calls (the lists beside the chains, their segments, claims) at every length, where
-# the budget and the inputs let list_output serve them, so that short calls can time it against the one launch
-# (by_band there) in one process. The budget's condition (LISTS_MAX_BUDGET) stays.
+# 1, LISTS_MIN_ROWS 0): the default's route of long calls (the lists beside the chains, their segments, claims) at
+# every length, where the budget and the inputs let list_output serve them, so that short calls can time it against
+# the one launch (by_band there) in one process. The budget's condition (LISTS_MAX_BUDGET) stays.
 DESIGNS["lists_any_length"] = (None, 0, "any_length")
 # "select_before" and "select_after": the selection's kernels and pass 1's launch as they were before batch 49 (a bit of
 # the threshold a step, schedule.SELECT_STEP_BITS 1; the earlier head pairs' events a row a load, schedule.SCHEDULE_LOAD
@@ -114,7 +114,8 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                              ((list_output, "LIST_OUTPUTS"), True), ((list_output, "OVERLAP_LISTS"), True),
                              ((list_output, "CLAIM"), True)),
                    "one_launch": (((forward, "LISTS_FROM"), 0),),
-                   "any_length": (((forward, "LISTS_FROM"), 1), ((forward, "LISTS_MIN_ROW_CHUNKS"), 1)),
+                   "any_length": (((forward, "LISTS_FROM"), 1), ((forward, "LISTS_MIN_ROW_CHUNKS"), 1),
+                                  ((forward, "LISTS_MIN_ROWS"), 0)),
                    "whole": (((forward, "LISTS_SEGMENT"), 0),),
                    "select_before": (((schedule, "SELECT_STEP_BITS"), 1), ((schedule, "SCHEDULE_LOAD"), 0),
                                      ((intra_chunk, "EARLY_BESIDE"), False)),

@@ -54,15 +54,16 @@ def test_a_process_with_lists_segments_and_only_whole_chain_designs_is_refused()
 
 
 def test_lists_any_length_lifts_the_length_conditions_and_by_band_puts_them_back():
-    """kernel_bench's `lists_any_length`: the lists' route at every length (forward.LISTS_FROM and LISTS_MIN_ROW_CHUNKS
-    at 1, the budget's condition kept); the next design without its tag restores the defaults."""
+    """kernel_bench's `lists_any_length`: the lists' route at every length and row count (forward.LISTS_FROM and
+    LISTS_MIN_ROW_CHUNKS at 1, LISTS_MIN_ROWS 0, the budget's condition kept); the next design without its tag
+    restores the defaults."""
     done = bench(IMPORT + "f = b.forward; seen = [(b.set_design(b.DESIGNS[name]), "
-                 "(f.LISTS_FROM, f.LISTS_MIN_ROW_CHUNKS, "
+                 "(f.LISTS_FROM, f.LISTS_MIN_ROW_CHUNKS, f.LISTS_MIN_ROWS, "
                  "f.LISTS_MAX_BUDGET))[1] for name in ('by_band', 'lists_any_length', 'one_launch', "
                  "'lists_any_length', 'by_band')]; print(*(' '.join(map(str, s)) for s in seen))")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2048", "64", "0.5", "1", "1", "0.5", "0", "64", "0.5", "1", "1", "0.5",
-                                   "2048", "64", "0.5"]
+    assert done.stdout.split() == ["2048", "64", "32", "0.5", "1", "1", "0", "0.5", "0", "64", "32", "0.5",
+                                   "1", "1", "0", "0.5", "2048", "64", "32", "0.5"]
 
 
 def test_route_timelines_idle_time_is_the_span_without_any_kernel():

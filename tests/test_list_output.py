@@ -116,6 +116,32 @@ def test_switch_falls_back_to_chunk_output_off_hopper(monkeypatch):
     assert torch.equal(out[True][0], out[False][0]) and torch.equal(out[True][1], out[False][1])
 
 
+def test_lists_by_default_needs_twice_the_head_chunks_in_fewer_rows(monkeypatch):
+    """forward.lists_by_default: calls of fewer head-pair rows (batch rows x value heads) than LISTS_MIN_ROWS take the
+    lists from twice LISTS_FROM head chunks (batch 49: at 16 rows the lists lost by 20-31% at 2,048 head chunks and
+    won at 4,096); from LISTS_MIN_ROWS rows on, from LISTS_FROM. The defaults' shapes: B 1, HV 16 at 8K tokens keeps
+    the one launch and takes the lists at 16K; B 2, HV 16 and B 1, HV 32 take them from 8K and 4K."""
+    from sparsegdn.triton import forward
+    monkeypatch.setattr(list_output, "eligible_inputs", lambda *args: None)        # served
+    for name in ("OVERLAP", "COMMIT_SEGMENT", "PAIRED", "LISTS_FROM", "LISTS_MIN_ROW_CHUNKS", "LISTS_MIN_ROWS"):
+        monkeypatch.setattr(forward, name, getattr(forward, name))    # put back after the test
+    monkeypatch.setattr(forward, "OVERLAP", True)
+    monkeypatch.setattr(forward, "COMMIT_SEGMENT", 0)
+    monkeypatch.setattr(forward, "PAIRED", False)
+    monkeypatch.setattr(forward, "LISTS_FROM", 2048)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROW_CHUNKS", 64)
+    monkeypatch.setattr(forward, "LISTS_MIN_ROWS", 32)
+
+    def takes(batch, value_heads, tokens):
+        q, k = (torch.empty(batch, tokens, 16, 128, dtype=torch.bfloat16) for _ in range(2))
+        v = torch.empty(batch, tokens, value_heads, 128, dtype=torch.bfloat16)
+        return forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)
+    assert [takes(1, 16, 8192), takes(1, 16, 16384), takes(2, 16, 8192), takes(1, 32, 4096), takes(1, 32, 4032),
+            takes(1, 48, 4096), takes(1, 16, 4096)] == [False, True, True, True, False, True, False]
+    monkeypatch.setattr(forward, "LISTS_MIN_ROWS", 16)       # 16 rows are enough: 2,048 head chunks do
+    assert takes(1, 16, 8192) and not takes(1, 8, 16384)
+
+
 def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     """forward.lists_by_default: the lists beside the chains from LISTS_FROM head chunks (batch rows x value heads x
     chunks) on, in rows of at least LISTS_MIN_ROW_CHUNKS chunks, where the selection keeps at most LISTS_MAX_BUDGET
@@ -127,7 +153,7 @@ def test_lists_by_default_from_lists_from_head_chunks(monkeypatch):
     q, k, v = (torch.zeros(2, 130, heads, 128, dtype=torch.bfloat16) for heads in (2, 2, 6))
     head_chunks = 2 * 6 * 3
     for name, value in (("OVERLAP", True), ("COMMIT_SEGMENT", 0), ("PAIRED", False), ("STORE_INVERSE", None),
-                        ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 3), ("LISTS_SEGMENT", 0)):
+                        ("LISTS_FROM", 1), ("LISTS_MIN_ROW_CHUNKS", 3), ("LISTS_SEGMENT", 0), ("LISTS_MIN_ROWS", 12)):
         monkeypatch.setattr(forward, name, value)
     assert list_output.eligible_inputs(q, k, v, True, torch.bfloat16, 1) is not None    # this machine: refused
     assert not forward.lists_by_default(q, k, v, 1, torch.bfloat16, 0.29)

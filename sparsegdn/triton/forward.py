@@ -185,6 +185,13 @@ if not re.fullmatch(r"[0-9]+", _LISTS_SETTING):
 LISTS_FROM = int(_LISTS_SETTING)
 LISTS_MAX_BUDGET = 0.5
 LISTS_MIN_ROW_CHUNKS = 64       # 4K tokens a batch row
+# Calls of fewer head-pair rows (batch rows x value heads) than LISTS_MIN_ROWS need twice LISTS_FROM head chunks. On an
+# H100 (2026-12-07, analysis/results/overlap/batch49 calls 2-3, benchmarks/route_shapes.py, the public call at budget
+# 0.29) the lists lost at B 1, HV 16, 8K tokens (16 rows, 2,048 head chunks: 0.361 against the one launch's 0.275 ms,
+# +31%; +20.5% in call 2) and won from 16K there (-12.9 / -23.8 / -30.3% at 16K / 32K / 128K); with 32 rows they won at
+# 2,048 head chunks (B 1, HV 32, 4K: -5.5%) and at 4,096 (B 2, HV 16, 8K: -8.8%); with more they won by 11-15% at 4K.
+# Fewer than 16 rows were not timed.
+LISTS_MIN_ROWS = 32
 # Segments beside the lists: a call that takes the lists (lists_by_default) cuts its chains into segments of
 # lists_segment commits, walked side by side, every segment publishing its progress; each segment's entering state comes
 # from a warm-up (WARM_UP where set, else LISTS_WARM_UP) for normalised keys, from segment_scan's maps otherwise.
@@ -292,7 +299,7 @@ def design_switches() -> tuple:
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
             list_output_module.CLAIM_AHEAD, list_output_module.SIDE_STREAM, list_output_module.OWN_LAUNCH,
             list_output_module.STATE_LAUNCH, list_output_module.LIST_MAXNREG, LISTS_FROM, LISTS_MAX_BUDGET,
-            LISTS_MIN_ROW_CHUNKS, LISTS_SEGMENT, LISTS_WARM_UP, EARLY_CHECKS,
+            LISTS_MIN_ROW_CHUNKS, LISTS_MIN_ROWS, LISTS_SEGMENT, LISTS_WARM_UP, EARLY_CHECKS,
             os.environ.get("SPARSEGDN_SOLVE_PRECISION"))
 
 
@@ -306,7 +313,8 @@ def selected_share(events, budget, selector) -> float | None:
 
 
 def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
-    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM and the conditions beside it: q, k
+    """Whether this call runs the Gluon lists beside the chain pass by LISTS_FROM (twice it for fewer head-pair rows
+    than LISTS_MIN_ROWS) and the conditions beside it: q, k
     and v as pass 1 reads them, dtype the one its lists are written in, kept the call's selected_share. False wherever
     the switches were set otherwise (the one launch's COMMIT_SEGMENT, PAIRED)."""
     if LISTS_FROM <= 0 or not OVERLAP or COMMIT_SEGMENT or PAIRED:
@@ -315,7 +323,8 @@ def lists_by_default(q, k, v, band: int, dtype, kept) -> bool:
         return False
     batch, tokens, value_heads = v.shape[:3]
     n_chunks = num_chunks(tokens)
-    if n_chunks < LISTS_MIN_ROW_CHUNKS or batch * value_heads * n_chunks < LISTS_FROM:
+    needed = LISTS_FROM * (2 if batch * value_heads < LISTS_MIN_ROWS else 1)
+    if n_chunks < LISTS_MIN_ROW_CHUNKS or batch * value_heads * n_chunks < needed:
         return False
     return list_output_module.eligible_inputs(q, k, v, not store_inverse(band), dtype, band) is None
 
