@@ -156,8 +156,8 @@ PAIRED = os.environ.get("SPARSEGDN_PAIRED", "0") == "1"
 # by 21-22%. Given events keep the one launch (their share is on the device; so do the `random` and `oracle`
 # selectors, whose events the API selects before the call and hands over as given events). Only where each batch row
 # has at least LISTS_MIN_ROW_CHUNKS chunks: 4K tokens, where the lists won by 3.8-6.0% in batch 48; under it they lost
-# (call 4: +2.6% / +11% at 3K for budgets 0.29 / 0.15, +20-53% at 1K-2K). Only B 1, HV 32 was timed there. Not with
-# COMMIT_SEGMENT (the other routes'; the lists cut their chains by LISTS_SEGMENT, below) or
+# (call 4: +2.6% / +11% at 3K for budgets 0.29 / 0.15, +20-53% at 1K-2K). Batch 49 timed other shapes
+# (LISTS_MIN_ROWS). Not with COMMIT_SEGMENT (the other routes'; the lists cut their chains by LISTS_SEGMENT, below) or
 # PAIRED: paired chains were never run with progress counts. The one
 # launch's own switches (SPLIT_OUTPUTS, state_output's READY_ORDER, RELAXED_POLL, CHAIN_ONLY, TIMELINE) do nothing in a
 # call that takes the lists.
