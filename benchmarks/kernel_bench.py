@@ -101,6 +101,9 @@ DESIGNS["select_before"] = (None, 0, "select_before")
 DESIGNS["select_after"] = (None, 0, "select_after")
 DESIGNS["beside_only"] = (None, 0, "beside_only")
 DESIGNS["search_only"] = (None, 0, "search_only")
+# "scan_in_selection": by_band with the early checks' scan run by select_kernel's launch (schedule.SCAN_BESIDE_SELECT)
+# instead of beside pass 1.
+DESIGNS["scan_in_selection"] = (None, 0, "scan_in_selection")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -125,6 +128,7 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                                    ((intra_chunk, "EARLY_BESIDE"), True)),
                    "search_only": (((schedule, "SELECT_STEP_BITS"), 2), ((schedule, "SCHEDULE_LOAD"), 4096),
                                    ((intra_chunk, "EARLY_BESIDE"), False)),
+                   "scan_in_selection": (((schedule, "SCAN_BESIDE_SELECT"), True),),
                    "early": (((forward, "EARLY_CHECKS"), True),),
                    "waiting": (((forward, "EARLY_CHECKS"), False),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),

@@ -15,6 +15,7 @@ import sparsegdn
 from sparsegdn import validation
 from sparsegdn.triton import forward
 from sparsegdn.triton import intra_chunk as intra_chunk_module
+from sparsegdn.triton import schedule
 from sparsegdn.triton.chunk_loads import FLAG_GATES, FLAG_WAIT, NUM_FLAGS, WAIT_BOUND
 from sparsegdn.triton.intra_chunk import SCAN_TILES, early_scan, intra_chunk
 
@@ -119,9 +120,11 @@ def _public(inputs, **options):
                                              backend="triton", **options)
 
 
-@pytest.fixture
-def early(monkeypatch):
-    """The early checks on; validation.read_flags (the wait for every kernel) noted in the returned list."""
+@pytest.fixture(params=[False, True], ids=["scan-by-pass-1", "scan-in-selection"])
+def early(monkeypatch, request):
+    """The early checks on; validation.read_flags (the wait for every kernel) noted in the returned list. The scan of
+    q and the initial state by pass 1's launch, or by the selection's (schedule.SCAN_BESIDE_SELECT)."""
+    monkeypatch.setattr(schedule, "SCAN_BESIDE_SELECT", request.param)
     monkeypatch.setattr(forward, "EARLY_CHECKS", True)
     waits = []
     read_flags = validation.read_flags
@@ -154,6 +157,24 @@ def test_a_non_finite_input_is_a_value_error_naming_it(early, name):
         _public(inputs)
     assert len(early) == 1, "not cleared: the call waited for every flag"
     assert validation.early_returns == returns, "not an early return"
+
+
+@pytest.mark.parametrize("selector", ["score", "uniform", "all"])
+def test_a_nan_in_q_is_a_value_error_wherever_the_scan_runs(early, selector, monkeypatch):
+    """With the scan in the selection's launch (SCAN_BESIDE_SELECT) the `score` selector's select_kernel runs it (no
+    launch of early_scan_kernel of its own), and a selector that launches no select_kernel scans on its own launch
+    before selecting; with the scan in pass 1's launch, every selector scans there. Either way q's NaN is found and a
+    clean call returns early."""
+    scans, early_scan = [], intra_chunk_module.early_scan
+    monkeypatch.setattr(intra_chunk_module, "early_scan",
+                        lambda *args, **kw: scans.append(1) or early_scan(*args, **kw))
+    returns = validation.early_returns
+    _public(_inputs(12), selector=selector)
+    assert early == [] and validation.early_returns == returns + 1, "clean: an early return"
+    assert len(scans) == (0 if schedule.SCAN_BESIDE_SELECT and selector == "score" else 1), scans
+    with pytest.raises(ValueError, match="^q"):
+        _public(_spoil(_inputs(12), "q", PLACES["q"], float("nan")), selector=selector)
+    assert len(early) == 1
 
 
 def test_gates_out_of_range_are_a_value_error_naming_them(early):

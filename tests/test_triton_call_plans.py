@@ -376,21 +376,27 @@ def test_a_descriptor_argument_is_replayed_around_the_calls_address(monkeypatch)
     assert call_plans.build(record, {"v": q, "k": q.view_as(q)}, (o,)) is None
 
 
-def test_a_plan_copies_the_early_flags_where_the_recorded_call_did(launches, monkeypatch):
-    """The early checks' copy (forward.EARLY_CHECKS) is no launch: a plan notes its place (after the scan and pass 1)
-    and makes it there with the planned call's own flags, before the later launches."""
+@pytest.mark.parametrize("in_selection", [False, True], ids=["scan-by-pass-1", "scan-in-selection"])
+def test_a_plan_copies_the_early_flags_where_the_recorded_call_did(launches, monkeypatch, in_selection):
+    """The early checks' copy (forward.EARLY_CHECKS) is no launch: a plan notes its place (after the scan and pass 1,
+    or after pass 1, score_scan and select_kernel where select_kernel's launch runs the scan:
+    schedule.SCAN_BESIDE_SELECT) and makes it there with the planned call's own flags, before the later launches."""
+    from sparsegdn.triton import schedule
+    monkeypatch.setattr(schedule, "SCAN_BESIDE_SELECT", in_selection)
+    place, first = ((3, ["intra_chunk_kernel", "score_scan_kernel", "select_kernel"]) if in_selection
+                    else (2, ["early_scan_kernel", "intra_chunk_kernel"]))
     copies = []
     monkeypatch.setattr(validation, "copy_early", lambda flags: copies.append((len(launches), flags.data_ptr(),
                                                                                tuple(flags.shape))))
     for seed in (1, 2):                 # compiled, then recorded
         _call(_inputs(seed, True), early=True)
     plan = next(iter(call_plans._plans.values()))
-    assert plan.early is not None and plan.early[0] == 2, "after the scan and pass 1, the first recorded launches"
+    assert plan.early is not None and plan.early[0] == place, "after the scan and pass 1, the first recorded launches"
     copies.clear()
     launches.clear()
     planned = _call(_inputs(3, True), early=True)
-    assert copies == [(2, planned[5].data_ptr(), (NUM_FLAGS,))], "once, after pass 1, the planned call's flags"
-    assert [name for name, *_ in launches[:2]] == ["early_scan_kernel", "intra_chunk_kernel"] and len(launches) > 2
+    assert copies == [(place, planned[5].data_ptr(), (NUM_FLAGS,))], "once, after the scan, the planned call's flags"
+    assert [name for name, *_ in launches[:place]] == first and len(launches) > place
     copies.clear()
     _call(_inputs(4, True))             # without the early checks: another key, launched and recorded, no copy
     assert copies == []

@@ -868,21 +868,23 @@ def test_gpu_streamed_preparation_matches_torch(initial, monkeypatch):
     assert len(replays) == 4, len(replays)         # seeds 2 and 3, streamed and not
 
 
-@pytest.mark.parametrize("beside", [False, True], ids=["after-scan", "beside-scan"])
+@pytest.mark.parametrize("place", ["after-scan", "beside-scan", "scan-in-selection"])
 @pytest.mark.parametrize("route", ["one-launch-s0", "default-lists", "float32-K64", "two-launches-HV3"])
-def test_gpu_early_checks_change_no_output(route, beside, monkeypatch):
+def test_gpu_early_checks_change_no_output(route, place, monkeypatch):
     """forward.EARLY_CHECKS: a scan of q and the initial state, then pass 1 checks k, v and g, and the public call
     waits for their flags only. Four calls of one key in a row, each with the early checks off then on (the first of
     each launched, then recorded, then replayed from its plan with the early copy in it): the same events and outputs,
     and with them on no call reads its late flags. Then through the plan: a NaN in q is a ValueError naming q, an
     element of v beyond the bound (finite) waits and passes. Routes: the one launch with an initial state, the lists
     beside the chains by the defaults (LISTS_FROM lowered to the case), float32 heads of 64, the two launches with
-    three value heads a key head. `beside`: pass 1 launched beside the scan (intra_chunk.EARLY_BESIDE)."""
+    three value heads a key head. `place`: the scan before pass 1, pass 1 beside it (intra_chunk.EARLY_BESIDE), or
+    the scan in select_kernel's launch (schedule.SCAN_BESIDE_SELECT), the early copy then after the selection."""
     from sparsegdn import validation
-    from sparsegdn.triton import call_plans, forward, graphs, intra_chunk
+    from sparsegdn.triton import call_plans, forward, graphs, intra_chunk, schedule
     from sparsegdn.triton.chunk_loads import WAIT_BOUND
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
-    monkeypatch.setattr(intra_chunk, "EARLY_BESIDE", beside)
+    monkeypatch.setattr(intra_chunk, "EARLY_BESIDE", place == "beside-scan")
+    monkeypatch.setattr(schedule, "SCAN_BESIDE_SELECT", place == "scan-in-selection")
     batch, tokens, heads, value_heads, dim, dtype, initial = {
         "one-launch-s0": (1, 2000, 2, 4, 128, torch.bfloat16, True),
         "default-lists": (2, 4096, 2, 4, 128, torch.bfloat16, False),
@@ -920,7 +922,8 @@ def test_gpu_early_checks_change_no_output(route, beside, monkeypatch):
             assert rel_err(o, o_ref) <= 1e-6 and rel_err(s, s_ref) <= 1e-6, (seed, rel_err(o, o_ref))
         if route != "two-launches-HV3":     # a route no plan serves there (batch 30: no plan made): launched
             plan = next(plan for plan in call_plans._plans.values() if plan.early is not None)
-            assert plan.early[0] == 2, plan.early      # behind the scan and pass 1
+            # behind the scan and pass 1, or behind pass 1, score_scan and select_kernel with the scan
+            assert plan.early[0] == (3 if place == "scan-in-selection" else 2), plan.early
         with pytest.raises(ValueError, match="^q"):
             call(5, True, spoil="q")
         waits.clear()

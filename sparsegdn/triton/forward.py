@@ -295,7 +295,8 @@ def design_switches() -> tuple:
             state_output_module.RELAXED_POLL, state_output_module.CHAIN_ONLY, state_output_module.POISON,
             state_output_module.PUBLISH, state_output_module.TIMELINE, state_pass_module.POISON,
             segment_maps_module.DELTA_MAPS, chunk_output_module.SKIP_ZERO_STATE, schedule_module.SELECT_KERNEL,
-            schedule_module.SELECT_STEP_BITS, schedule_module.SCHEDULE_LOAD, intra_chunk_module.EARLY_BESIDE,
+            schedule_module.SELECT_STEP_BITS, schedule_module.SCHEDULE_LOAD, schedule_module.SCAN_BESIDE_SELECT,
+            intra_chunk_module.EARLY_BESIDE,
             list_output_module.LIST_OUTPUTS, list_output_module.OVERLAP_LISTS, list_output_module.CLAIM,
             list_output_module.CLAIM_AHEAD, list_output_module.SIDE_STREAM, list_output_module.OWN_LAUNCH,
             list_output_module.STATE_LAUNCH, list_output_module.LIST_MAXNREG, LISTS_FROM, LISTS_MAX_BUDGET,
@@ -397,16 +398,20 @@ def _forward(q, k, v, g, beta, *, events, budget, selector, band, scale, initial
     flags = call_record.zeros(NUM_FLAGS, dtype=torch.int32, device=v.device)
     by_lists = lists_by_default(q, k, v, band, dtype, selected_share(events, budget, selector))    # not the one launch
 
+    scan_in_selection = early and events is None and schedule_module.SCAN_BESIDE_SELECT     # the scan after pass 1
     t_inv, chunk_log_decay, write, read, vectors = intra_chunk(
         k, v, g, beta, flags, band=band, normalize=use_qk_l2norm_in_kernel, num_value_heads=value_heads,
         num_chunks=n_chunks, store_inverse=store_inverse(band), store_vectors=STORE_VECTORS or by_lists,
-        early=(q, initial_state) if early else None)
-    if early:       # the flags as pass 1 leaves them, on their way to the host (early_checks)
+        early=(q, initial_state) if early else None, scan=not scan_in_selection)
+    if early and not scan_in_selection:     # the flags as pass 1 leaves them, on their way to the host (early_checks)
         call_record.copy_early(flags)
     hook(STAGES[0])
     scores = score_scan(chunk_log_decay, write, read)
     if events is None:
-        events, count = select_events(scores, budget=budget, selector=selector)
+        events, count = select_events(scores, budget=budget, selector=selector,
+                                      early_scan=(q, initial_state, flags, value_heads) if scan_in_selection else None)
+        if scan_in_selection:   # the flags as the scan and pass 1 leave them
+            call_record.copy_early(flags)
         schedule = build_schedule(events, chunk_log_decay, max_events=count)
     else:
         schedule = build_schedule(events.to(torch.bool), chunk_log_decay)

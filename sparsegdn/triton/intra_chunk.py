@@ -109,15 +109,23 @@ def intra_chunk_kernel(k_ptr, v_ptr, g_ptr, beta_ptr, t_inv_ptr, log_decay_ptr, 
 @triton.jit
 def early_scan_kernel(q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H: tl.constexpr, K, V,
                       BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr, LET_DEPENDENT: tl.constexpr):
-    """The early checks of q and the initial state: raises flags[FLAG_WAIT] where a head vector of q (one token's)
-    has a norm beyond WAIT_BOUND or an element of the initial state is beyond it (or either is not finite). The
-    first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head each (key heads fastest:
-    side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV after them one head pair's
-    initial state each (float32 [K, V], contiguous). LET_DEPENDENT (EARLY_BESIDE): pass 1, launched next as this
-    kernel's programmatic dependent, may start once every program here has started."""
+    """The early checks of q and the initial state (scan_program), one program each. LET_DEPENDENT (EARLY_BESIDE):
+    pass 1, launched next as this kernel's programmatic dependent, may start once every program here has started."""
     if LET_DEPENDENT:
         launch_dependents()
-    pid = tl.program_id(0).to(tl.int64)
+    scan_program(tl.program_id(0).to(tl.int64), q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H, K, V,
+                 BK, BV, HAS_STATE)
+
+
+@triton.jit
+def scan_program(pid, q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H: tl.constexpr, K, V,
+                 BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
+    """Program `pid` of the early checks of q and the initial state: raises flags[FLAG_WAIT] where a head vector of q
+    (one token's) has a norm beyond WAIT_BOUND or an element of the initial state is beyond it (or either is not
+    finite). The first NQ = B * NB * H programs read q, SCAN_TILES tiles of CHUNK tokens of one key head each (key
+    heads fastest: side by side they read whole token rows; NB blocks of tokens a batch row); the B * HV after them
+    one head pair's initial state each (float32 [K, V], contiguous). Run by early_scan_kernel, or by select_kernel's
+    programs after its rows' (schedule.SCAN_BESIDE_SELECT)."""
     wait = tl.full([], 0, tl.int32)
     if pid < NQ:
         h = pid % H
@@ -150,29 +158,36 @@ launch_intra_chunk = Launcher(intra_chunk_kernel)
 launch_early_scan = Launcher(early_scan_kernel)
 
 
+def scan_grid(q, initial_state, num_value_heads) -> tuple:
+    """The early scan's programs and their launch arguments after flags_ptr: (programs, T, NB, NQ, q's three strides,
+    H, K, V) and its constants (BK, BV, HAS_STATE), as early_scan_kernel and select_kernel take them."""
+    batch, tokens, key_heads, key_dim = q.shape
+    blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
+    q_programs = batch * blocks * key_heads
+    state_programs = 0 if initial_state is None else batch * num_value_heads
+    value_dim = 1 if initial_state is None else initial_state.shape[-1]
+    return ((q_programs + state_programs, tokens, blocks, q_programs, *q.stride()[:3], key_heads, key_dim, value_dim),
+            dict(BK=padded(key_dim), BV=padded(value_dim), HAS_STATE=initial_state is not None))
+
+
 def early_scan(q, initial_state, flags, num_value_heads, let_dependent=False):
     """Launches early_scan_kernel over q [B,T,H,K] (innermost dimension contiguous) and, where given, the initial
     state (float32 [B,HV,K,V], contiguous): flags[FLAG_WAIT] raised for a head vector of q or an element of the
     state beyond WAIT_BOUND (or not finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q
     cost about 2.2x its bytes there (kernel_bench.notes.md, batch 30). let_dependent: the next launch (pass 1,
     EARLY_BESIDE) may start beside it."""
-    batch, tokens, key_heads, key_dim = q.shape
-    blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
-    q_programs = batch * blocks * key_heads
-    state_programs = 0 if initial_state is None else batch * num_value_heads
-    value_dim = 1 if initial_state is None else initial_state.shape[-1]
-    launch_early_scan((q_programs + state_programs,), q, flags if initial_state is None else initial_state, flags,
-                      tokens, blocks, q_programs, *q.stride()[:3], key_heads, key_dim, value_dim, BK=padded(key_dim),
-                      BV=padded(value_dim), HAS_STATE=initial_state is not None, LET_DEPENDENT=let_dependent,
-                      num_warps=SCAN_WARPS)
+    (programs, *arguments), constants = scan_grid(q, initial_state, num_value_heads)
+    launch_early_scan((programs,), q, flags if initial_state is None else initial_state, flags, *arguments,
+                      **constants, LET_DEPENDENT=let_dependent, num_warps=SCAN_WARPS)
 
 
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,
-                store_vectors=False, early=None):
+                store_vectors=False, early=None, scan=True):
     """k [B,T,H,K], v [B,T,HV,V], g/beta [B,T,HV], each with its innermost dimension contiguous. `early`: None,
     or (q, initial_state or None) for the early checks (forward.early_checks): flags[FLAG_WAIT] is raised where a
     head vector of q, k or v has a norm beyond WAIT_BOUND or an element of the initial state (float32 [B,HV,K,V],
-    contiguous) is beyond it, or either is not finite (chunk_loads.FLAG_WAIT).
+    contiguous) is beyond it, or either is not finite (chunk_loads.FLAG_WAIT). scan=False: this pass checks k, v and
+    g only, and the caller scans q and the initial state later (schedule.SCAN_BESIDE_SELECT).
 
     Returns t_inv [B,HV,NC,64,64] in k.dtype (None unless store_inverse) and the per-chunk statistics
     gamma_L, write, read (float32 [B,HV,NC]); raises flags[FLAG_GATES] for bad g or beta; last, the chunk vectors
@@ -187,9 +202,9 @@ def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_c
     vectors = (call_record.empty(batch, num_value_heads, num_chunks, 2, CHUNK_SIZE, device=k.device,
                                  dtype=torch.float32)
                if store_vectors else stats)
-    beside = early is not None and EARLY_BESIDE
+    beside = early is not None and scan and EARLY_BESIDE
     done = call_record.zeros(1, dtype=torch.int32, device=k.device) if beside else flags
-    if early is not None:
+    if early is not None and scan:
         early_scan(*early, flags, num_value_heads, let_dependent=beside)
     launch_intra_chunk(
         (batch * num_chunks * num_value_heads,), k, v, g, beta, t_inv, stats[0], stats[1], stats[2], flags, vectors,

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .. import selection
-from . import call_record
+from . import call_record, intra_chunk
 from .chunk_loads import padded
 from .launch import Launcher
 
@@ -46,13 +46,19 @@ class Schedule:
     event_decays: torch.Tensor
 
 
-def select_events(scores, *, budget, selector):
+def select_events(scores, *, budget, selector, early_scan=None):
     """bool [B,HV,NC] and the per-row count for the `score`, `uniform` and `all` selectors. `score`: the
     `count` highest scores of each batch row over all its head pairs; with SELECT_KERNEL one launch of
     select_kernel for rows of at most SELECT_RESIDENT scores (longer rows: sparsegdn.selection.top_events, a stable
     sort), both taking ties at the threshold in (head pair, chunk) order; else torch's top-k (ties in an order of
-    its own)."""
+    its own). `early_scan`: None, or (q, initial_state or None, flags, value heads) for the early checks' scan
+    (SCAN_BESIDE_SELECT), run by select_kernel's launch where the selection takes it, else launched on its own
+    (intra_chunk.early_scan) before the selection."""
     batch, heads, n_chunks = scores.shape
+    n = heads * n_chunks
+    kernel = selector == "score" and SELECT_KERNEL and padded(n) <= SELECT_RESIDENT
+    if early_scan is not None and not kernel:
+        intra_chunk.early_scan(*early_scan)
     if selector == "all":
         return call_record.full(*scores.shape, value=True, dtype=torch.bool, device=scores.device), heads * n_chunks
     count = selection.event_count(budget, heads, n_chunks)
@@ -63,12 +69,22 @@ def select_events(scores, *, budget, selector):
         events = torch.zeros_like(flat, dtype=torch.bool)
         events.scatter_(1, flat.topk(count, dim=1, sorted=False).indices, True)
         return events.view_as(scores), count
-    n = heads * n_chunks
     if padded(n) > SELECT_RESIDENT:     # too long to hold in registers: the same events by a stable sort
         return selection.top_events(scores, count), count
     events = call_record.empty(*scores.shape, dtype=torch.bool, device=scores.device)
     block = padded(n)
-    launch_select((batch,), scores, events.view(torch.uint8), n, count, BLOCK=block, STEP_BITS=SELECT_STEP_BITS,
+    if early_scan is None:      # no scan programs: placeholders the kernel never reads
+        programs, scan_arguments = 0, (scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1)
+        constants = dict(H=1, BK=16, BV=16, HAS_STATE=False)
+    else:
+        q, initial_state, flags, value_heads = early_scan
+        (programs, tokens, blocks, q_programs, q_sb, q_st, q_sh, key_heads, key_dim, value_dim), constants = \
+            intra_chunk.scan_grid(q, initial_state, value_heads)
+        scan_arguments = (q, flags if initial_state is None else initial_state, flags, tokens, blocks, q_programs,
+                          q_sb, q_st, q_sh, key_dim, value_dim)
+        constants = dict(constants, H=key_heads)
+    launch_select((batch + programs,), scores, events.view(torch.uint8), n, count, batch, *scan_arguments,
+                  BLOCK=block, STEP_BITS=SELECT_STEP_BITS, SCAN=early_scan is not None, **constants,
                   num_warps=resident_warps(block))
     return events, count
 
@@ -115,6 +131,13 @@ _LOAD_SETTING = os.environ.get("SPARSEGDN_SCHEDULE_LOAD", "4096")
 if not _LOAD_SETTING.isdigit():
     raise ValueError(f"SPARSEGDN_SCHEDULE_LOAD={_LOAD_SETTING!r}: events a load of schedule_kernel, >= 0 (0: a row)")
 SCHEDULE_LOAD = int(_LOAD_SETTING)
+# The early checks' scan of q and the initial state (intra_chunk.scan_program) run by select_kernel's launch, its
+# programs after the rows' searches, instead of beside pass 1 (intra_chunk.EARLY_BESIDE), where the call selects by
+# select_kernel (else on its own launch before the selection); the early flags are then copied after the selection.
+# Why: select_kernel is one program a batch row (85 us at 128K tokens on an H100, 9.3 at 8K: batch 49's timelines),
+# the GPU nearly idle, while the scan and pass 1 beside each other both stream from memory (beside, the scan saved
+# 0.2% at 128K). Off until timed; SPARSEGDN_SCAN_BESIDE_SELECT=1 turns it on.
+SCAN_BESIDE_SELECT = os.environ.get("SPARSEGDN_SCAN_BESIDE_SELECT", "0") == "1"
 
 
 def schedule_rows(heads: int, n_chunks: int) -> int:
@@ -139,7 +162,22 @@ def _add3(a0, a1, a2, b0, b1, b2):
 
 
 @triton.jit
-def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr):
+def select_kernel(scores_ptr, events_ptr, n, count, ROWS, q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh,
+                  K, V, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr, SCAN: tl.constexpr, H: tl.constexpr,
+                  BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
+    """Programs 0 .. ROWS - 1: select_row, one batch row each. SCAN (SCAN_BESIDE_SELECT): the programs after them
+    are the early checks' scan of q and the initial state (intra_chunk.scan_program, its arguments after
+    flags_ptr), which runs beside the rows' searches instead of in a launch of its own."""
+    pid = tl.program_id(0).to(tl.int64)
+    if SCAN and pid >= ROWS:
+        intra_chunk.scan_program(pid - ROWS, q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh, H, K, V, BK,
+                                 BV, HAS_STATE)
+    else:
+        select_row(pid, scores_ptr, events_ptr, n, count, BLOCK, STEP_BITS)
+
+
+@triton.jit
+def select_row(row, scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr):
     """Events of one batch row: its `count` highest of n <= BLOCK scores, held in registers (loaded once). The
     threshold, the count-th highest key, by a search over the 2^32 keys that keeps the bracket [low, high): at least
     `count` keys >= low, fewer >= high. STEP_BITS 1: 32 steps, each one comparison a key and one sum over the
@@ -147,7 +185,6 @@ def select_kernel(scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_BI
     through shared memory, three times the comparisons). SELECT_STEP_BITS says which. Then every score above the
     threshold and the first ties at it, in index order, until `count`."""
     tl.static_assert(STEP_BITS == 1 or STEP_BITS == 2)
-    row = tl.program_id(0).to(tl.int64)
     offsets = tl.arange(0, BLOCK)
     valid = offsets < n
     key = order_key32(tl.load(scores_ptr + row * n + offsets, mask=valid, other=0.0))
