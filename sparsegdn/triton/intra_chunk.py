@@ -158,15 +158,18 @@ launch_intra_chunk = Launcher(intra_chunk_kernel)
 launch_early_scan = Launcher(early_scan_kernel)
 
 
-def scan_grid(q, initial_state, num_value_heads) -> tuple:
-    """The early scan's programs and their launch arguments after flags_ptr: (programs, T, NB, NQ, q's three strides,
-    H, K, V) and its constants (BK, BV, HAS_STATE), as early_scan_kernel and select_kernel take them."""
+def scan_grid(q, initial_state, flags, num_value_heads) -> tuple:
+    """The early scan's programs, launch arguments and constants: (programs, (q, the state's pointer, flags, T, NB,
+    NQ, q's three strides, H, K, V), {BK, BV, HAS_STATE}), as early_scan_kernel and select_kernel take them (the
+    state's pointer is flags where no initial state is given: never read)."""
     batch, tokens, key_heads, key_dim = q.shape
     blocks = cdiv(tokens, SCAN_TILES.value * CHUNK_SIZE)
     q_programs = batch * blocks * key_heads
     state_programs = 0 if initial_state is None else batch * num_value_heads
     value_dim = 1 if initial_state is None else initial_state.shape[-1]
-    return ((q_programs + state_programs, tokens, blocks, q_programs, *q.stride()[:3], key_heads, key_dim, value_dim),
+    arguments = (q, flags if initial_state is None else initial_state, flags, tokens, blocks, q_programs,
+                 *q.stride()[:3], key_heads, key_dim, value_dim)
+    return (q_programs + state_programs, arguments,
             dict(BK=padded(key_dim), BV=padded(value_dim), HAS_STATE=initial_state is not None))
 
 
@@ -176,9 +179,8 @@ def early_scan(q, initial_state, flags, num_value_heads, let_dependent=False):
     state beyond WAIT_BOUND (or not finite). Its own launch, streaming q once: loaded in pass 1 beside k and v, q
     cost about 2.2x its bytes there (kernel_bench.notes.md, batch 30). let_dependent: the next launch (pass 1,
     EARLY_BESIDE) may start beside it."""
-    (programs, *arguments), constants = scan_grid(q, initial_state, num_value_heads)
-    launch_early_scan((programs,), q, flags if initial_state is None else initial_state, flags, *arguments,
-                      **constants, LET_DEPENDENT=let_dependent, num_warps=SCAN_WARPS)
+    programs, arguments, constants = scan_grid(q, initial_state, flags, num_value_heads)
+    launch_early_scan((programs,), *arguments, **constants, LET_DEPENDENT=let_dependent, num_warps=SCAN_WARPS)
 
 
 def intra_chunk(k, v, g, beta, flags, *, band, normalize, num_value_heads, num_chunks, store_inverse,

@@ -74,15 +74,10 @@ def select_events(scores, *, budget, selector, early_scan=None):
     events = call_record.empty(*scores.shape, dtype=torch.bool, device=scores.device)
     block = padded(n)
     if early_scan is None:      # no scan programs: placeholders the kernel never reads
-        programs, scan_arguments = 0, (scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1)
-        constants = dict(H=1, BK=16, BV=16, HAS_STATE=False)
+        programs, scan_arguments = 0, (scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1, 1)
+        constants = dict(BK=16, BV=16, HAS_STATE=False)
     else:
-        q, initial_state, flags, value_heads = early_scan
-        (programs, tokens, blocks, q_programs, q_sb, q_st, q_sh, key_heads, key_dim, value_dim), constants = \
-            intra_chunk.scan_grid(q, initial_state, value_heads)
-        scan_arguments = (q, flags if initial_state is None else initial_state, flags, tokens, blocks, q_programs,
-                          q_sb, q_st, q_sh, key_dim, value_dim)
-        constants = dict(constants, H=key_heads)
+        programs, scan_arguments, constants = intra_chunk.scan_grid(*early_scan)
     launch_select((batch + programs,), scores, events.view(torch.uint8), n, count, batch, *scan_arguments,
                   BLOCK=block, STEP_BITS=SELECT_STEP_BITS, SCAN=early_scan is not None, **constants,
                   num_warps=resident_warps(block))
@@ -163,7 +158,7 @@ def _add3(a0, a1, a2, b0, b1, b2):
 
 @triton.jit
 def select_kernel(scores_ptr, events_ptr, n, count, ROWS, q_ptr, state_ptr, flags_ptr, T, NB, NQ, q_sb, q_st, q_sh,
-                  K, V, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr, SCAN: tl.constexpr, H: tl.constexpr,
+                  H: tl.constexpr, K, V, BLOCK: tl.constexpr, STEP_BITS: tl.constexpr, SCAN: tl.constexpr,
                   BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr):
     """Programs 0 .. ROWS - 1: select_row, one batch row each. SCAN (SCAN_BESIDE_SELECT): the programs after them
     are the early checks' scan of q and the initial state (intra_chunk.scan_program, its arguments after
