@@ -131,7 +131,11 @@ SCHEDULE_LOAD = int(_LOAD_SETTING)
 # select_kernel (else on its own launch before the selection); the early flags are then copied after the selection.
 # Why: select_kernel is one program a batch row (85 us at 128K tokens on an H100, 9.3 at 8K: batch 49's timelines),
 # the GPU nearly idle, while the scan and pass 1 beside each other both stream from memory (beside, the scan saved
-# 0.2% at 128K). Off until timed; SPARSEGDN_SCAN_BESIDE_SELECT=1 turns it on.
+# 0.2% at 128K). Off: on an H100 (2026-12-07, analysis/results/overlap/batch50 call 1, kernel_bench's scan_in_selection
+# against by_band, one process, the public call at budget 0.29) 0.543 / 1.033 / 3.910 ms at 16K / 32K / 128K against
+# 0.554 / 1.033 / 3.882 (-2.0 / 0.0 / +0.7%; that process's host was slow: 0.39-0.61 ms at 4K-8K for either). In
+# select_kernel's launch shape (32 warps, one program an SM at 128K) the scan took ~200 us, as long as on its own,
+# and the launch 285 us: the row's search was not hidden under it. SPARSEGDN_SCAN_BESIDE_SELECT=1 turns it on.
 SCAN_BESIDE_SELECT = os.environ.get("SPARSEGDN_SCAN_BESIDE_SELECT", "0") == "1"
 
 
