@@ -104,6 +104,13 @@ DESIGNS["search_only"] = (None, 0, "search_only")
 # "scan_in_selection": by_band with the early checks' scan run by select_kernel's launch (schedule.SCAN_BESIDE_SELECT)
 # instead of beside pass 1.
 DESIGNS["scan_in_selection"] = (None, 0, "scan_in_selection")
+# select_kernel's forms built after batch 50 (off by default): "select_wide" the bit-a-step search with 8 keys a
+# thread (schedule.SELECT_THREAD_KEYS: 16 warps at 8K tokens, 32 from 16K, against 4 and 8), "select_radix" a byte a
+# step (schedule.SELECT_STEP_BITS 8: four 256-bin histograms) and "select_nibble" four bits a step (eight 16-bin
+# histograms), both with 8 keys a thread.
+DESIGNS["select_wide"] = (None, 0, "select_wide")
+DESIGNS["select_radix"] = (None, 0, "select_radix")
+DESIGNS["select_nibble"] = (None, 0, "select_nibble")
 # The designs that never walk the lists' segments (forward.LISTS_SEGMENT): off the default lists (the one launch, the
 # lists by switch) or with them set to 0.
 WHOLE_BESIDE_LISTS = ("whole_chains", "one_launch", "one_launch_folded", "lists_overlap", "segmented")
@@ -129,6 +136,9 @@ TAGGED_SWITCHES = {"lists": (((forward, "OVERLAP"), False), ((forward, "STORE_VE
                    "search_only": (((schedule, "SELECT_STEP_BITS"), 2), ((schedule, "SCHEDULE_LOAD"), 4096),
                                    ((intra_chunk, "EARLY_BESIDE"), False)),
                    "scan_in_selection": (((schedule, "SCAN_BESIDE_SELECT"), True),),
+                   "select_wide": (((schedule, "SELECT_STEP_BITS"), 1), ((schedule, "SELECT_THREAD_KEYS"), 8)),
+                   "select_radix": (((schedule, "SELECT_STEP_BITS"), 8), ((schedule, "SELECT_THREAD_KEYS"), 8)),
+                   "select_nibble": (((schedule, "SELECT_STEP_BITS"), 4), ((schedule, "SELECT_THREAD_KEYS"), 8)),
                    "early": (((forward, "EARLY_CHECKS"), True),),
                    "waiting": (((forward, "EARLY_CHECKS"), False),),
                    "fold": (((forward, "FOLD_COMMITS"), True),),

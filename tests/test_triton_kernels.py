@@ -668,12 +668,12 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_write
         assert schedule.event_chunks[b, count:].eq(-1).all() and schedule.event_chunks[b, :count].ge(0).all()
 
 
-@pytest.mark.parametrize("resident,step_bits", [(1 << 16, 1), (1 << 16, 2), (64, 1)],
-                         ids=["kernel-1-bit", "kernel-2-bits", "sorted"])
+@pytest.mark.parametrize("resident,step_bits", [(1 << 16, 1), (1 << 16, 2), (1 << 16, 4), (1 << 16, 8), (64, 1)],
+                         ids=["kernel-1-bit", "kernel-2-bits", "kernel-nibble", "kernel-byte", "sorted"])
 def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(resident, step_bits, monkeypatch):
     """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
     every score above the count-th highest and the first ties at it in (head pair, chunk) order, as the torch
-    backend's selection.top_events keeps them, with either search (a bit or two of the threshold a step,
+    backend's selection.top_events keeps them, with each search (a bit, two bits or a byte of the threshold a step,
     schedule.SELECT_STEP_BITS). Scores with many ties (zeros, -0, a few repeated values), NaN (above every number,
     as torch orders it), negative scores and infinities (the search's ends), rows whose length is not a power of
     two; rows longer than SELECT_RESIDENT go to the stable sort instead, with the same events."""
@@ -697,18 +697,37 @@ def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(re
         assert events.flatten(1).sum(1).eq(count).all()
 
 
+def test_the_benchmark_select_designs_set_and_put_back_their_switches(monkeypatch):
+    """kernel_bench's select_wide / select_radix / select_nibble set select_kernel's search (SELECT_STEP_BITS) and
+    keys a thread (SELECT_THREAD_KEYS), and the next design without their tag puts back what the process had."""
+    import sys
+    from pathlib import Path
+    from sparsegdn.triton import schedule
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import kernel_bench
+    monkeypatch.setattr(kernel_bench, "_saved_switches", {})
+    monkeypatch.setattr(schedule, "SELECT_STEP_BITS", 2)
+    monkeypatch.setattr(schedule, "SELECT_THREAD_KEYS", 32)
+    for name, bits, keys in (("select_wide", 1, 8), ("select_radix", 8, 8), ("select_nibble", 4, 8)):
+        kernel_bench.set_design(kernel_bench.DESIGNS[name])
+        assert (schedule.SELECT_STEP_BITS, schedule.SELECT_THREAD_KEYS) == (bits, keys), name
+        kernel_bench.set_design(kernel_bench.DESIGNS["by_band"])
+        assert (schedule.SELECT_STEP_BITS, schedule.SELECT_THREAD_KEYS) == (2, 32), name
+
+
 @gpu
-@pytest.mark.parametrize("step_bits", [1, 2])
+@pytest.mark.parametrize("step_bits,thread_keys", [(1, 64), (2, 64), (1, 8), (4, 8), (8, 8)])
 @pytest.mark.parametrize("budget", [0.29, 0.15, 1.0])
-def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, step_bits, monkeypatch):
-    """select_kernel on rows as long as the kernel benchmark's at 32K and 128K tokens (32 head pairs x 512 or
-    2,048 chunks: held in registers) and one longer (sorted instead), two batch rows, scores with ties: the same
-    events as top_events, with either search (schedule.SELECT_STEP_BITS)."""
+def test_selection_kernel_keeps_the_top_scores_at_the_benchmark_size(budget, step_bits, thread_keys, monkeypatch):
+    """select_kernel on rows as long as the kernel benchmark's at 8K, 32K and 128K tokens (32 head pairs x 128, 512
+    or 2,048 chunks: held in registers) and one longer (sorted instead), two batch rows, scores with ties: the same
+    events as top_events, with each search (schedule.SELECT_STEP_BITS) at its keys a thread (SELECT_THREAD_KEYS)."""
     from sparsegdn.triton import schedule
     monkeypatch.setattr(schedule, "SELECT_KERNEL", True)
     monkeypatch.setattr(schedule, "SELECT_STEP_BITS", step_bits)
+    monkeypatch.setattr(schedule, "SELECT_THREAD_KEYS", thread_keys)
     gen = torch.Generator().manual_seed(13)
-    for n_chunks in (512, 2048, 2049):      # 2,049: a row past SELECT_RESIDENT, sorted instead
+    for n_chunks in (128, 512, 2048, 2049):     # 2,049: a row past SELECT_RESIDENT, sorted instead
         scores = torch.rand(2, 32, n_chunks, generator=gen)
         scores[1] = torch.round(scores[1] * 64) / 64               # many ties at every threshold
         count = selection.event_count(budget, 32, n_chunks)

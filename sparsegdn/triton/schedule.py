@@ -85,12 +85,12 @@ def select_events(scores, *, budget, selector, early_scan=None):
 
 
 def resident_warps(block: int) -> int:
-    """Warps of select_kernel: 64 keys a thread, at least 4 warps and at most 32. compile_report (sm_90,
-    analysis/results/overlap/batch9/compile_select.txt): 127 registers and no local memory with 8 warps at 16K keys;
-    at 64K keys 1,024 threads leave 64 registers each and it spills, 246 local-memory instructions (16 warps with 128
-    keys a thread: 300). On the H200 it took 0.085 ms of device time at 128K tokens, where the selection stage stayed
-    level with torch's top-k (0.109 against 0.105 ms)."""
-    return min(32, max(4, block // (32 * 64)))
+    """Warps of select_kernel: SELECT_THREAD_KEYS keys a thread (64), at least 4 warps and at most 32. compile_report
+    (sm_90, analysis/results/overlap/batch9/compile_select.txt): 127 registers and no local memory with 8 warps at 16K
+    keys; at 64K keys 1,024 threads leave 64 registers each and it spills, 246 local-memory instructions (16 warps with
+    128 keys a thread: 300). On the H200 it took 0.085 ms of device time at 128K tokens, where the selection stage
+    stayed level with torch's top-k (0.109 against 0.105 ms)."""
+    return min(32, max(4, block // (32 * SELECT_THREAD_KEYS)))
 
 
 # The `score` selection in one launch of select_kernel, and the schedule's lists written whole by its kernel (no
@@ -112,10 +112,26 @@ SELECT_RESIDENT = 1 << 16
 # and 127.4 at 128K against 85.1 (the row's keys spill there: 337 local-memory instructions against 247), and the
 # public call with it alone (kernel_bench's search_only, which also has SCHEDULE_LOAD) was 3.961 ms at 128K against
 # beside_only's 3.912. Kept as a setting for later forms; SPARSEGDN_SELECT_STEP_BITS sets it.
+# 8 (a byte a step: four steps, each a 256-bin histogram of the next byte, radix_threshold) and 4 (eight steps of 16-bin
+# histograms): four or eight rounds through shared memory instead of 32, at the histograms' cost. compile_report
+# (sm_90): with 8 keys a thread (SELECT_THREAD_KEYS) no local memory at 8K tokens (2,576 and 2,080 instructions, the
+# steps unrolled, against the bit-a-step loop's 376), but at 128K (64 keys a thread at 32 warps) 4,031 and 4,095
+# local-memory instructions against 247: for short rows only. Built after batch 50 (off, not yet timed).
 _STEP_SETTING = os.environ.get("SPARSEGDN_SELECT_STEP_BITS", "1")
-if _STEP_SETTING not in ("1", "2"):
-    raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1 or 2 bits of the threshold a search step")
+if _STEP_SETTING not in ("1", "2", "4", "8"):
+    raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1, 2 or 8 bits of the threshold a search step")
 SELECT_STEP_BITS = int(_STEP_SETTING)
+# Keys a thread of select_kernel holds (resident_warps): 64, the fewest warps that keep a row in registers (4 warps at
+# 4K-8K tokens, 32 at 128K). The search is a chain of 32 dependent steps in one program, and with 4 warps each
+# scheduler has one warp to issue from, so every step waits on its own latencies (9.3 us at 8K, batch 49). Fewer keys
+# a thread (more warps, up to 32) give each scheduler warps to switch between and each thread less to count, at the
+# cost of a reduction over more warps a step. Built after batch 50, not yet timed: SPARSEGDN_SELECT_THREAD_KEYS sets it
+# (a power of two, 1 to 64).
+_THREAD_KEYS_SETTING = os.environ.get("SPARSEGDN_SELECT_THREAD_KEYS", "64")
+if _THREAD_KEYS_SETTING not in tuple(str(1 << i) for i in range(7)):
+    raise ValueError(f"SPARSEGDN_SELECT_THREAD_KEYS={_THREAD_KEYS_SETTING!r}: keys a thread of select_kernel, a power "
+                     f"of two from 1 to 64")
+SELECT_THREAD_KEYS = int(_THREAD_KEYS_SETTING)
 # schedule_kernel's count of the events before a head pair's own: the earlier head pairs' rows of the event mask read
 # in loads of about SCHEDULE_LOAD events (several rows a load, schedule_rows), or one row a load with 0, where the last
 # head pair of a row waits on HV - 1 loads one after the other. On an H100 (2026-12-07, analysis/results/overlap/batch49
@@ -181,15 +197,19 @@ def select_row(row, scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_
     threshold, the count-th highest key, by a search over the 2^32 keys that keeps the bracket [low, high): at least
     `count` keys >= low, fewer >= high. STEP_BITS 1: 32 steps, each one comparison a key and one sum over the
     program; 2: 16 steps, each three comparisons a key and their three counts in one reduction (half the rounds
-    through shared memory, three times the comparisons). SELECT_STEP_BITS says which. Then every score above the
-    threshold and the first ties at it, in index order, until `count`."""
-    tl.static_assert(STEP_BITS == 1 or STEP_BITS == 2)
+    through shared memory, three times the comparisons); 8: four steps, a byte of the threshold each, from the
+    highest: a 256-bin histogram of that byte over the keys that hold the bytes found so far, and the highest byte
+    whose keys at and above it reach the count still wanted (radix_threshold). SELECT_STEP_BITS says which. Then
+    every score above the threshold and the first ties at it, in index order, until `count`."""
+    tl.static_assert(STEP_BITS == 1 or STEP_BITS == 2 or STEP_BITS == 4 or STEP_BITS == 8)
     offsets = tl.arange(0, BLOCK)
     valid = offsets < n
     key = order_key32(tl.load(scores_ptr + row * n + offsets, mask=valid, other=0.0))
     low = tl.full([], -(1 << 31), tl.int64)          # at least `count` keys >= low (every key is)
     high = tl.full([], 1 << 31, tl.int64)            # fewer than `count` keys >= high (none is)
-    if STEP_BITS == 1:
+    if STEP_BITS >= 4:
+        low = radix_threshold(key, valid, count, STEP_BITS)
+    elif STEP_BITS == 1:
         for _ in range(32):
             middle = (low + high) >> 1               # in [-2^31, 2^31): an int32 (the floor, as in numpy)
             enough = tl.sum(((key >= middle.to(tl.int32)) & valid).to(tl.int32), axis=0) >= count
@@ -216,6 +236,30 @@ def select_row(row, scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_
 
 
 launch_select = Launcher(select_kernel)
+
+
+@triton.jit
+def radix_threshold(key, valid, count, BITS: tl.constexpr):
+    """The count-th highest of the valid int32 keys (1 <= count <= their number), BITS bits a step from the highest:
+    each step histograms those bits of the keys whose higher bits are the threshold's found so far (2^BITS bins),
+    takes the highest digit whose keys at or above it number at least the count still wanted, and leaves out the keys
+    above it. The keys are searched as unsigned (their sign bit flipped), so that their digits order as the keys do."""
+    unsigned = key.to(tl.uint32, bitcast=True) ^ 0x80000000
+    prefix = tl.full([], 0, tl.uint32)
+    wanted = count + 0                                  # keys at or above the threshold still to be counted
+    digits = tl.arange(0, 1 << BITS)
+    for step in tl.static_range(32 // BITS):
+        shift = 32 - BITS * (step + 1)
+        if step == 0:
+            holds = valid
+        else:                                           # the keys whose higher bits are the prefix's
+            holds = valid & ((unsigned >> (shift + BITS)) == (prefix >> (shift + BITS)))
+        counts = tl.histogram(((unsigned >> shift) & ((1 << BITS) - 1)).to(tl.int32), 1 << BITS, mask=holds)
+        at_or_above = tl.sum(counts, axis=0) - tl.cumsum(counts, axis=0) + counts
+        digit = tl.max(tl.where(at_or_above >= wanted, digits, 0), axis=0)
+        wanted -= tl.sum(tl.where(digits > digit, counts, 0), axis=0)
+        prefix = prefix | (digit.to(tl.uint32) << shift)
+    return (prefix ^ 0x80000000).to(tl.int32, bitcast=True).to(tl.int64)
 
 
 @triton.jit
