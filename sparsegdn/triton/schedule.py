@@ -119,7 +119,8 @@ SELECT_RESIDENT = 1 << 16
 # local-memory instructions against 247: for short rows only. Built after batch 50 (off, not yet timed).
 _STEP_SETTING = os.environ.get("SPARSEGDN_SELECT_STEP_BITS", "1")
 if _STEP_SETTING not in ("1", "2", "4", "8"):
-    raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1, 2 or 8 bits of the threshold a search step")
+    raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1, 2, 4 or 8 bits of the threshold a search "
+                     f"step")
 SELECT_STEP_BITS = int(_STEP_SETTING)
 # Keys a thread of select_kernel holds (resident_warps): 64, the fewest warps that keep a row in registers (4 warps at
 # 4K-8K tokens, 32 at 128K). The search is a chain of 32 dependent steps in one program, and with 4 warps each
@@ -197,9 +198,9 @@ def select_row(row, scores_ptr, events_ptr, n, count, BLOCK: tl.constexpr, STEP_
     threshold, the count-th highest key, by a search over the 2^32 keys that keeps the bracket [low, high): at least
     `count` keys >= low, fewer >= high. STEP_BITS 1: 32 steps, each one comparison a key and one sum over the
     program; 2: 16 steps, each three comparisons a key and their three counts in one reduction (half the rounds
-    through shared memory, three times the comparisons); 8: four steps, a byte of the threshold each, from the
-    highest: a 256-bin histogram of that byte over the keys that hold the bytes found so far, and the highest byte
-    whose keys at and above it reach the count still wanted (radix_threshold). SELECT_STEP_BITS says which. Then
+    through shared memory, three times the comparisons); 4 and 8: eight or four steps, a digit of the threshold each,
+    from the highest: a histogram of that digit over the keys that hold the digits found so far, and the highest
+    digit whose keys at and above it reach the count still wanted (radix_threshold). SELECT_STEP_BITS says which. Then
     every score above the threshold and the first ties at it, in index order, until `count`."""
     tl.static_assert(STEP_BITS == 1 or STEP_BITS == 2 or STEP_BITS == 4 or STEP_BITS == 8)
     offsets = tl.arange(0, BLOCK)
