@@ -130,3 +130,41 @@ def test_counts_released_inside_the_chains_loop_follow_a_barrier(tmp_path):
     (runs,) = _chain_pass_ptx(tmp_path, "runs")
     runs = ptx_loops.release_loops(runs)
     assert runs and not any(facts["innermost"] for facts in runs.values()), runs
+
+
+SELECT_FORMS = textwrap.dedent('''
+    import json, os, sys
+    os.environ.pop("TRITON_INTERPRET", None)
+    sys.path[:0] = ["benchmarks"]
+    import torch
+    from triton.runtime.driver import driver
+    import compile_report
+    from sparsegdn.triton import schedule
+    driver.set_active(compile_report.CompileOnlyDriver())
+    rows = {}
+    block = 4096                                   # a row of the kernel benchmark at 8K tokens: 32 head pairs x 128
+    scores, events = torch.empty(block, dtype=torch.float32), torch.empty(block, dtype=torch.uint8)
+    for bits, keys in ((1, 64), (2, 64), (1, 8), (4, 8), (8, 8)):
+        schedule.SELECT_THREAD_KEYS = keys
+        compiled = schedule.select_kernel.warmup(
+            scores, events, block, 1188, 1, scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1, 1, BLOCK=block,
+            STEP_BITS=bits, SCAN=False, BK=16, BV=16, HAS_STATE=False, num_warps=schedule.resident_warps(block),
+            grid=(1,))
+        rows[f"{bits}/{keys}"] = compile_report.machine_code_report(compiled.asm["cubin"])
+    print(json.dumps(rows))
+''')
+
+
+def test_select_kernel_compiles_for_sm_90_in_every_search_form():
+    """select_kernel's searches (a bit, two bits, or a histogram of four or eight bits a step: SELECT_STEP_BITS; at
+    64 or 8 keys a thread: SELECT_THREAD_KEYS) compiled for sm_90 at the benchmark's 8K row (4,096 keys), as the
+    launch compiles them. The interpreter runs forms that do not compile (the byte search first failed here, a named
+    constexpr assigned in a static_range loop); at this row none spills."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", SELECT_FORMS], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.splitlines()[-1])
+    assert sorted(rows) == ["1/64", "1/8", "2/64", "4/8", "8/8"]
+    for form, row in rows.items():
+        assert row["instructions"] > 0 and row["local_ops"] == 0, (form, row)
