@@ -673,7 +673,7 @@ def test_schedule_event_decays_are_the_decays_of_each_event_by_slot(kernel_write
 def test_selection_kernel_keeps_the_top_scores_and_breaks_ties_in_index_order(resident, step_bits, monkeypatch):
     """schedule.select_events (one launch of select_kernel) keeps, in each batch row, exactly `count` events:
     every score above the count-th highest and the first ties at it in (head pair, chunk) order, as the torch
-    backend's selection.top_events keeps them, with each search (a bit, two bits or a byte of the threshold a step,
+    backend's selection.top_events keeps them, with each search (one, two, four or eight bits of the threshold a step,
     schedule.SELECT_STEP_BITS). Scores with many ties (zeros, -0, a few repeated values), NaN (above every number,
     as torch orders it), negative scores and infinities (the search's ends), rows whose length is not a power of
     two; rows longer than SELECT_RESIDENT go to the stable sort instead, with the same events."""
