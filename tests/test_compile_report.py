@@ -146,10 +146,10 @@ SELECT_FORMS = textwrap.dedent('''
     scores, events = torch.empty(block, dtype=torch.float32), torch.empty(block, dtype=torch.uint8)
     for bits, keys in ((1, 64), (2, 64), (1, 8), (4, 8), (8, 8)):
         schedule.SELECT_THREAD_KEYS = keys
+        _, placeholders, constants = schedule.no_scan(scores)
         compiled = schedule.select_kernel.warmup(
-            scores, events, block, 1188, 1, scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1, 1, BLOCK=block,
-            STEP_BITS=bits, SCAN=False, BK=16, BV=16, HAS_STATE=False, num_warps=schedule.resident_warps(block),
-            grid=(1,))
+            scores, events, block, 1188, 1, *placeholders, BLOCK=block, STEP_BITS=bits, SCAN=False, **constants,
+            num_warps=schedule.resident_warps(block), grid=(1,))
         rows[f"{bits}/{keys}"] = compile_report.machine_code_report(compiled.asm["cubin"])
     print(json.dumps(rows))
 ''')

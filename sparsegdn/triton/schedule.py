@@ -73,15 +73,18 @@ def select_events(scores, *, budget, selector, early_scan=None):
         return selection.top_events(scores, count), count
     events = call_record.empty(*scores.shape, dtype=torch.bool, device=scores.device)
     block = padded(n)
-    if early_scan is None:      # no scan programs: placeholders the kernel never reads
-        programs, scan_arguments = 0, (scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1, 1)
-        constants = dict(BK=16, BV=16, HAS_STATE=False)
-    else:
-        programs, scan_arguments, constants = intra_chunk.scan_grid(*early_scan)
+    programs, scan_arguments, constants = (no_scan(scores) if early_scan is None
+                                           else intra_chunk.scan_grid(*early_scan))
     launch_select((batch + programs,), scores, events.view(torch.uint8), n, count, batch, *scan_arguments,
                   BLOCK=block, STEP_BITS=SELECT_STEP_BITS, SCAN=early_scan is not None, **constants,
                   num_warps=resident_warps(block))
     return events, count
+
+
+def no_scan(scores) -> tuple:
+    """select_kernel's scan arguments where its launch runs no scan programs, shaped as intra_chunk.scan_grid's:
+    (0 programs, placeholders the kernel never reads, constants)."""
+    return 0, (scores, scores, scores, 1, 1, 0, 0, 0, 0, 1, 1, 1), dict(BK=16, BV=16, HAS_STATE=False)
 
 
 def resident_warps(block: int) -> int:
