@@ -5,6 +5,8 @@ No Streamlit here; tests call these on frames they build. Overviews are binned t
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import polars as pl
@@ -15,6 +17,7 @@ from app.viewstate import VALUE_LABELS
 
 SELECTED_SCALE = [[0.0, "#f1f3f6"], [1.0, "#1f5fbf"]]
 ERROR_SCALE = "Viridis"
+BUDGET_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")   # kernel_speedup's budgets
 DENSE_COLOUR = "#7f7f7f"
 SPARSE_COLOUR = "#1f5fbf"
 OTHER_COLOUR = "#d9711c"
@@ -106,12 +109,33 @@ def event_heatmap(
     x = columns + (width - 1) / 2 if width > 1 else columns
     spans = _chunk_span_labels(columns, lasts)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.86, 0.14], vertical_spacing=0.03)
+    shown = z       # the colour's value: z itself, or (scores) its log10
+    value_hover = "%{z:.3g}"
     if value == "selected":
         colour = {"colorscale": SELECTED_SCALE if width == 1 else "Blues", "zmin": 0.0, "zmax": 1.0}
         label, fmt = (VALUE_LABELS[value] if width == 1 else "share selected"), ".0%"
+        value_hover = "%{z:.0%}"
+    elif value == "score":
+        # Scores span many orders of magnitude (decay makes most tiny, the last chunks' large): coloured by
+        # log10 on a scale of the 2nd..98th percentile, the colour bar ticked in powers of ten, the hover
+        # showing the score itself. Zero scores take the smallest positive one's colour.
+        label, fmt = VALUE_LABELS.get(value, value), ".3g"
+        positive = z[np.isfinite(z) & (z > 0)]
+        floor = float(positive.min()) if positive.size else 1e-12
+        with np.errstate(invalid="ignore"):
+            shown = np.log10(np.maximum(z, floor))
+        finite = shown[np.isfinite(shown)]
+        low, high = (np.percentile(finite, [2, 98]) if finite.size else (-12.0, 0.0))
+        high = max(float(high), float(low) + 1e-6)
+        steps = (1, 2, 5) if high - low < 3 else (1,)      # fewer than three decades: ticks at 1, 2 and 5 too
+        tickvals = [p + math.log10(m) for p in range(math.floor(low), math.ceil(high) + 1) for m in steps]
+        tickvals = [v for v in tickvals if low - 1e-9 <= v <= high + 1e-9]
+        colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": high}
+        ticks = {"tickvals": tickvals, "ticktext": [f"{10 ** v:.0e}" for v in tickvals]}
+        value_hover = "%{customdata[" + ("2" if width > 1 else "0") + "]:.3g}"
     else:
-        # Scores and errors are heavy-tailed (a few chunks dwarf the rest): clip the colour range to
-        # the 2nd..98th percentile so the bulk stays readable; hover still shows the exact value.
+        # Errors are heavy-tailed (a few chunks dwarf the rest): clip the colour range to the 2nd..98th
+        # percentile so the bulk stays readable; hover still shows the exact value.
         finite = z[np.isfinite(z)]
         low, high = (np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0))
         colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": float(max(high, low + 1e-12))}
@@ -121,13 +145,18 @@ def event_heatmap(
     if width > 1:
         chunks_hover = "chunks %{customdata[0]}–%{customdata[1]}"
         chunk_data = {"customdata": np.tile(np.stack([columns, lasts], axis=-1), (len(head_pairs), 1, 1))}
+    if value == "score":        # the score itself for the hover, after the chunks where they are binned
+        raw = z[..., None]
+        chunk_data = {"customdata": np.concatenate([chunk_data["customdata"], raw], axis=-1) if width > 1 else raw}
+    colour_bar = {"title": label + (" (log scale)" if value == "score" else ""), "len": 0.85, "y": 0.57,
+                  **(ticks if value == "score" else {"tickformat": fmt})}
     fig.add_trace(
         go.Heatmap(
-            z=z,
+            z=shown,
             x=x,
             y=head_pairs,
-            colorbar={"title": label, "tickformat": fmt, "len": 0.85, "y": 0.57},
-            hovertemplate=f"head pair %{{y}}<br>{chunks_hover}<br>{label} %{{z:{fmt}}}<extra></extra>",
+            colorbar=colour_bar,
+            hovertemplate=f"head pair %{{y}}<br>{chunks_hover}<br>{label} {value_hover}<extra></extra>",
             **chunk_data,
             **colour,
         ),
@@ -335,6 +364,9 @@ def timing_history(history: pl.DataFrame) -> go.Figure:
     bars from the columns `<column>_low` / `<column>_high` where they are given (repeated runs)."""
     fig = go.Figure()
     labels = history["label"].to_list()
+    # One group per run, named by its number (two runs of the same options are two groups, not one bar of
+    # their sum); the hover gives the run's whole label.
+    runs = history["number"].to_list() if "number" in history.columns else labels
     for column, name, colour in (("prefill_ms_dense", "dense", DENSE_COLOUR), ("prefill_ms_sparse", "sparse", SPARSE_COLOUR)):
         error_y = None
         if f"{column}_low" in history.columns:
@@ -342,10 +374,12 @@ def timing_history(history: pl.DataFrame) -> go.Figure:
             error_y = {"type": "data", "symmetric": False, "color": "#333333", "thickness": 1,
                        "array": (history[f"{column}_high"].fill_null(middle) - middle).to_list(),
                        "arrayminus": (middle - history[f"{column}_low"].fill_null(middle)).to_list()}
-        fig.add_trace(go.Bar(x=labels, y=history[column].to_list(), name=name, marker_color=colour, error_y=error_y,
-                             hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}} ms<extra></extra>"))
-    fig.update_layout(title="This session's runs: whole prefill", yaxis_title="ms", barmode="group", height=340,
-                      margin={"l": 60, "r": 20, "t": 50, "b": 80})
+        fig.add_trace(go.Bar(x=runs, y=history[column].to_list(), name=name, marker_color=colour, error_y=error_y,
+                             customdata=labels,
+                             hovertemplate=f"{name}<br>%{{x}} %{{customdata}}<br>%{{y:.4g}} ms<extra></extra>"))
+    fig.update_layout(title="This session's runs: whole prefill", yaxis_title="ms", xaxis_title="run (the table's)",
+                      barmode="group", height=340, margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    fig.update_xaxes(type="category")
     return fig
 
 
@@ -370,16 +404,21 @@ def kernel_speedup(bench: pl.DataFrame) -> go.Figure:
     fig = go.Figure()
     rows = bench.filter((pl.col("band") == 1) & (pl.col("selector") == "score")
                         & pl.col("default_design").fill_null(True)).sort("T")
-    for budget in sorted(rows["budget"].unique().to_list(), reverse=True):
+    # One colour a budget, one dash and marker a measure, each budget's lines one legend group (a click on
+    # the legend hides or shows a budget's lines together).
+    for index, budget in enumerate(sorted(rows["budget"].unique().to_list(), reverse=True)):
         part = rows.filter(pl.col("budget") == budget)
-        for column, label, dash in (("public_vs_fla", "public call", "solid"), ("kernels_vs_fla", "kernels only", "dot"),
-                                    ("public_vs_flashqla", "public call against FlashQLA", "dash")):
+        colour = BUDGET_COLOURS[index % len(BUDGET_COLOURS)]
+        for column, label, dash, symbol in (
+                ("public_vs_fla", "public call", "solid", "circle"), ("kernels_vs_fla", "kernels only", "dot", "x"),
+                ("public_vs_flashqla", "public call against FlashQLA", "dash", "diamond")):
             measured = part.filter(pl.col(column).is_not_null())
             if measured.is_empty():
                 continue
             name = f"budget {budget:g}, {label}"
             fig.add_trace(go.Scatter(x=measured["T"].to_list(), y=measured[column].to_list(), mode="lines+markers",
-                                     name=name, line={"dash": dash},
+                                     name=name, line={"dash": dash, "color": colour},
+                                     marker={"symbol": symbol, "color": colour}, legendgroup=f"budget {budget:g}",
                                      hovertemplate="T %{x}<br>theirs / ours %{y:.2f}<extra>" + name + "</extra>"))
     fig.add_hline(y=1.0, line_dash="dot", line_color=DENSE_COLOUR, annotation_text="as fast as the contender")
     lengths = sorted(rows["T"].unique().to_list())

@@ -178,16 +178,27 @@ def init() -> None:
     state["history"] = []
     state["current"] = None
     state["document"] = None
+    state["missing_link"] = None
     if view.run:
         stored = run_store().get(view.run)
         if stored is not None:
             _open(stored, "saved", label=_label(stored.result.summary, document_of(stored)[0]))
+        else:
+            state["missing_link"] = f"the run {view.run}"
     example = view.example or settings().demo
     if state["current"] is None and example:
         if example == "1" and examples():
             example = examples()[0]
         if example in examples():
             open_example(example)
+        elif view.example:
+            state["missing_link"] = f"the prepared example {view.example}"
+
+
+def missing_link() -> str | None:
+    """What the link this session opened with named and the server did not have (a run that has left its cache,
+    an example it does not ship), in words; None when the link named nothing missing."""
+    return None if current() is not None else st.session_state.get("missing_link")
 
 
 def opens_on_result() -> bool:
@@ -261,7 +272,9 @@ def options_label(summary: dict) -> str:
     band = summary.get("band", "?")
     if summary.get("selector") == "all":
         return f"all events (dense semantics), band {band}"
-    return f"{summary.get('selector', '?')}, ρ={summary.get('budget', '?')}, band {band}"
+    seed = (summary.get("config") or {}).get("seed")
+    seeded = f", seed {seed}" if summary.get("selector") == "random" and seed is not None else ""
+    return f"{summary.get('selector', '?')}, ρ={summary.get('budget', '?')}, band {band}{seeded}"
 
 
 def _label(summary: dict, document_name: str = "") -> str:

@@ -22,7 +22,7 @@ COLUMN_LABELS = {
     "variation": "variation (std / mean)", "core_ms_dense": "GDN core, dense (ms)",
     "core_ms_sparse": "GDN core, sparse (ms)", "n_tokens": "tokens", "prefill_ms_dense": "prefill, dense (ms)",
     "prefill_ms_sparse": "prefill, sparse (ms)", "wall_s": "wall time (s)", "repeats": "timing repeats",
-    "label": "run", "source": "source", "device": "device", "timing": "how timed",
+    "number": "#", "label": "run", "source": "source", "device": "device", "timing": "how timed",
     "T": "tokens", "budget": "budget", "band": "band", "selector": "selector", "design": "design",
     "api_ms": "public call (ms)", "api_ms_low": "public call, lowest round (ms)",
     "api_ms_high": "public call, highest round (ms)", "api_wall_ms": "public call, back to back (ms a call)",
@@ -348,3 +348,17 @@ def core_implementation(summary: dict) -> str:
              "so dense and sparse differ by what is skipped and, below band 3, by the block-adjacent solve"
              }.get(summary.get("dense_backend"), "—")
     return f"Sparse core: {sparse}. Dense core: {dense}."
+
+
+def flashqla_leads(bench: pl.DataFrame, budget: float = 0.29) -> list[int]:
+    """The lengths at which FlashQLA's call was faster than our public call in a kernel benchmark's rows (budget,
+    band 1, the score selector, the default design), in order."""
+    rows = bench.filter((pl.col("budget") == budget) & (pl.col("band") == 1) & (pl.col("selector") == "score")
+                        & pl.col("default_design").fill_null(True) & pl.col("public_vs_flashqla").is_not_null())
+    return sorted(rows.filter(pl.col("public_vs_flashqla") < 1.0)["T"].to_list())
+
+
+def lengths_in_words(lengths: list[int]) -> str:
+    """Token counts as a reader says them: [8192, 32768, 65536] -> "8K, 32K and 64K"."""
+    words = [f"{t // 1024}K" if t % 1024 == 0 else f"{t:,}" for t in lengths]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

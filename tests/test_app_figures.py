@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
-from app import figures, tables
+from app import figures, session, tables
 from test_app_support import synthetic_result, with_passkey
 
 
@@ -103,10 +103,35 @@ def test_layer_heatmap_strip_hover_shows_chunk_text(small):
 
 
 def test_layer_heatmap_colours_by_score_and_error(small):
-    for value in ("score", "rel_err_o"):
-        z = np.asarray(heatmap_of(figures.event_heatmap(small.events, 2, value)).z, dtype=float)
-        expected = small.events.filter(pl.col("layer") == 2).sort("head_pair", "chunk")[value].to_numpy()
-        np.testing.assert_allclose(z.ravel(), expected, rtol=1e-6)
+    error = np.asarray(heatmap_of(figures.event_heatmap(small.events, 2, "rel_err_o")).z, dtype=float)
+    layer = small.events.filter(pl.col("layer") == 2).sort("head_pair", "chunk")
+    np.testing.assert_allclose(error.ravel(), layer["rel_err_o"].to_numpy(), rtol=1e-6)
+    # Scores span decades: coloured by log10, the hover (customdata) and colour bar ticks giving scores.
+    trace = heatmap_of(figures.event_heatmap(small.events, 2, "score"))
+    scores = layer["score"].to_numpy()
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=float).ravel(), np.log10(scores), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(trace.customdata, dtype=float)[..., 0].ravel(), scores, rtol=1e-6)
+    ticks = np.asarray(trace.colorbar.tickvals, dtype=float)
+    assert ticks.size >= 2 and trace.zmin - 1e-9 <= ticks.min() and ticks.max() <= trace.zmax + 1e-9
+    assert [float(text) for text in trace.colorbar.ticktext] == pytest.approx(10 ** ticks, rel=0.05)
+    assert "customdata[0]" in trace.hovertemplate and "log scale" in trace.colorbar.title.text
+
+
+def test_layer_heatmap_scores_of_many_decades_stay_readable(small):
+    # The last chunk's scores huge (5% of the cells, beyond a percentile clip), one zero, the rest spread over
+    # 1e-12..1e-1 (as the harbour-log example's are): the colours still spread over the bulk (the linear scale
+    # left every cell but the last chunk's one colour); the zero takes the smallest positive score's colour.
+    events = small.events.with_columns(
+        pl.when(pl.col("chunk") == 19).then(350.0)
+        .when((pl.col("chunk") == 0) & (pl.col("head_pair") == 0)).then(0.0)
+        .otherwise(10.0 ** (-12.0 + 11.0 * pl.col("score") / pl.col("score").max())).alias("score"))
+    trace = heatmap_of(figures.event_heatmap(events, 2, "score"))
+    z = np.asarray(trace.z, dtype=float)
+    bulk = z[1:, :19]
+    assert np.isfinite(z).all()
+    assert ((bulk - trace.zmin) / (trace.zmax - trace.zmin)).std() > 0.15
+    raw = np.asarray(trace.customdata, dtype=float)[..., 0]
+    assert raw[0, 0] == 0.0 and z[0, 0] == pytest.approx(np.log10(raw[raw > 0].min()))
     with pytest.raises(ValueError, match="no column"):
         figures.event_heatmap(small.events, 0, "nonsense")
 
@@ -150,6 +175,17 @@ def test_timing_figures(small):
     assert list(totals.data[0].x) == [100.0, 9.0] and list(totals.data[1].x) == [90.0, 4.5]
     history = pl.DataFrame({"label": ["a", "b"], "prefill_ms_dense": [1.0, 2.0], "prefill_ms_sparse": [0.5, 1.5]})
     assert list(figures.timing_history(history).data[1].y) == [0.5, 1.5]
+    # Two runs of the same options (one label) stay two groups: bars by run number, the label in the hover.
+    twins = pl.DataFrame({"number": ["#1", "#2"], "label": ["random, ρ=0.29, band 1"] * 2,
+                          "prefill_ms_dense": [300.0, 310.0], "prefill_ms_sparse": [329.7, 380.2]})
+    bars = figures.timing_history(twins).data[1]
+    assert list(bars.x) == ["#1", "#2"] and list(bars.y) == [329.7, 380.2]
+    assert list(bars.customdata) == ["random, ρ=0.29, band 1"] * 2
+    # ... and runs of the random selector name their seed, so the table tells them apart
+    assert session.options_label({"selector": "random", "budget": 0.29, "band": 1, "config": {"seed": 7}}) == \
+        "random, ρ=0.29, band 1, seed 7"
+    assert session.options_label({"selector": "score", "budget": 0.29, "band": 1, "config": {"seed": 7}}) == \
+        "score, ρ=0.29, band 1"
     stages = pl.DataFrame({"stage": ["chunk_prepare", "selection", "state_pass"], "ms": [2.0, 0.1, 0.9],
                            "share": [2.0 / 3.0, 0.1 / 3.0, 0.3]})
     breakdown = figures.stage_breakdown(stages, "NVIDIA H200")
@@ -189,8 +225,8 @@ def test_heavy_tailed_scores_do_not_wash_out_the_colour_scale(small):
     spiked = small.events.with_columns(
         pl.when((pl.col("layer") == 0) & (pl.col("chunk") == 19) & (pl.col("head_pair") == 0)).then(1e6).otherwise(pl.col("score")).alias("score"))
     trace = heatmap_of(figures.event_heatmap(spiked, 0, "score"))
-    assert np.nanmax(np.asarray(trace.z, dtype=float)) == 1e6  # the exact value is still there for hover
-    assert trace.zmax < 1.0 and trace.zmin >= 0.0  # the colours span the bulk (scores in [0, 1))
+    assert np.nanmax(np.asarray(trace.customdata, dtype=float)) == 1e6  # the exact value is still there for hover
+    assert trace.zmax < 0.0  # the colours (log10) span the bulk (scores in [0, 1)), not the spike's 6
 
 
 def test_figures_use_the_controls_words(small):
@@ -198,7 +234,8 @@ def test_figures_use_the_controls_words(small):
     fig = figures.event_heatmap(small.events, 1, "rel_err_o")
     assert fig.layout.title.text.startswith("Layer 1: output error per head pair and chunk")
     assert heatmap_of(fig).colorbar.title.text == "output error"
-    assert heatmap_of(figures.event_heatmap(small.events, 1, "score")).colorbar.title.text == "selector score"
+    assert heatmap_of(figures.event_heatmap(small.events, 1, "score")).colorbar.title.text == \
+        "selector score (log scale)"
     state = figures.error_heatmap(small.heads, "rel_err_state")
     assert "final-state error" in state.layout.title.text and "rel_err" not in state.layout.title.text
     assert "rel_err" not in figures.error_by_layer(small.layers).data[0].hovertemplate

@@ -162,6 +162,23 @@ def test_no_run_yet_points_to_the_run_page(tmp_path, monkeypatch, no_model):
     assert "No run yet" in at.info[0].value
 
 
+def test_a_link_to_a_run_the_server_lacks_says_so(tmp_path, monkeypatch, no_model):
+    """A shared link whose run has left the server's cache (or names no example it ships) says what it named and
+    that it is gone, not a bare "No run yet"."""
+    monkeypatch.setenv("SPARSEGDN_EXAMPLES_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("SPARSEGDN_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("SPARSEGDN_DEMO", raising=False)
+    for query, named in (({"run": "deadbeef"}, "the run deadbeef"),
+                         ({"example": "no-such-example"}, "the prepared example no-such-example")):
+        at = AppTest.from_file(HOME, default_timeout=60)
+        at.query_params.update(query)
+        at.switch_page("views/events.py")
+        at.run()
+        assert not at.exception
+        assert named in at.warning[0].value and "does not hold" in at.warning[0].value
+        assert not at.info
+
+
 def test_events_view_at_128k_tokens_bins_overviews_and_zooms_on_demand(tmp_path, monkeypatch, no_model):
     # 24 layers x 32 head pairs x 2048 chunks = 1.57M events: what a 128K-token document gives a 4B model.
     directory = tmp_path / "examples"

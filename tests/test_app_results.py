@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from analysis import front_page, measurements
-from app import figures
+from app import figures, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"device": "GPU", "date": "2026-11-30", "command": "bench"}
@@ -51,6 +51,31 @@ def test_the_public_call_is_compared_with_fla_and_a_loss_stays_a_loss(results_di
     fig = figures.kernel_speedup(bench)
     assert [t.name for t in fig.data] == ["budget 0.29, public call", "budget 0.29, kernels only"]
     assert list(fig.data[0].y) == [2.0, 0.75]
+
+
+def test_the_speed_figure_gives_each_budget_one_colour_and_the_text_says_where_flashqla_leads(results_dir):
+    """Every budget's lines share one colour (and a legend group), no two budgets share one; a measure is told by
+    its dash. The Results page's sentence on FlashQLA names the lengths where its call was faster than ours."""
+    rows = json.loads((results_dir / "kernel_bench.json").read_text())
+    rows = [dict(row, flashqla_ms=ms) for row, ms in zip(rows, (0.6, 3.0, None))]
+    for budget in (1.0, 0.5, 0.15):
+        rows += [dict(row, budget=budget, api_ms=row["api_ms"] * budget) for row in rows[:2]]
+    (results_dir / "kernel_bench.json").write_text(json.dumps(rows))
+    bench = measurements.kernel_bench(results_dir / "kernel_bench.json")
+    fig = figures.kernel_speedup(bench)
+    colours = {}
+    for trace in fig.data:
+        budget = trace.name.split(",")[0]
+        colours.setdefault(budget, set()).add(trace.line.color)
+        assert trace.legendgroup == budget and trace.marker.color == trace.line.color
+    assert len(colours) == 4 and all(len(shades) == 1 for shades in colours.values())
+    assert len({next(iter(shades)) for shades in colours.values()}) == 4
+    dashes = {trace.name.split(", ", 1)[1]: trace.line.dash for trace in fig.data}
+    assert dashes == {"public call": "solid", "kernels only": "dot", "public call against FlashQLA": "dash"}
+    # at budget 0.29 FlashQLA took 0.6 ms against our 0.5 at 4K (we lead) and 3.0 against 4.0 at 32K (it leads)
+    assert tables.flashqla_leads(bench) == [32768]
+    assert tables.lengths_in_words([8192, 32768, 131072]) == "8K, 32K and 128K"
+    assert tables.lengths_in_words([32768]) == "32K"
 
 
 def test_the_public_call_shows_the_spread_of_its_rounds_and_its_wall_time(results_dir):

@@ -140,6 +140,10 @@ def require_run():
     if stored is None:
         if session.current() is not None:
             st.warning("The current run has left the server's cache. Run it again from Model and document.")
+        elif session.missing_link():
+            st.warning(f"This link names {session.missing_link()}, which this server does not hold: a run stays "
+                       "only while it is in the server's cache (a restart empties it), and examples are those in the "
+                       "sidebar. Run the document again from Model and document, or open a prepared example.")
         else:
             st.info("No run yet. Choose a model and a document and run it, or open a prepared example "
                     "from the sidebar.")

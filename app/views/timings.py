@@ -79,7 +79,8 @@ for past in session.history():
     if run is None:
         continue
     row = tables.history_row(run.result, past.label, past.source, past.seconds)
-    (here if past.source in ("computed", "cached") else elsewhere).append(row)
+    kept = here if past.source in ("computed", "cached") else elsewhere
+    kept.append({"number": f"#{len(kept) + 1}", **row})       # runs of the same options keep bars of their own
 if here:
     history = pl.DataFrame(here)
     st.plotly_chart(figures.timing_history(history), key="timing_history")
