@@ -107,7 +107,7 @@ DESIGNS["scan_in_selection"] = (None, 0, "scan_in_selection")
 # select_kernel's forms built after batch 50 (off by default): "select_wide" the bit-a-step search with 8 keys a
 # thread (schedule.SELECT_THREAD_KEYS: 16 warps at 8K tokens, 32 from 16K, against 4 and 8), "select_radix" a byte a
 # step (schedule.SELECT_STEP_BITS 8: four 256-bin histograms) and "select_nibble" four bits a step (eight 16-bin
-# histograms), both with 8 keys a thread.
+# histograms), both with 8 keys a thread. Timed in batch 51 (H100, call 3): none faster (schedule.py's comments).
 DESIGNS["select_wide"] = (None, 0, "select_wide")
 DESIGNS["select_radix"] = (None, 0, "select_radix")
 DESIGNS["select_nibble"] = (None, 0, "select_nibble")

@@ -119,7 +119,10 @@ SELECT_RESIDENT = 1 << 16
 # histograms): four or eight rounds through shared memory instead of 32, at the histograms' cost. compile_report
 # (sm_90): with 8 keys a thread (SELECT_THREAD_KEYS) no local memory at 8K tokens (2,576 and 2,080 instructions, the
 # steps unrolled, against the bit-a-step loop's 376), but at 128K (64 keys a thread at 32 warps) 4,031 and 4,095
-# local-memory instructions against 247: for short rows only. Built after batch 50 (off, not yet timed).
+# local-memory instructions against 247: for short rows only. Off: on an H100 (2026-12-07, analysis/results/overlap/
+# batch51 call 3, kernel_bench's select_radix / select_nibble against by_band, one process, budget 0.29) select_kernel
+# took 13.0 / 9.2 us at 8K against 9.4 (one profiled call each) and the public call 0.326 / 0.321 ms against 0.322 at
+# 8K, 0.564 / 0.555 against 0.554 at 16K, 1.053 / 1.041 against 1.033 at 32K: no form faster by 0.5% anywhere.
 _STEP_SETTING = os.environ.get("SPARSEGDN_SELECT_STEP_BITS", "1")
 if _STEP_SETTING not in ("1", "2", "4", "8"):
     raise ValueError(f"SPARSEGDN_SELECT_STEP_BITS={_STEP_SETTING!r}: 1, 2, 4 or 8 bits of the threshold a search "
@@ -129,8 +132,10 @@ SELECT_STEP_BITS = int(_STEP_SETTING)
 # 4K-8K tokens, 32 at 128K). The search is a chain of 32 dependent steps in one program, and with 4 warps each
 # scheduler has one warp to issue from, so every step waits on its own latencies (9.3 us at 8K, batch 49). Fewer keys
 # a thread (more warps, up to 32) give each scheduler warps to switch between and each thread less to count, at the
-# cost of a reduction over more warps a step. Built after batch 50, not yet timed: SPARSEGDN_SELECT_THREAD_KEYS sets it
-# (a power of two, 1 to 64).
+# cost of a reduction over more warps a step. 64: with 8 keys a thread (kernel_bench's select_wide; H100, batch 51 call
+# 3) select_kernel took 11.6 us at 8K against 9.4 (the wider reductions cost more than the latencies they hide) and the
+# public call 0.324 / 0.555 / 1.035 ms at 8K / 16K / 32K against 0.322 / 0.554 / 1.033. SPARSEGDN_SELECT_THREAD_KEYS
+# sets it (a power of two, 1 to 64).
 _THREAD_KEYS_SETTING = os.environ.get("SPARSEGDN_SELECT_THREAD_KEYS", "64")
 if _THREAD_KEYS_SETTING not in tuple(str(1 << i) for i in range(7)):
     raise ValueError(f"SPARSEGDN_SELECT_THREAD_KEYS={_THREAD_KEYS_SETTING!r}: keys a thread of select_kernel, a power "
