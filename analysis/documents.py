@@ -117,7 +117,8 @@ def _checked_text(shown: str, text: str) -> str:
         raise DocumentError(f"{shown} is not valid Unicode text; re-save it as UTF-8.") from None
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
-        raise DocumentError(f"{shown} contains only whitespace; choose a file with text in it.")
+        remedy = "paste some text" if shown == PASTED else "choose a file with text in it"
+        raise DocumentError(f"{shown} contains only whitespace; {remedy}.")
     return text
 
 

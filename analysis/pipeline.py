@@ -450,7 +450,7 @@ def _warm_up(model, input_ids, pieces: list, run: _Prefill, tracker, timer: Time
             started = time.perf_counter()
             with swap_gdn_core(model, core):
                 for index, (start, end) in enumerate(pieces):
-                    tracker.begin("warmup", f"{label}: {path}", index, end - start)
+                    tracker.begin("warmup", f"{label}: the {path} path", index, end - start)
                     model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
                                 **segment_inputs(model.config, start, end, input_ids.device))
             _check_values(checks)

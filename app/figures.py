@@ -205,7 +205,8 @@ def _bars_with_even_split(frame: pl.DataFrame, x: str, title: str, x_title: str)
         go.Bar(x=frame[x].to_list(), y=frame["events_selected"].to_list(), name="events received", marker_color=SPARSE_COLOUR)
     )
     even = float(frame["even_split"][0]) if frame.height else 0.0
-    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:.1f}")
+    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:.3g}",
+                  annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="events", height=360, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})
     fig.update_xaxes(**_integer_ticks(frame.height))
@@ -250,7 +251,8 @@ def allocation_heatmap(heads: pl.DataFrame) -> go.Figure:
         go.Heatmap(z=z, x=head_pairs, y=layers, customdata=relative, colorscale="RdBu", zmid=0.0,
                    zmin=-reach, zmax=reach,
                    colorbar={"title": "x even<br>split", "tickvals": ticks,
-                             "ticktext": [f"×{2.0 ** t:g}" if t >= 0 else f"×1/{2 ** -t}" for t in ticks]},
+                             "ticktext": [f"×{2.0 ** t:g}" if t >= 0 else ("≤×1/64, or none" if t <= -6 else
+                                                                            f"×1/{2 ** -t}") for t in ticks]},
                    hovertemplate="layer %{y}, head pair %{x}<br>%{customdata:.2f} x even split<extra></extra>")
     )
     fig.update_layout(title="Events received relative to an even split", xaxis_title="head pair",

@@ -77,7 +77,7 @@ OPTIONS = (
     Option("selector", "Selector policy", "which events are kept. " + _meanings(SELECTOR_MEANINGS), choices=SELECTORS),
     Option("band", "Band", "how much of the intra-chunk inverse is kept (blocks of 16 tokens). "
            + _meanings(BAND_MEANINGS), choices=BANDS),
-    Option("backend", "Backend", "auto: Triton on a CUDA device, else the PyTorch path",
+    Option("backend", "Backend", "auto: Triton on a CUDA device, else the PyTorch path.",
            choices=SPARSE_BACKENDS),
     Option("seed", "Seed", "seed of the random selector", low=0),
 )

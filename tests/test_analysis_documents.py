@@ -186,7 +186,7 @@ def test_pdf_text_beyond_the_size_limit_is_refused():
 @pytest.mark.parametrize("text, problem", [
     ("a\x00b " * 10, "NUL"),
     ("\x1b[31m" * 20 + "red text", "binary"),
-    (" \n\t ", "only whitespace"),
+    (" \n\t ", "only whitespace; paste some text"),
     ("x" * (LIMIT + 1), "is 1.0 MB, over the 1.0 MB limit"),
     ("\ud800 lone surrogate", "not valid Unicode"),
 ], ids=["nul", "escapes", "whitespace", "over-the-limit", "lone-surrogate"])

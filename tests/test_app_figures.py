@@ -150,6 +150,19 @@ def test_allocation_against_even_split(small):
     np.testing.assert_allclose(np.asarray(trace.z, dtype=float), np.log2(np.maximum(relative, 1 / 64)))
 
 
+def test_the_even_split_is_labelled_as_drawn_and_no_events_are_named(small):
+    """The even-split line's label gives the value it is drawn at (0.25 read "0.2" at one decimal); a head pair that
+    received no events is coloured at the scale's floor, and the colour bar's floor says it holds none too."""
+    per_head = tables.events_per_head_pair(small.heads, layer=0).with_columns(pl.lit(0.25).alias("even_split"))
+    fig = figures.allocation_by_head_pair(per_head, 0)
+    assert [a.text for a in fig.layout.annotations] == ["even split 0.25"]
+    assert fig.layout.shapes[0].y0 == 0.25
+    none = small.heads.with_columns(pl.when(pl.col("head_pair") == 0).then(0).otherwise(pl.col("events_selected"))
+                                    .alias("events_selected"))
+    trace = heatmap_of(figures.allocation_heatmap(none))
+    assert trace.colorbar.ticktext[0] == "≤×1/64, or none" and np.nanmin(np.asarray(trace.z, dtype=float)) == -6
+
+
 def test_error_figures(small):
     np.testing.assert_allclose(figures.error_by_layer(small.layers).data[0].y, small.layers["rel_err_o"].to_numpy())
     z = np.asarray(heatmap_of(figures.error_heatmap(small.heads, "rel_err_state")).z, dtype=float)

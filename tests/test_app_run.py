@@ -66,6 +66,18 @@ def test_bad_uploads_say_what_is_wrong_and_keep_the_result(fresh, name, data, pr
     assert any(h.value == "Current result" for h in at.subheader), "the previous result stays on screen"
 
 
+def test_a_refused_upload_is_not_named_as_the_next_run(fresh):
+    """After a bundled sample was chosen, a refused upload leaves nothing to run: the sidebar names no next document
+    and the run button is off (it had gone on naming the sample)."""
+    at = start()
+    at.radio(key="doc_source").set_value("Bundled sample").run()
+    assert any("Next run:" in c.value for c in at.sidebar.caption), [c.value for c in at.sidebar.caption]
+    upload(at, "empty.txt", b"")
+    assert any("empty.txt" in e.value for e in at.error)
+    assert not any("Next run:" in c.value for c in at.sidebar.caption), [c.value for c in at.sidebar.caption]
+    assert at.button(key="run_button").disabled
+
+
 def test_too_large_and_too_long_documents_are_refused(fresh, monkeypatch):
     at = run(upload(start(), "good.txt", TEXT.encode()))
     monkeypatch.setenv("SPARSEGDN_MAX_UPLOAD_MB", "1")

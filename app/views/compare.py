@@ -13,7 +13,8 @@ stored = common.require_run()
 common.run_caption(stored)
 entry = session.current()
 document_hash = entry.document_hash or session.document_of(stored)[1]
-st.write(f"**A** is the current run, on **{entry.document}**: {entry.label}. Choose **B**: run another "
+st.write(f"**A** is the current run, on **{entry.document}**: {session.options_label(stored.result.summary)}. "
+         "Choose **B**: run another "
          "configuration on the same document, or pick one of this session's runs of it.")
 if not stored.text:
     st.warning("The current run was saved without its document, so another configuration cannot run on it.")

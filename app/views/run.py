@@ -121,6 +121,9 @@ with document_column:
         with st.expander("Preview"):
             st.text(doc.text[:2000] + ("…" if len(doc.text) > 2000 else ""))
         session.set_document(doc)
+    else:       # nothing to run (a refused upload or paste, none given): the sidebar must not name the last document
+        session.set_document(None)
+    common.show_current_run()
 
 # ---- controls ---------------------------------------------------------------------------------
 st.subheader("Run")
