@@ -1,6 +1,7 @@
 """Export a run's records (CSV, Parquet, a zip of all) and figures (standalone HTML) as bytes."""
 from __future__ import annotations
 
+import html
 import io
 import json
 import zipfile
@@ -23,9 +24,19 @@ def frame_bytes(frame: pl.DataFrame, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def figure_html(fig: go.Figure) -> bytes:
-    """A standalone page: plotly.js is embedded so the file opens offline."""
-    return fig.to_html(full_html=True, include_plotlyjs=True).encode("utf-8")
+def figure_html(fig: go.Figure, source: str | None = None) -> bytes:
+    """A standalone page: plotly.js is embedded so the file opens offline. `source` (the run's document and
+    configuration, in words) goes under the figure's title and into the page's title, so that a saved file says
+    what it shows."""
+    if source:
+        fig = go.Figure(fig)
+        title = fig.layout.title.text or ""
+        fig.update_layout(title_text=f"{title}<br><sup>{html.escape(source)}</sup>",
+                          margin={"t": max(70, (fig.layout.margin.t or 0) + 20)})
+    page = fig.to_html(full_html=True, include_plotlyjs=True)
+    if source:
+        page = page.replace("<head>", f"<head><title>{html.escape(source)}</title>", 1)
+    return page.encode("utf-8")
 
 
 def summary_json(summary: dict) -> bytes:

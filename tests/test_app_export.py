@@ -45,3 +45,7 @@ def test_figure_html_is_standalone(result):
     html = export.figure_html(figures.layer_overview(result.events)).decode()
     assert "<html>" in html[:100] and "Plotly.newPlot" in html
     assert len(html) > 1_000_000 and '<script src="http' not in html, "plotly.js must be embedded to open offline"
+    # with the run's words: under the figure's title and as the page's title, escaped
+    named = export.figure_html(figures.layer_overview(result.events), "notes <draft>.md: score, ρ=0.29").decode()
+    assert "<title>notes &lt;draft&gt;.md: score, ρ=0.29</title>" in named[:400]
+    assert "notes &lt;draft&gt;.md: score, ρ=0.29" in named.split("<title>", 1)[1].split("</title>", 1)[1]

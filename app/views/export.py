@@ -38,7 +38,8 @@ builders = {
     "timings_by_layer": lambda: figures.timings_by_layer(result.layers, result.summary.get("device", "?")),
 }
 name = st.selectbox("Figure", list(builders), key="export_figure")
-st.download_button("Download as HTML (opens offline)", lambda: export.figure_html(builders[name]()),
+source = session.current().label if session.current() else None     # the document and configuration, in words
+st.download_button("Download as HTML (opens offline)", lambda: export.figure_html(builders[name](), source),
                    file_name=f"{key}-{name}.html", mime="text/html", key="download_figure")
 st.caption("A standalone page with plotly.js included (about 5 MB), so it opens without a network.")
 
