@@ -130,8 +130,11 @@ def event_heatmap(
         steps = (1, 2, 5) if high - low < 3 else (1,)      # fewer than three decades: ticks at 1, 2 and 5 too
         tickvals = [p + math.log10(m) for p in range(math.floor(low), math.ceil(high) + 1) for m in steps]
         tickvals = [v for v in tickvals if low - 1e-9 <= v <= high + 1e-9]
+        ticktext = [f"{10 ** v:.0e}" for v in tickvals]
+        if len(tickvals) < 2:       # scores inside one decade, between its 1, 2 and 5: the range's two ends
+            tickvals, ticktext = [float(low), high], [f"{10 ** float(low):.2g}", f"{10 ** high:.2g}"]
         colour = {"colorscale": ERROR_SCALE, "zmin": float(low), "zmax": high}
-        ticks = {"tickvals": tickvals, "ticktext": [f"{10 ** v:.0e}" for v in tickvals]}
+        ticks = {"tickvals": tickvals, "ticktext": ticktext}
         value_hover = "%{customdata[" + ("2" if width > 1 else "0") + "]:.3g}"
     else:
         # Errors are heavy-tailed (a few chunks dwarf the rest): clip the colour range to the 2nd..98th
@@ -205,7 +208,7 @@ def _bars_with_even_split(frame: pl.DataFrame, x: str, title: str, x_title: str)
         go.Bar(x=frame[x].to_list(), y=frame["events_selected"].to_list(), name="events received", marker_color=SPARSE_COLOUR)
     )
     even = float(frame["even_split"][0]) if frame.height else 0.0
-    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:.3g}",
+    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:,.0f}" if even >= 100 else f"even split {even:.3g}",
                   annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="events", height=360, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})

@@ -417,9 +417,18 @@ def _free_device_memory() -> None:
 
 
 def read_upload(name: str, data: bytes) -> Document:
-    """A Document from an uploaded file (kept in memory only); DocumentError says what is wrong."""
+    """A Document from an uploaded file (kept in memory only); DocumentError says what is wrong. The last accepted
+    upload is kept for the session (kept_upload): the uploader forgets its file when another page runs."""
     text = load_document(name, data, max_bytes=settings().max_upload_bytes)
-    return Document(Path(name).name, text, origin="upload")
+    doc = Document(Path(name).name, text, origin="upload")
+    st.session_state["kept_upload"] = doc
+    return doc
+
+
+def kept_upload() -> Document | None:
+    """The session's last accepted upload, kept apart from the document of the next run (`document`), which a
+    source that offers nothing to run clears."""
+    return st.session_state.get("kept_upload")
 
 
 def read_paste(text: str) -> Document:

@@ -117,6 +117,14 @@ def test_layer_heatmap_colours_by_score_and_error(small):
     assert "customdata[0]" in trace.hovertemplate and "log scale" in trace.colorbar.title.text
 
 
+def test_layer_heatmap_scores_inside_one_decade_keep_a_labelled_colour_bar(small):
+    # 8.0e-4 to 8.1e-4: no 1, 2 or 5 of a decade inside the range; the bar is labelled at its two ends instead
+    events = small.events.with_columns((8.0e-4 + 1e-5 * pl.col("score") / pl.col("score").max()).alias("score"))
+    trace = heatmap_of(figures.event_heatmap(events, 2, "score"))
+    assert len(trace.colorbar.tickvals) == 2 and [float(t) for t in trace.colorbar.ticktext] == \
+        pytest.approx([10 ** trace.zmin, 10 ** trace.zmax], rel=0.05)
+
+
 def test_layer_heatmap_scores_of_many_decades_stay_readable(small):
     # The last chunk's scores huge (5% of the cells, beyond a percentile clip), one zero, the rest spread over
     # 1e-12..1e-1 (as the harbour-log example's are): the colours still spread over the bulk (the linear scale
@@ -157,6 +165,8 @@ def test_the_even_split_is_labelled_as_drawn_and_no_events_are_named(small):
     fig = figures.allocation_by_head_pair(per_head, 0)
     assert [a.text for a in fig.layout.annotations] == ["even split 0.25"]
     assert fig.layout.shapes[0].y0 == 0.25
+    large = figures.allocation_by_head_pair(per_head.with_columns(pl.lit(4751.4).alias("even_split")), 0)
+    assert [a.text for a in large.layout.annotations] == ["even split 4,751"]      # not "4.75e+03"
     none = small.heads.with_columns(pl.when(pl.col("head_pair") == 0).then(0).otherwise(pl.col("events_selected"))
                                     .alias("events_selected"))
     trace = heatmap_of(figures.allocation_heatmap(none))

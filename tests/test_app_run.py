@@ -78,6 +78,22 @@ def test_a_refused_upload_is_not_named_as_the_next_run(fresh):
     assert at.button(key="run_button").disabled
 
 
+def test_an_upload_is_kept_while_another_source_offers_nothing(fresh):
+    """Upload a good file, look at an empty Paste box (nothing to run: no next document), come back to Upload: the
+    uploader has forgotten its file, the session has not, and Run is offered on it again."""
+    at = upload(start(), "harbour.txt", TEXT.encode())
+    assert at.button(key="run_button").label == "Run on harbour.txt"
+    at.radio(key="doc_source").set_value("Paste").run()
+    assert at.button(key="run_button").disabled and at.session_state["document"] is None
+    at.run()        # AppTest keeps a refilled slot's old extra lines until the next run (a browser drops them)
+    assert not any("Next run:" in c.value for c in at.sidebar.caption), [c.value for c in at.sidebar.caption]
+    at.radio(key="doc_source").set_value("Upload").run()
+    assert not at.exception, [e.value for e in at.exception]
+    if at.file_uploader(key="doc_upload").value is None:    # AppTest may keep the widget's file; a browser does not
+        assert any("uploaded earlier in this session" in c.value for c in at.caption)
+    assert at.button(key="run_button").label == "Run on harbour.txt" and not at.button(key="run_button").disabled
+
+
 def test_too_large_and_too_long_documents_are_refused(fresh, monkeypatch):
     at = run(upload(start(), "good.txt", TEXT.encode()))
     monkeypatch.setenv("SPARSEGDN_MAX_UPLOAD_MB", "1")

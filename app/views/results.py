@@ -51,9 +51,7 @@ for path in files:
                    "returned while the later passes ran.")
 
 st.subheader("FlashQLA with and without its context parallelism")
-leads = tables.flashqla_leads(measurements.kernel_bench(files[-1])) if files else []
-where = (f"at budget 0.29 in the last table above it leads our public call at {tables.lengths_in_words(leads)}"
-         if leads else "at budget 0.29 in the last table above it leads our public call at no length measured")
+where = tables.flashqla_standing(measurements.kernel_bench(files[-1]) if files else None)
 st.write(f"What FlashQLA's context parallelism buys it ({where}): "
          "the same inputs timed with its segments joined by decay (auto_cp=True, what the table above runs) and "
          "walking every chunk in order (auto_cp=False), beside FLA and our dense semantics, each with its error "

@@ -84,13 +84,13 @@ with document_column:
             f"A .txt, .md or .pdf file, up to {config.max_upload_mb} MB", type=["txt", "md", "pdf"],
             key="doc_upload",
         )
-        kept = session.document()
+        kept = session.kept_upload()
         if upload is not None:
             try:
                 doc = session.read_upload(upload.name, upload.getvalue())
             except session.DocumentError as error:
                 st.error(str(error))  # the message names the file and what to do
-        elif kept is not None and kept.origin == "upload":
+        elif kept is not None:
             # The uploader forgets its file when another page runs; the session keeps the document.
             doc = kept
             st.caption(f"Using **{kept.name}**, uploaded earlier in this session. Upload another file to replace it.")

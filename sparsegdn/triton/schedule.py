@@ -134,7 +134,8 @@ SELECT_STEP_BITS = int(_STEP_SETTING)
 # a thread (more warps, up to 32) give each scheduler warps to switch between and each thread less to count, at the
 # cost of a reduction over more warps a step. 64: with 8 keys a thread (kernel_bench's select_wide; H100, batch 51 call
 # 3) select_kernel took 11.6 us at 8K against 9.4 (the wider reductions cost more than the latencies they hide) and the
-# public call 0.324 / 0.555 / 1.035 ms at 8K / 16K / 32K against 0.322 / 0.554 / 1.033. SPARSEGDN_SELECT_THREAD_KEYS
+# public call 0.324 / 0.555 / 1.035 ms at 8K / 16K / 32K against 0.322 / 0.554 / 1.033 (at 4K 0.417 against 0.432, a
+# length that process's host bounded: 0.217 on a normal one). SPARSEGDN_SELECT_THREAD_KEYS
 # sets it (a power of two, 1 to 64).
 _THREAD_KEYS_SETTING = os.environ.get("SPARSEGDN_SELECT_THREAD_KEYS", "64")
 if _THREAD_KEYS_SETTING not in tuple(str(1 << i) for i in range(7)):
