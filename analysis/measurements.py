@@ -97,13 +97,43 @@ def _final_state(frame: pl.DataFrame) -> str:
     return "every contender returned the final state" if recorded.all() else "the final state was not returned"
 
 
+def kernel_rows(frame: pl.DataFrame, config: SparseConfig = SparseConfig()) -> pl.DataFrame:
+    """A kernel benchmark's rows at `config`'s budget, band and selector, of the default design, by length."""
+    return frame.filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band)
+                        & (pl.col("selector") == config.selector)
+                        & pl.col("default_design").fill_null(True)).sort("T")
+
+
+def flashqla_leads(frame: pl.DataFrame, config: SparseConfig = SparseConfig()) -> list[int]:
+    """The lengths at which FlashQLA's call was faster than our public call in kernel_rows(frame, config)."""
+    rows = kernel_rows(frame, config)
+    return rows.filter(pl.col("public_vs_flashqla").is_not_null() & (pl.col("public_vs_flashqla") < 1.0))["T"].to_list()
+
+
+def flashqla_standing(frame: pl.DataFrame | None, config: SparseConfig = SparseConfig()) -> str:
+    """Where FlashQLA stands against our public call at `config` in a kernel benchmark's rows, in words for the
+    Results page: the lengths where it leads, none, or that the run did not measure it."""
+    if frame is None or frame["public_vs_flashqla"].is_null().all():
+        return "the last table above did not measure FlashQLA"
+    leads = flashqla_leads(frame, config)
+    if leads:
+        return (f"at budget {config.budget:g} in the last table above it leads our public call at "
+                f"{lengths_in_words(leads)}")
+    return (f"at budget {config.budget:g} in the last table above our public call is ahead of it at every length "
+            f"measured")
+
+
+def lengths_in_words(lengths: list[int]) -> str:
+    """Token counts as a reader says them (_tokens): [8192, 32768, 65536] -> "8K, 32K and 64K"."""
+    words = [_tokens(t) for t in lengths]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def kernel_table(frame: pl.DataFrame, name: str, config: SparseConfig = SparseConfig()) -> str:
     """The README's kernel table of one run: the public call against every contender measured, at
     `config`'s budget, band and selector, with where, when and how the run was made."""
     where = provenance(frame)
-    rows = frame.filter((pl.col("budget") == config.budget) & (pl.col("band") == config.band)
-                        & (pl.col("selector") == config.selector)
-                        & pl.col("default_design").fill_null(True)).sort("T")
+    rows = kernel_rows(frame, config)
     with_qla = rows["flashqla_ms"].is_not_null().any()
     lines = [f"`{name}`: {where['device']}, {where['date']}, build {where['build']}; `{where['command']}`.",
              f"Budget {config.budget:g}, band {config.band}, `{config.selector}` selector, selection inside the "

@@ -208,7 +208,8 @@ def _bars_with_even_split(frame: pl.DataFrame, x: str, title: str, x_title: str)
         go.Bar(x=frame[x].to_list(), y=frame["events_selected"].to_list(), name="events received", marker_color=SPARSE_COLOUR)
     )
     even = float(frame["even_split"][0]) if frame.height else 0.0
-    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {even:,.0f}" if even >= 100 else f"even split {even:.3g}",
+    shown = f"{even:,.0f}" if even >= 100 else f"{even:.3g}"
+    fig.add_hline(y=even, line_dash="dash", line_color=OTHER_COLOUR, annotation_text=f"even split {shown}",
                   annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="events", height=360, showlegend=False,
                       margin={"l": 60, "r": 20, "t": 50, "b": 40})

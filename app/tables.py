@@ -349,27 +349,3 @@ def core_implementation(summary: dict) -> str:
              }.get(summary.get("dense_backend"), "—")
     return f"Sparse core: {sparse}. Dense core: {dense}."
 
-
-def flashqla_leads(bench: pl.DataFrame, budget: float = 0.29) -> list[int]:
-    """The lengths at which FlashQLA's call was faster than our public call in a kernel benchmark's rows (budget,
-    band 1, the score selector, the default design), in order."""
-    rows = bench.filter((pl.col("budget") == budget) & (pl.col("band") == 1) & (pl.col("selector") == "score")
-                        & pl.col("default_design").fill_null(True) & pl.col("public_vs_flashqla").is_not_null())
-    return sorted(rows.filter(pl.col("public_vs_flashqla") < 1.0)["T"].to_list())
-
-
-def flashqla_standing(bench: pl.DataFrame | None) -> str:
-    """Where FlashQLA stands against our public call at budget 0.29 in a kernel benchmark's rows, in words for the
-    Results page: the lengths where it leads, none, or that the run did not measure it."""
-    if bench is None or bench["public_vs_flashqla"].is_null().all():
-        return "the last table above did not measure FlashQLA"
-    leads = flashqla_leads(bench)
-    if leads:
-        return f"at budget 0.29 in the last table above it leads our public call at {lengths_in_words(leads)}"
-    return "at budget 0.29 in the last table above our public call is ahead of it at every length measured"
-
-
-def lengths_in_words(lengths: list[int]) -> str:
-    """Token counts as a reader says them: [8192, 32768, 65536] -> "8K, 32K and 64K"."""
-    words = [f"{t // 1024}K" if t % 1024 == 0 else f"{t:,}" for t in lengths]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

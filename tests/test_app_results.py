@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from analysis import front_page, measurements
-from app import figures, tables
+from app import figures
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"device": "GPU", "date": "2026-11-30", "command": "bench"}
@@ -73,16 +73,16 @@ def test_the_speed_figure_gives_each_budget_one_colour_and_the_text_says_where_f
     dashes = {trace.name.split(", ", 1)[1]: trace.line.dash for trace in fig.data}
     assert dashes == {"public call": "solid", "kernels only": "dot", "public call against FlashQLA": "dash"}
     # at budget 0.29 FlashQLA took 0.6 ms against our 0.5 at 4K (we lead) and 3.0 against 4.0 at 32K (it leads)
-    assert tables.flashqla_leads(bench) == [32768]
-    assert tables.flashqla_standing(bench).endswith("it leads our public call at 32K")
+    assert measurements.flashqla_leads(bench) == [32768]
+    assert measurements.flashqla_standing(bench).endswith("it leads our public call at 32K")
     ahead = bench.with_columns(pl.col("public_vs_flashqla") * 10)
-    assert tables.flashqla_standing(ahead).endswith("ahead of it at every length measured")
+    assert measurements.flashqla_standing(ahead).endswith("ahead of it at every length measured")
     unmeasured = measurements.kernel_bench(results_dir / "kernel_bench.json").with_columns(
         pl.lit(None, dtype=pl.Float64).alias("public_vs_flashqla"))
-    assert tables.flashqla_standing(unmeasured) == tables.flashqla_standing(None) == \
+    assert measurements.flashqla_standing(unmeasured) == measurements.flashqla_standing(None) == \
         "the last table above did not measure FlashQLA"
-    assert tables.lengths_in_words([8192, 32768, 131072]) == "8K, 32K and 128K"
-    assert tables.lengths_in_words([32768]) == "32K"
+    assert measurements.lengths_in_words([8192, 32768, 131072]) == "8K, 32K and 128K"
+    assert measurements.lengths_in_words([32768]) == "32K"
 
 
 def test_the_public_call_shows_the_spread_of_its_rounds_and_its_wall_time(results_dir):

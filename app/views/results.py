@@ -25,6 +25,7 @@ st.subheader("GDN-core speed against FLA")
 st.write("The figure that counts is the public `sparse_gated_delta_rule` call's, checks included; "
          "*kernels only* times the Triton backend entry alone. Below 1, FLA is faster.")
 files = measurements.kernel_bench_files(RESULTS)
+bench = None        # the last file's rows, for the FlashQLA sentence below
 if not files:
     st.info("No kernel benchmark committed yet (benchmarks/kernel_bench.py writes it on a GPU).")
 for path in files:
@@ -51,7 +52,7 @@ for path in files:
                    "returned while the later passes ran.")
 
 st.subheader("FlashQLA with and without its context parallelism")
-where = tables.flashqla_standing(measurements.kernel_bench(files[-1]) if files else None)
+where = measurements.flashqla_standing(bench)
 st.write(f"What FlashQLA's context parallelism buys it ({where}): "
          "the same inputs timed with its segments joined by decay (auto_cp=True, what the table above runs) and "
          "walking every chunk in order (auto_cp=False), beside FLA and our dense semantics, each with its error "
