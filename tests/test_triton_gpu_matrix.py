@@ -433,7 +433,8 @@ def _lists_from_every_call(monkeypatch):
 
 @pytest.mark.parametrize("case", ["B1-T2000-s0-strided_v", "B2-T777-K64-deferred", "B1-T9000-HV8",
                                   "B1-T3000-all-no_final_state", "B1-T9000-HV8-lists", "B1-T9000-HV8-lists-overlap",
-                                  "B2-T4096-s0-lists-overlap", "B2-T4096-s0-default-lists"])
+                                  "B2-T4096-s0-lists-overlap", "B2-T4096-s0-default-lists",
+                                  "B1-T2000-s0-strided_v-inference", "B2-T4096-s0-default-lists-inference"])
 def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     """call_plans.CALL_PLANS: calls of one key launched from its recorded plan return what the same calls'
     launches return, bit for bit (the same compiled kernels with the same arguments). Four inputs in a row, each
@@ -444,9 +445,14 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     selector without the final state. Graphs off, so that the short cases take the plans too. "-lists": the outputs
     by the Gluon lists (list_output.py, Hopper; Tinv solved by them, claimed chunks) after the chain pass, or beside
     it ("-overlap"): their chunk lists made by kernels, their TMA descriptors remade around each replay's addresses;
-    "-default-lists": the lists beside the chains taken by the defaults (forward.LISTS_FROM lowered to the case)."""
+    "-default-lists": the lists beside the chains taken by the defaults (forward.LISTS_FROM lowered to the case).
+    "-inference": every call under torch.inference_mode, as the app's analysis pass and the prefill benchmark make
+    them (the plan's recording read the version counters of inference tensors and raised, batch 52)."""
+    import contextlib
     from sparsegdn.triton import call_plans, graphs, state_pass
     monkeypatch.setattr(graphs, "CUDA_GRAPH", False)
+    mode = torch.inference_mode if case.endswith("-inference") else contextlib.nullcontext
+    case = case.removesuffix("-inference")
     batch, tokens, heads, value_heads, dim = {"B1-T2000-s0-strided_v": (1, 2000, 2, 4, 128),
                                               "B2-T777-K64-deferred": (2, 777, 1, 3, 64),
                                               "B1-T9000-HV8": (1, 9000, 4, 8, 128),
@@ -471,6 +477,10 @@ def test_gpu_planned_calls_equal_the_launches(case, monkeypatch):
     monkeypatch.setattr(call_plans, "run", lambda plan, tensors, run=call_plans.run: replays.append(1) or run(plan, tensors))
 
     def call(seed, poison=False):
+        with mode():
+            return _call(seed, poison)
+
+    def _call(seed, poison):
         q, k, v, g, beta, s0 = random_inputs(batch, tokens, heads, value_heads, dim, dim, dtype=torch.bfloat16,
                                              seed=seed, initial_state=initial, device="cuda")
         if strided:

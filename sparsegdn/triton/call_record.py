@@ -48,23 +48,30 @@ def recording():
 
 def empty(*shape, dtype, device) -> torch.Tensor:
     """torch.empty(shape), noted by an active recording."""
-    return _noted(torch.empty(shape, dtype=dtype, device=device), None)
+    return _noted(torch.empty, shape, None, dtype=dtype, device=device)
 
 
 def zeros(*shape, dtype, device) -> torch.Tensor:
     """torch.zeros(shape), noted by an active recording as one to zero again."""
-    return _noted(torch.zeros(shape, dtype=dtype, device=device), 0)
+    return _noted(torch.zeros, shape, 0, dtype=dtype, device=device)
 
 
 def full(*shape, value, dtype, device) -> torch.Tensor:
     """torch.full(shape, value), noted by an active recording as one to fill again."""
-    return _noted(torch.full(shape, value, dtype=dtype, device=device), value)
+    return _noted(torch.full, shape, value, value, dtype=dtype, device=device)
 
 
-def _noted(tensor, fill):
+def _noted(make, shape, fill, *values, dtype, device):
+    """make(shape, *values), noted by an active recording. While one records, the tensor is made outside inference
+    mode: under torch.inference_mode (the app's analysis pass, the prefill benchmark) it would be an inference
+    tensor, which keeps no version counter, and call_plans.build reads the counter to refuse a recording that torch
+    wrote into (a normal tensor's writes are counted inside inference mode too)."""
     record = active()
-    if record is not None:
-        record.allocations.append((tensor, fill))
+    if record is None:
+        return make(shape, *values, dtype=dtype, device=device)
+    with torch.inference_mode(False):
+        tensor = make(shape, *values, dtype=dtype, device=device)
+    record.allocations.append((tensor, fill))
     return tensor
 
 
