@@ -284,9 +284,8 @@ def test_a_call_given_one_tensor_as_two_inputs_is_not_planned(launches):
     assert not call_plans._plans and len(call_plans._refused) == 1
 
 
-def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
-    """A torch write into a recorded buffer (here the value flags, zeroed again in place) would be skipped by
-    every planned call: such a recording is refused."""
+def _zeros_written_by_torch(monkeypatch):
+    """call_record.zeros followed by a torch write into the buffer (zeroed again in place)."""
     zeros = call_record.zeros
 
     def zeros_then_written(*shape, dtype, device):
@@ -294,6 +293,12 @@ def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
         tensor.zero_()
         return tensor
     monkeypatch.setattr(call_record, "zeros", zeros_then_written)
+
+
+def test_a_recording_torch_wrote_into_is_not_planned(launches, monkeypatch):
+    """A torch write into a recorded buffer (here the value flags, zeroed again in place) would be skipped by
+    every planned call: such a recording is refused."""
+    _zeros_written_by_torch(monkeypatch)
     for seed in (1, 2, 3):
         _call(_inputs(seed))
     assert not call_plans._plans and len(call_plans._refused) == 1
@@ -414,13 +419,7 @@ def test_calls_under_inference_mode_are_planned_and_torch_writes_still_refused(l
     assert len(call_plans._plans) == 1 and not call_plans._refused
     assert out[0].shape == (1, 300, 4, 64)
     call_plans.clear()
-    zeros = call_record.zeros
-
-    def zeros_then_written(*shape, dtype, device):
-        tensor = zeros(*shape, dtype=dtype, device=device)
-        tensor.zero_()
-        return tensor
-    monkeypatch.setattr(call_record, "zeros", zeros_then_written)
+    _zeros_written_by_torch(monkeypatch)
     with torch.inference_mode():
         for seed in (1, 2, 3):
             _call(_inputs(seed))
