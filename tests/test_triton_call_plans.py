@@ -408,15 +408,17 @@ def test_a_plan_copies_the_early_flags_where_the_recorded_call_did(launches, mon
 
 
 def test_calls_under_inference_mode_are_planned_and_torch_writes_still_refused(launches, monkeypatch):
-    """The app's analysis pass and the prefill benchmark call the core under torch.inference_mode, where the
-    buffers torch makes are inference tensors, which keep no version counter: reading one raised "Inference
-    tensors do not track version counter" when the first complete call was turned into a plan (the app's run
-    on a GPU, batch 52). The recorded buffers are made as normal tensors, whose writes by torch stay counted,
-    so such calls are planned, and a torch write into one is still refused."""
+    """The app's analysis pass calls the core under torch.inference_mode, where the buffers torch makes are
+    inference tensors, which keep no version counter: reading one raised "Inference tensors do not track version
+    counter" when the first complete call was turned into a plan (the app's run on a GPU, batch 52). The recorded
+    buffers are made as normal tensors, whose writes by torch stay counted, so such calls are planned and the
+    later ones replayed, and a torch write into one is still refused."""
+    replays = call_plans.replays
     with torch.inference_mode():
         for seed in (1, 2, 3):
             out = _call(_inputs(seed))
     assert len(call_plans._plans) == 1 and not call_plans._refused
+    assert call_plans.replays - replays == 1, "recorded once (the first call compiled), then replayed"
     assert out[0].shape == (1, 300, 4, 64)
     call_plans.clear()
     _zeros_written_by_torch(monkeypatch)

@@ -63,9 +63,9 @@ def full(*shape, value, dtype, device) -> torch.Tensor:
 
 def _noted(make, shape, fill, *values, dtype, device):
     """make(shape, *values), noted by an active recording. While one records, the tensor is made outside inference
-    mode: under torch.inference_mode (the app's analysis pass, the prefill benchmark) it would be an inference
-    tensor, which keeps no version counter, and call_plans.build reads the counter to refuse a recording that torch
-    wrote into (a normal tensor's writes are counted inside inference mode too)."""
+    mode: under torch.inference_mode (the app's analysis pass; any planned caller, one without a stage hook) it would
+    be an inference tensor, which keeps no version counter, and call_plans.build reads the counter to refuse a
+    recording that torch wrote into (a normal tensor's writes are counted inside inference mode too)."""
     record = active()
     if record is None:
         return make(shape, *values, dtype=dtype, device=device)
