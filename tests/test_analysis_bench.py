@@ -21,9 +21,27 @@ def test_tiny_prefill_benchmark_writes_results(tmp_path):
     assert "| 130 | sparse-torch@0.29 |" in (tmp_path / "prefill_tiny.md").read_text()
     stages = rows["sparse-torch@0.29"]["stage_ms_median"]          # the sparse core's stages, one run
     assert list(stages) == list(sparsegdn.STAGES) and all(ms > 0 for ms in stages.values())
-    assert sum(stages.values()) <= rows["sparse-torch@0.29"]["core_ms_median"] + 1e-3   # inside its core calls
+    # from the separate hooked prefill, inside its own core calls (the timed ones carry no hook)
+    assert sum(stages.values()) <= rows["sparse-torch@0.29"]["staged_core_ms_median"] + 1e-3
     assert "stage_ms_median" not in rows["dense-torch"] and "stage_ms_median" not in rows["zero"]
-    assert "Stages of `sparse-torch@0.29` at 130 tokens" in (tmp_path / "prefill_tiny.md").read_text()
+    text = (tmp_path / "prefill_tiny.md").read_text()
+    assert "Stages of `sparse-torch@0.29` at 130 tokens" in text and "1 separate prefill(s) with the stage hook" in text
+
+
+def test_the_timed_sparse_core_carries_no_stage_hook(monkeypatch, tmp_path):
+    """The sparse core's timed prefills call it without a stage hook (a hooked call takes no launch plan on a GPU);
+    only the separate staged prefills pass one."""
+    hooks = []
+    real = sparsegdn.sparse_gated_delta_rule
+
+    def noting(*args, stage_hook=None, **kwargs):
+        hooks.append(stage_hook is not None)
+        return real(*args, stage_hook=stage_hook, **kwargs)
+    monkeypatch.setattr(sparsegdn, "sparse_gated_delta_rule", noting)
+    code = bench_prefill.main(["--tiny", "--tokens", "130", "--warmup", "1", "--repeats", "2", "--out", str(tmp_path)])
+    assert code == 0
+    # 3 GDN layers a prefill: 1 warm-up and 2 timed prefills without the hook, then 2 staged prefills with it
+    assert hooks == [False] * 9 + [True] * 6, hooks
 
 
 def test_segmented_prefill_benchmark_routes_every_segment(tmp_path):
