@@ -54,16 +54,13 @@ def zero_core(call):
 
 def make_cores(args, clock: StageClock | None = None) -> dict:
     """The contenders by name. With `clock`, only the sparse one, marking its stages on it (the staged prefills)."""
-    sparse = args.sparse
-    if args.tiny:   # the CPU stand-ins of the GPU contenders
-        name, core = f"sparse-torch@{sparse.budget}", sparse_core(sparse.replace(backend="torch"), stages=clock)
-        if clock is not None:
-            return {name: core}
-        return {"dense-torch": dense_core("torch"), name: core, "zero": zero_core}
-    name = f"sparse-triton@{sparse.budget}"
-    core = sparse_core(sparse.replace(backend="triton"), checks=CHECKS, stages=clock)
+    backend = "torch" if args.tiny else "triton"        # --tiny: the CPU stand-ins of the GPU contenders
+    name = f"sparse-{backend}@{args.sparse.budget}"
+    core = sparse_core(args.sparse.replace(backend=backend), checks=None if args.tiny else CHECKS, stages=clock)
     if clock is not None:
         return {name: core}
+    if args.tiny:
+        return {"dense-torch": dense_core("torch"), name: core, "zero": zero_core}
     cores = {"dense-fla": dense_core("fla"), name: core, "zero": zero_core}
     try:
         import fla  # noqa: F401

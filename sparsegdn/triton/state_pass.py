@@ -124,8 +124,9 @@ if PUBLISH_IN_LOOP and PROGRESS_WARPS < 4:    # under four warps a commit may ne
 # two for 96): every 16 commits 3.779 ms at 128K and 1.012-1.014 at 32K; every 32 3.697 / 0.995; 64 3.668 / 0.999; 96
 # 3.698 / 1.001; 128 3.670 / 1.016; 256 3.706 / 1.058 (a chain publishes too rarely for the lists with a state).
 # At 4K-16K (H100, batch 51 call 3, three alternating rounds; segments of 32 / 64 / 128 commits, so that at 4K-8K a
-# segment publishes only at its end) 16 and 32 tied 64 at 16K (0.557-0.559 and 0.555-0.560 ms against 0.556-0.557 in the two normal rounds); at
-# 4K-8K that host made every form's rounds range over 0.24-0.69 ms, so those lengths are not judged.
+# segment publishes only at its end) 16 and 32 tied 64 at 16K (0.557-0.559 and 0.555-0.560 ms against 0.556-0.557 in
+# the two normal rounds); at 4K-8K that host made every form's rounds range over 0.24-0.69 ms, so those lengths are
+# not judged.
 # SPARSEGDN_CHAIN_PUBLISH sets it, read at import.
 _PUBLISH_SETTING = os.environ.get("SPARSEGDN_CHAIN_PUBLISH", "64")
 if not _PUBLISH_SETTING.isdigit() or int(_PUBLISH_SETTING) < 1:
