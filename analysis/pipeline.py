@@ -13,7 +13,10 @@
    states in slices so the vocabulary never meets the full length. Nothing of this pass is timed.
 3. Timing passes: `repeats` whole prefills of the document with the plain dense and sparse cores
    (nothing recorded), dense and sparse interleaved (alternating which goes first), each whole
-   prefill and each layer's core timed, the sparse core's stages too. The records keep every repeat
+   prefill and each layer's core timed, the sparse core's stages too: on the CPU inside the timed
+   prefills; on a GPU from one more sparse prefill after them (`_staged_prefill`), since a call that
+   reports its stages takes no launch plan (sparsegdn/triton/call_plans.py) and so is not the call a
+   caller gets. The records keep every repeat
    (the `timings` table); the summary and the layers table give medians, with the range beside them.
    Each repeat is watched for first-call work that still landed in it (timing.FirstCallWatch: Triton
    compiling or autotuning); the records say which repeats held some, and the summary gives each path's
@@ -267,6 +270,7 @@ class _TimedPrefill:
     cores: dict = field(default_factory=lambda: defaultdict(list))
     stages: Optional[StageClock] = None
     first_calls: list = field(default_factory=list)     # [timing.FirstCall]: compiles, autotune benchmarks
+    staged: bool = False        # a GPU's extra sparse prefill for the stage times only (not a timed repeat)
 
 
 def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
@@ -301,7 +305,9 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     # Work, in layer forwards times tokens: warm-up, the analysis pass (its sparse core runs the dense
     # core too when comparing), the timing passes.
     analysis_weight = 3 if config.compare_dense else 1
-    total = len(paths) * warm_up_pieces[-1][1] + run.n_tokens * (analysis_weight + config.repeats * len(paths))
+    staged_weight = 1 if _stages_apart(device) else 0
+    total = (len(paths) * _warm_up_rounds(device) * warm_up_pieces[-1][1]
+             + run.n_tokens * (analysis_weight + config.repeats * len(paths) + staged_weight))
 
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     if progress:
@@ -345,6 +351,9 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
             # Alternate which path goes first, so neither always runs on the other's leftovers.
             for path in (paths if repeat % 2 == 0 else paths[::-1]):
                 run.timed.append(_timed_prefill(model, input_ids, segments, run, path, repeat, timer, tracker))
+        if _stages_apart(device):
+            run.timed.append(_timed_prefill(model, input_ids, segments, run, "sparse", config.repeats, timer,
+                                            tracker, staged=True))
         timer.resolve()
     finally:
         tracker.remove()
@@ -353,6 +362,18 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     if progress:
         progress(ProgressUpdate("done", None, loaded.n_layers, len(segments) - 1, len(segments), 1.0, "done"))
     return result
+
+
+def _stages_apart(device: torch.device) -> bool:
+    """Whether the sparse core's stage times come from a prefill of their own (a GPU: a call with the stage
+    hook takes no launch plan, so the timed prefills run without it) or from the timed prefills (the CPU)."""
+    return device.type == "cuda"
+
+
+def _warm_up_rounds(device: torch.device) -> int:
+    """Warm-up rounds over the pieces: two on a GPU (a key's first call compiles, its first compile-free
+    call records the launch plan that later calls replay), one on the CPU (nothing compiles there)."""
+    return 2 if device.type == "cuda" else 1
 
 
 def _plain_core(run: _Prefill, path: str, checks: DeferredChecks, stages: Optional[StageClock]):
@@ -379,13 +400,15 @@ def _check_values(checks: DeferredChecks) -> None:
 
 
 def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat: int, timer: Timer,
-                   tracker: _LayerProgress) -> _TimedPrefill:
+                   tracker: _LayerProgress, staged: bool = False) -> _TimedPrefill:
     """One whole prefill of `path` with the plain core (nothing recorded), every segment and every core
-    call timed; the sparse core's stages on a StageClock. GPU value checks are read once, at the end.
-    Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
+    call timed; the sparse core's stages on a StageClock where they are taken from the timed prefills (the
+    CPU) or in the `staged` prefill (a GPU's, after the timed ones). GPU value checks are read once, at the
+    end. Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
     from transformers import DynamicCache
 
-    timed = _TimedPrefill(repeat, path, stages=StageClock(timer.cuda) if path == "sparse" else None)
+    clocked = path == "sparse" and (staged or not _stages_apart(run.device))
+    timed = _TimedPrefill(repeat, path, stages=StageClock(timer.cuda) if clocked else None, staged=staged)
     checks = DeferredChecks()
     plain = _plain_core(run, path, checks, timed.stages)
 
@@ -398,8 +421,9 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
     cache = DynamicCache(config=model.config)
     with FirstCallWatch() as watch, torch.inference_mode(), swap_gdn_core(model, core):
         for index, (start, end) in enumerate(segments):
-            tracker.begin("timing", f"timing {repeat + 1}/{run.config.repeats}: {PATH_NAMES[path]} prefill, "
-                                    f"segment {index + 1}/{len(segments)}", index, end - start)
+            what = "stage times" if staged else f"timing {repeat + 1}/{run.config.repeats}"
+            tracker.begin("timing", f"{what}: {PATH_NAMES[path]} prefill, segment {index + 1}/{len(segments)}",
+                          index, end - start)
             with timer.interval() as interval:
                 model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
                             **segment_inputs(model.config, start, end, input_ids.device))
@@ -434,25 +458,29 @@ def _warm_up_pieces(segments: list, device: torch.device) -> list[tuple[int, int
 
 def _warm_up(model, input_ids, pieces: list, run: _Prefill, tracker, timer: Timer) -> dict:
     """Compile/autotune the kernels once (Triton, FLA) and touch everything once, so that no timed call
-    is a first call: each path's plain core, as `_timed_prefill` calls it (stage clock, deferred checks),
-    over `pieces` (`_warm_up_pieces`) with the state carried. Returns the tokens, the pieces and the wall
-    time of each path's warm-up (ms)."""
+    is a first call: each path's plain core, as `_timed_prefill` calls it (deferred checks; the stage clock
+    where the timed prefills carry it), over `pieces` (`_warm_up_pieces`) with the state carried,
+    `_warm_up_rounds` times. Returns the tokens, the pieces, the rounds and the wall time of each path's
+    warm-up (ms)."""
     from transformers import DynamicCache
 
     tokens = pieces[-1][1]
-    times = {"tokens": tokens, "pieces": [list(piece) for piece in pieces]}
+    rounds = _warm_up_rounds(run.device)
+    times = {"tokens": tokens, "pieces": [list(piece) for piece in pieces], "rounds": rounds}
     label = f"warming up on the first {tokens:,} tokens (compiling, first use; not timed)"
+    clocked = not _stages_apart(run.device)
     with torch.inference_mode():
         for path in _paths(run.config):
             checks = DeferredChecks()
-            core = _plain_core(run, path, checks, StageClock(timer.cuda) if path == "sparse" else None)
-            cache = DynamicCache(config=model.config)
+            core = _plain_core(run, path, checks, StageClock(timer.cuda) if path == "sparse" and clocked else None)
             started = time.perf_counter()
             with swap_gdn_core(model, core):
-                for index, (start, end) in enumerate(pieces):
-                    tracker.begin("warmup", f"{label}: the {path} path", index, end - start)
-                    model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
-                                **segment_inputs(model.config, start, end, input_ids.device))
+                for round_ in range(rounds):
+                    cache = DynamicCache(config=model.config)
+                    for index, (start, end) in enumerate(pieces):
+                        tracker.begin("warmup", f"{label}: the {path} path", index, end - start)
+                        model.model(input_ids=input_ids[:, start:end], past_key_values=cache, use_cache=True,
+                                    **segment_inputs(model.config, start, end, input_ids.device))
             _check_values(checks)
             timer.resolve()     # every GPU of the model
             times[f"{path}_ms"] = (time.perf_counter() - started) * 1e3
@@ -507,6 +535,10 @@ def _timings(run: _Prefill) -> pl.DataFrame:
     rows = []
     for timed in run.timed:
         base = {"repeat": timed.repeat, "path": timed.path, "first_calls": len(timed.first_calls)}
+        if timed.staged:        # a GPU's stage-time prefill: its stages only (its prefill is not a timed repeat)
+            rows += [{**base, "scope": "stage", "layer": None, "stage": name, "ms": ms}
+                     for name, ms in timed.stages.totals_ms().items()]
+            continue
         rows.append({**base, "scope": "prefill", "layer": None, "stage": None, "ms": sum(i.ms for i in timed.whole)})
         rows += [{**base, "scope": "core", "layer": layer, "stage": None, "ms": sum(i.ms for i in intervals)}
                  for layer, intervals in sorted(timed.cores.items())]
@@ -568,7 +600,7 @@ def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
     repeats (see records.py)."""
     paths = _paths(run.config)
     spreads = {f"{scope}_{path}": _spread(timings, path, scope) for path in paths for scope in ("prefill", "core")}
-    first_calls = [{"repeat": timed.repeat, "path": timed.path, **row} for timed in run.timed
+    first_calls = [{"repeat": timed.repeat, "path": timed.path, **row} for timed in run.timed if not timed.staged
                    for row in group_first_calls(timed.first_calls)]
     clean = {}
     for path in paths:
@@ -583,6 +615,9 @@ def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
         "interleaved": True,
         "threads": torch.get_num_threads(),
         "warm_up": run.warm_up,
+        # Where the stage times come from: a sparse prefill of their own after the timed ones (a GPU: a call
+        # with the stage hook takes no launch plan) or the timed prefills (the CPU).
+        "stages_apart": _stages_apart(run.device),
         **{name: spread.to_dict() for name, spread in spreads.items() if spread is not None},
         # Triton compiles and autotune benchmarks inside timed repeats, per repeat, path, kind and kernel.
         "first_calls": first_calls,

@@ -115,16 +115,19 @@ def per_repeat(timings, first_calls: list[dict]) -> list[dict]:
     """Each timed repeat of each path: the whole prefill, the GDN core summed over layers, its slowest
     layer, (sparse) each stage's sum, in ms, and the first-call work seen inside it (the summary's
     timing.first_calls: Triton compiles and autotune benchmarks per kernel, in s); a one-off cost inside a
-    repeat shows where it landed and, when Triton's, what it was."""
+    repeat shows where it landed and, when Triton's, what it was. On a GPU the stage sums are a row of their
+    own (`staged`: the sparse prefill after the timed ones, with no prefill or core time: a call carrying the
+    stage clock takes no launch plan, so it is no timed repeat)."""
     import polars as pl
 
     rows = []
     for (repeat, path), group in sorted(timings.group_by("repeat", "path"), key=lambda item: item[0]):
         cores = group.filter(pl.col("scope") == "core")
         slowest = cores.sort("ms", descending=True).head(1)
-        rows.append({"repeat": repeat, "path": path,
-                     "prefill_ms": round(group.filter(pl.col("scope") == "prefill")["ms"].sum(), 3),
-                     "core_ms": round(cores["ms"].sum(), 3),
+        prefill = group.filter(pl.col("scope") == "prefill")["ms"]
+        rows.append({"repeat": repeat, "path": path, "staged": prefill.len() == 0,
+                     "prefill_ms": round(prefill.sum(), 3) if prefill.len() else None,
+                     "core_ms": round(cores["ms"].sum(), 3) if cores.height else None,
                      "slowest_layer": ((slowest["layer"].item(), round(slowest["ms"].item(), 3)) if cores.height
                                        else None),
                      "stages_ms": {stage: round(ms, 3) for stage, ms in group.filter(pl.col("scope") == "stage")

@@ -174,6 +174,37 @@ def test_the_warm_up_is_reported_and_moves_the_progress(loaded):
     assert 0 < updates[first_analysis - 1].fraction < 1
 
 
+def test_on_a_gpu_the_timed_prefills_carry_no_stage_clock_and_the_stages_come_from_one_more(loaded, monkeypatch):
+    """A GPU's timing (the device test forced on the CPU): a call with the stage hook takes no launch plan, so the
+    warm-up and the timed sparse prefills run without it, the warm-up twice (compile, then record the plans), and the
+    stage times come from one more sparse prefill after the timed ones, whose time is no repeat's."""
+    from analysis import pipeline
+
+    monkeypatch.setattr(pipeline, "_stages_apart", lambda device: True)
+    monkeypatch.setattr(pipeline, "_warm_up_rounds", lambda device: 2)
+    clocks = []
+    made = pipeline.sparse_core
+
+    def spy(config, checks, stages=None):
+        clocks.append(stages is not None)
+        return made(config, checks, stages)
+
+    monkeypatch.setattr(pipeline, "sparse_core", spy)
+    updates: list[ProgressUpdate] = []
+    result = analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), repeats=2), progress=updates.append)
+    assert clocks == [False, False, False, True]        # warm-up, two timed repeats, then the staged prefill
+    timings, timing = result.timings, result.summary["timing"]
+    assert timing["stages_apart"] is True and timing["warm_up"]["rounds"] == 2
+    stages = timings.filter(pl.col("scope") == "stage")
+    assert set(stages["stage"]) == set(sparsegdn.STAGES) and stages["repeat"].unique().to_list() == [2]
+    assert sorted(timings.filter(pl.col("scope") == "prefill")["repeat"].to_list()) == [0, 0, 1, 1]
+    assert timing["core_sparse"]["n"] == 2 and [s["stage"] for s in result.summary["stages"]] == list(sparsegdn.STAGES)
+    staged = [u for u in updates if u.message and u.message.startswith("stage times")]
+    assert staged and all(u.stage == "timing" for u in staged)
+    fractions = [u.fraction for u in updates]
+    assert fractions == sorted(fractions) and fractions[-2] == pytest.approx(1.0), fractions[-4:]
+
+
 def test_timings_are_repeated_and_summarised_by_their_spread(loaded):
     result = analyze(loaded, TEXT, RunConfig(SparseConfig(backend="torch"), repeats=3))
     timings, timing = result.timings, result.summary["timing"]

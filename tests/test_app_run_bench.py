@@ -47,7 +47,14 @@ def test_each_repeat_row_names_the_first_call_work_that_landed_in_it():
                            schema=SCHEMAS["timings"])
     first_calls = [{"repeat": 1, "path": "sparse", "kind": "compile", "kernel": "state_output_kernel", "count": 2,
                     "seconds": 11.98765}]
-    rows = {row["repeat"]: row for row in per_repeat(timings, first_calls)}
+    staged = pl.DataFrame([{"repeat": 2, "path": "sparse", "scope": "stage", "layer": None, "stage": name, "ms": ms,
+                            "first_calls": 0} for name, ms in (("intra_solve", 1.5), ("output", 2.25))],
+                          schema=SCHEMAS["timings"])
+    rows = {row["repeat"]: row for row in per_repeat(pl.concat([timings, staged]), first_calls)}
+    assert not rows[0]["staged"] and rows[0]["prefill_ms"] == 80.0 and rows[1]["prefill_ms"] == 12100.0
+    # a GPU's stage-time prefill: its stages, no prefill or core time of a repeat
+    assert rows[2]["staged"] and rows[2]["prefill_ms"] is None and rows[2]["core_ms"] is None
+    assert rows[2]["stages_ms"] == {"intra_solve": 1.5, "output": 2.25}
     assert rows[0]["first_calls"] == []
     assert rows[1]["first_calls"] == [{"kind": "compile", "kernel": "state_output_kernel", "count": 2,
                                        "seconds": 11.988}]

@@ -67,7 +67,10 @@ if stages:
                "pass over commits), output (every token's output). The Triton path runs the last two as one launch "
                "(outputs computed while the commit chains run), so its state_pass bar holds both and its output "
                "bar is about zero. The torch path runs the last four once per slab of chunks; each bar sums them "
-               "over slabs, layers and segments (median over the repeats).")
+               "over slabs, layers and segments "
+               + ("(from one more SparseGDN prefill after the timed ones: a call that reports its stages takes no "
+                  "launch plan, so the timed prefills ran without the stage clock)."
+                  if summary.get("timing", {}).get("stages_apart") else "(median over the repeats)."))
 else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 
