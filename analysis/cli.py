@@ -185,11 +185,13 @@ def print_summary(summary: dict, out: Path, stream=None) -> None:
         f"sparse {_timed(timing, 'core_sparse', s.get('core_ms_sparse_total'))}" + _ratio(timing, "core"),
     ]
     if timing:
-        from .timing import first_call_notes, warm_up_text
+        from .timing import first_call_notes, plan_text, warm_up_text
 
         lines.append(f"timing      median [min-max] of {timing['repeats']} interleaved repeat(s), {timing['threads']} "
                      f"thread(s); warm-up not counted: {warm_up_text(timing.get('warm_up', {}))}")
         lines += [f"first call  {note}" for note in first_call_notes(timing)]
+        if plan_text(timing):
+            lines.append(f"plans       {plan_text(timing)}")
     lines += [
         f"model       KL {_format(s['kl_mean'])}, top-1 agreement {_format(s['top1_agreement'], '.2%')}, "
         f"ppl dense {_format(s['ppl_dense'])} / sparse {_format(s['ppl_sparse'])}",

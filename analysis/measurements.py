@@ -769,7 +769,8 @@ def app_runs(path: Path) -> tuple[dict, pl.DataFrame]:
                                                                            "core_dense", "core_sparse")
                         for field in ("median", "low", "high", "n")},
                      "warm_up_tokens": timing["warm_up"]["tokens"], "warm_up_dense_ms": timing["warm_up"]["dense_ms"],
-                     "warm_up_sparse_ms": timing["warm_up"]["sparse_ms"], "wall_s": run["wall_s"],
+                     "warm_up_sparse_ms": timing["warm_up"]["sparse_ms"],
+                     "warm_up_rounds": timing["warm_up"].get("rounds", 1), "wall_s": run["wall_s"],
                      "top1_agreement": run["top1_agreement"],
                      # None: recorded before timed repeats were watched for first-call work
                      "watched": "first_calls" in timing, "first_call_notes": first_call_notes(timing)})
@@ -797,7 +798,8 @@ def app_run_table(meta: dict, frame: pl.DataFrame, name: str) -> str:
             f"{_spread_text(spread['prefill_dense'])} | {_spread_text(spread['prefill_sparse'])} | "
             f"{_verdict(spread['prefill_sparse'], spread['prefill_dense'])} | {_spread_text(spread['core_dense'])} | "
             f"{_spread_text(spread['core_sparse'])} | {_verdict(spread['core_sparse'], spread['core_dense'])} | "
-            f"{row['warm_up_dense_ms']:,.0f} / {row['warm_up_sparse_ms']:,.0f} ms on {row['warm_up_tokens']:,} tokens | "
+            f"{row['warm_up_dense_ms']:,.0f} / {row['warm_up_sparse_ms']:,.0f} ms on {row['warm_up_tokens']:,} tokens"
+            f"{f' x {rounds} rounds' if (rounds := row['warm_up_rounds']) > 1 else ''} | "
             f"{row['wall_s']:.0f} |")
     lines += ["", "`sparse vs dense`: dense's median over sparse's (above 1 sparse is faster), within the noise "
               "when the ranges overlap. The whole run includes the untimed analysis pass (events, errors)."]

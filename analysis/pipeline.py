@@ -13,10 +13,10 @@
    states in slices so the vocabulary never meets the full length. Nothing of this pass is timed.
 3. Timing passes: `repeats` whole prefills of the document with the plain dense and sparse cores
    (nothing recorded), dense and sparse interleaved (alternating which goes first), each whole
-   prefill and each layer's core timed, the sparse core's stages too: on the CPU inside the timed
-   prefills; on a GPU from one more sparse prefill after them (`_staged_prefill`), since a call that
-   reports its stages takes no launch plan (sparsegdn/triton/call_plans.py) and so is not the call a
-   caller gets. The records keep every repeat
+   prefill and each layer's core timed, the sparse core's stages too: inside the timed prefills, or,
+   where the core's calls take launch plans (the Triton backend on a GPU), from one more sparse prefill
+   after them (`_timed_prefill(staged=True)`), since a call that reports its stages takes no launch plan
+   (sparsegdn/triton/call_plans.py) and so is not the call a caller gets. The records keep every repeat
    (the `timings` table); the summary and the layers table give medians, with the range beside them.
    Each repeat is watched for first-call work that still landed in it (timing.FirstCallWatch: Triton
    compiling or autotuning); the records say which repeats held some, and the summary gives each path's
@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -261,8 +262,9 @@ class _Prefill:
 
 @dataclass
 class _TimedPrefill:
-    """One timed whole prefill of one path: its segments' intervals, each layer's core intervals,
-    (sparse) the stage clock, and the first-call work seen while it ran."""
+    """One timed whole prefill of one path: its segments' intervals, each layer's core intervals, the stage
+    clock (sparse, where the timed prefills carry it, or the staged prefill), the first-call work seen while it
+    ran and (sparse) how many of its core calls replayed a launch plan."""
 
     repeat: int
     path: str                        # "dense" | "sparse"
@@ -271,6 +273,7 @@ class _TimedPrefill:
     stages: Optional[StageClock] = None
     first_calls: list = field(default_factory=list)     # [timing.FirstCall]: compiles, autotune benchmarks
     staged: bool = False        # a GPU's extra sparse prefill for the stage times only (not a timed repeat)
+    replays: int = 0            # its core calls launched from a recorded plan (call_plans.replays' change)
 
 
 def _resolve(config: RunConfig, device) -> tuple[SparseConfig, str]:
@@ -305,8 +308,8 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     # Work, in layer forwards times tokens: warm-up, the analysis pass (its sparse core runs the dense
     # core too when comparing), the timing passes.
     analysis_weight = 3 if config.compare_dense else 1
-    staged_weight = 1 if _stages_apart(device) else 0
-    total = (len(paths) * _warm_up_rounds(device) * warm_up_pieces[-1][1]
+    staged_weight = 1 if _stages_apart(run) else 0
+    total = (len(paths) * _warm_up_rounds(run) * warm_up_pieces[-1][1]
              + run.n_tokens * (analysis_weight + config.repeats * len(paths) + staged_weight))
 
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
@@ -351,7 +354,7 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
             # Alternate which path goes first, so neither always runs on the other's leftovers.
             for path in (paths if repeat % 2 == 0 else paths[::-1]):
                 run.timed.append(_timed_prefill(model, input_ids, segments, run, path, repeat, timer, tracker))
-        if _stages_apart(device):
+        if _stages_apart(run):
             run.timed.append(_timed_prefill(model, input_ids, segments, run, "sparse", config.repeats, timer,
                                             tracker, staged=True))
         timer.resolve()
@@ -364,16 +367,28 @@ def _analyze(loaded, text, ids, offsets, config, progress, document_name) -> Run
     return result
 
 
-def _stages_apart(device: torch.device) -> bool:
-    """Whether the sparse core's stage times come from a prefill of their own (a GPU: a call with the stage
-    hook takes no launch plan, so the timed prefills run without it) or from the timed prefills (the CPU)."""
-    return device.type == "cuda"
+def _plans_taken(run: _Prefill) -> bool:
+    """Whether the sparse core's calls can take launch plans: the Triton backend on a GPU
+    (sparsegdn/triton/call_plans.py; a call with the stage hook takes none)."""
+    return run.device.type == "cuda" and run.sparse.backend == "triton"
 
 
-def _warm_up_rounds(device: torch.device) -> int:
-    """Warm-up rounds over the pieces: two on a GPU (a key's first call compiles, its first compile-free
-    call records the launch plan that later calls replay), one on the CPU (nothing compiles there)."""
-    return 2 if device.type == "cuda" else 1
+def _stages_apart(run: _Prefill) -> bool:
+    """Whether the sparse core's stage times come from a prefill of their own after the timed ones (where
+    calls take launch plans, which a call with the stage hook does not) or from the timed prefills."""
+    return _plans_taken(run)
+
+
+def _warm_up_rounds(run: _Prefill) -> int:
+    """Warm-up rounds over the pieces: two where calls take launch plans (a key's first call compiles, its
+    first compile-free call records the plan that later calls replay), else one."""
+    return 2 if _plans_taken(run) else 1
+
+
+def _plan_replays() -> int:
+    """Planned calls replayed so far in this process (0 where the Triton backend was never imported)."""
+    module = sys.modules.get("sparsegdn.triton.call_plans")
+    return module.replays if module is not None else 0
 
 
 def _plain_core(run: _Prefill, path: str, checks: DeferredChecks, stages: Optional[StageClock]):
@@ -407,7 +422,7 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
     end. Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
     from transformers import DynamicCache
 
-    clocked = path == "sparse" and (staged or not _stages_apart(run.device))
+    clocked = path == "sparse" and (staged or not _stages_apart(run))
     timed = _TimedPrefill(repeat, path, stages=StageClock(timer.cuda) if clocked else None, staged=staged)
     checks = DeferredChecks()
     plain = _plain_core(run, path, checks, timed.stages)
@@ -419,6 +434,7 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
         return result
 
     cache = DynamicCache(config=model.config)
+    replays = _plan_replays()
     with FirstCallWatch() as watch, torch.inference_mode(), swap_gdn_core(model, core):
         for index, (start, end) in enumerate(segments):
             what = "stage times" if staged else f"timing {repeat + 1}/{run.config.repeats}"
@@ -430,6 +446,7 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
             timed.whole.append(interval)
         _check_values(checks)
     timed.first_calls = watch.calls
+    timed.replays = _plan_replays() - replays
     return timed
 
 
@@ -465,10 +482,10 @@ def _warm_up(model, input_ids, pieces: list, run: _Prefill, tracker, timer: Time
     from transformers import DynamicCache
 
     tokens = pieces[-1][1]
-    rounds = _warm_up_rounds(run.device)
+    rounds = _warm_up_rounds(run)
     times = {"tokens": tokens, "pieces": [list(piece) for piece in pieces], "rounds": rounds}
     label = f"warming up on the first {tokens:,} tokens (compiling, first use; not timed)"
-    clocked = not _stages_apart(run.device)
+    clocked = not _stages_apart(run)
     with torch.inference_mode():
         for path in _paths(run.config):
             checks = DeferredChecks()
@@ -594,6 +611,15 @@ def _tokens(run: _Prefill) -> pl.DataFrame:
     return pl.DataFrame(columns, strict=False)
 
 
+def _staged_summary(run: _Prefill) -> Optional[dict]:
+    """The staged prefill's core time (ms, summed over layers and segments) and first-call work; None without one."""
+    staged = [timed for timed in run.timed if timed.staged]
+    if not staged:
+        return None
+    return {"core_ms": sum(i.ms for intervals in staged[0].cores.values() for i in intervals),
+            "first_calls": group_first_calls(staged[0].first_calls)}
+
+
 def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
     """How the run was timed, the spread of each whole-prefill and core total over every repeat, the
     first-call work seen inside repeats and, for each path that had some, the spreads without those
@@ -617,7 +643,13 @@ def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
         "warm_up": run.warm_up,
         # Where the stage times come from: a sparse prefill of their own after the timed ones (a GPU: a call
         # with the stage hook takes no launch plan) or the timed prefills (the CPU).
-        "stages_apart": _stages_apart(run.device),
+        "stages_apart": _stages_apart(run),
+        # That prefill's own GDN core (summed over layers; it takes no launch plan) and any first-call work in it.
+        "staged": _staged_summary(run),
+        # Each timed sparse repeat's core calls and how many of them replayed a recorded launch plan.
+        "planned_calls": [{"repeat": timed.repeat, "calls": sum(len(v) for v in timed.cores.values()),
+                           "replayed": timed.replays} for timed in run.timed
+                          if timed.path == "sparse" and not timed.staged],
         **{name: spread.to_dict() for name, spread in spreads.items() if spread is not None},
         # Triton compiles and autotune benchmarks inside timed repeats, per repeat, path, kind and kernel.
         "first_calls": first_calls,
@@ -631,7 +663,8 @@ def _spread_dict(spread: Optional[Spread]) -> Optional[dict]:
 
 
 def _stage_medians(timings: pl.DataFrame) -> list[dict]:
-    """[{stage, ms, share}]: each stage's median over repeats (summed over layers, segments and slabs)."""
+    """[{stage, ms, share}]: each stage's median over the prefills that carried the stage clock (the timed
+    repeats, or the one staged prefill where the stages are taken apart), summed over layers, segments and slabs."""
     stages = timings.filter(pl.col("scope") == "stage")
     order = list(dict.fromkeys(stages["stage"].to_list()))
     medians = dict(stages.group_by("stage").agg(pl.col("ms").median()).iter_rows())
@@ -679,7 +712,7 @@ def _summary(run: _Prefill, events: pl.DataFrame, timings: pl.DataFrame, nonfini
         "non_finite": nonfinite_errors + len(nonfinite_metrics),
         "timing": timing,
         # The sparse core's stages (sparsegdn.STAGES, the same names on every backend), summed over
-        # layers, segments and slabs; the median over repeats.
+        # layers, segments and slabs; the median over the timed repeats, or the staged prefill's sums.
         "stages": _stage_medians(timings),
         # Which layers sat on which device, the weights each held and (GPU) its peak memory in this run.
         "placement": {"device_map": run.loaded.device_map, "devices": placement.peak_memory(run.loaded.placement)},

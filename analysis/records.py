@@ -9,9 +9,9 @@ One table per kind of fact (column names from docs/CONTRACT.md):
 - chunks: one row per chunk: its token span and the character span of the document it covers;
 - timings: one row per timed repeat and path ("dense", "sparse") of the whole prefill (scope
   "prefill"), of each layer's GDN core (scope "core", with its layer) and of each stage of the sparse
-  core (scope "stage", with its stage name), in ms summed over segments (and layers for stages); on a
-  GPU the stage rows come from one more sparse prefill after the timed ones (its repeat is `repeats`),
-  since a call that reports its stages takes no launch plan;
+  core (scope "stage", with its stage name), in ms summed over segments (and layers for stages); where
+  the core's calls take launch plans (the Triton backend on a GPU) the stage rows come from one more sparse
+  prefill after the timed ones (its repeat is `repeats`), since a call that reports its stages takes none;
   `first_calls` on every row of a repeat: how many Triton compiles and autotune benchmarks ran inside
   it (0 for a clean repeat; which kernels and how long: the summary's timing.first_calls; null in runs
   recorded before repeats were watched). Runs recorded before repeated timing have none (an empty table).

@@ -391,14 +391,42 @@ def first_call_notes(timing: Mapping) -> list[str]:
     return notes
 
 
+def stage_source_text(timing: Mapping) -> str:
+    """Where a run's stage times come from, in words (the end of a sentence): the timed repeats, or one more
+    sparse prefill after them (`timing.stages_apart`), with that prefill's own core time beside the timed one."""
+    if not timing.get("stages_apart"):
+        return "(median over the repeats)."
+    staged = timing.get("staged") or {}
+    core = (timing.get("core_sparse") or {}).get("median")
+    beside = (f", whose GDN core took {staged['core_ms']:,.1f} ms against the timed median {core:,.1f} ms"
+              if staged.get("core_ms") is not None and core is not None else "")
+    return (f"(from one more SparseGDN prefill after the timed ones{beside}: a call that reports its stages takes "
+            "no launch plan, so the timed prefills ran without the stage clock, and these bars may add up to more "
+            "than the timed core).")
+
+
+def plan_text(timing: Mapping) -> str | None:
+    """How many of the timed SparseGDN prefills' core calls replayed a recorded launch plan, in words; None
+    where none did (the CPU, the torch backend, runs recorded before it was counted)."""
+    rows = timing.get("planned_calls") or []
+    if not any(row["replayed"] for row in rows):
+        return None
+    calls, replayed = sum(row["calls"] for row in rows), sum(row["replayed"] for row in rows)
+    return (f"The timed SparseGDN prefills launched {replayed:,} of their {calls:,} core calls from recorded launch "
+            "plans (the host's work done once per shape in the warm-up).")
+
+
 def warm_up_text(warm_up: Mapping) -> str:
     """The warm-up a run recorded (`summary["timing"]["warm_up"]`), in words: each path's wall time and
-    the tokens it ran on (in pieces, the state carried from one to the next, where it had several)."""
+    the tokens it ran on (in pieces, the state carried from one to the next, where it had several; rounds over
+    them where it ran them more than once)."""
     paths = ", ".join(f"{path} {warm_up[f'{path}_ms']:,.1f} ms" for path in ("dense", "sparse")
                       if f"{path}_ms" in warm_up)
     pieces = len(warm_up.get("pieces", ()))
     carried = f" ({pieces} pieces, the state carried)" if pieces > 1 else ""
-    return f"{paths} on the first {warm_up.get('tokens', 0):,} tokens{carried}"
+    rounds = warm_up.get("rounds", 1)
+    twice = f", {rounds} rounds (compiling, then recording the launch plans)" if rounds > 1 else ""
+    return f"{paths} on the first {warm_up.get('tokens', 0):,} tokens{carried}{twice}"
 
 
 def choose_threads(environ: Mapping[str, str] | None = None, cores: int | None = None) -> tuple[int, str]:

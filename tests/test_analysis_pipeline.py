@@ -175,19 +175,28 @@ def test_the_warm_up_is_reported_and_moves_the_progress(loaded):
 
 
 def test_on_a_gpu_the_timed_prefills_carry_no_stage_clock_and_the_stages_come_from_one_more(loaded, monkeypatch):
-    """A GPU's timing (the device test forced on the CPU): a call with the stage hook takes no launch plan, so the
-    warm-up and the timed sparse prefills run without it, the warm-up twice (compile, then record the plans), and the
-    stage times come from one more sparse prefill after the timed ones, whose time is no repeat's."""
+    """Where calls take launch plans (the Triton backend on a GPU; forced here on the CPU): a call with the stage
+    hook takes no plan, so the warm-up and the timed sparse prefills run without it, the warm-up twice (compile, then
+    record the plans), and the stage times come from one more sparse prefill after the timed ones, whose time is no
+    repeat's. Each timed repeat counts its core calls replayed from a plan (call_plans.replays' change: faked here,
+    one a call without the clock)."""
     from analysis import pipeline
+    from analysis.timing import plan_text, stage_source_text
 
-    monkeypatch.setattr(pipeline, "_stages_apart", lambda device: True)
-    monkeypatch.setattr(pipeline, "_warm_up_rounds", lambda device: 2)
+    monkeypatch.setattr(pipeline, "_plans_taken", lambda run: True)
+    replays = [0]
+    monkeypatch.setattr(pipeline, "_plan_replays", lambda: replays[0])
     clocks = []
     made = pipeline.sparse_core
 
     def spy(config, checks, stages=None):
         clocks.append(stages is not None)
-        return made(config, checks, stages)
+        core = made(config, checks, stages)
+
+        def counted(call):
+            replays[0] += stages is None
+            return core(call)
+        return counted
 
     monkeypatch.setattr(pipeline, "sparse_core", spy)
     updates: list[ProgressUpdate] = []
@@ -199,8 +208,15 @@ def test_on_a_gpu_the_timed_prefills_carry_no_stage_clock_and_the_stages_come_fr
     assert set(stages["stage"]) == set(sparsegdn.STAGES) and stages["repeat"].unique().to_list() == [2]
     assert sorted(timings.filter(pl.col("scope") == "prefill")["repeat"].to_list()) == [0, 0, 1, 1]
     assert timing["core_sparse"]["n"] == 2 and [s["stage"] for s in result.summary["stages"]] == list(sparsegdn.STAGES)
+    assert timing["staged"]["core_ms"] > 0 and timing["staged"]["first_calls"] == []
+    assert f"{timing['staged']['core_ms']:,.1f} ms" in stage_source_text(timing)
+    calls = len(loaded.gdn_layers)                      # one segment: one core call a GDN layer
+    assert timing["planned_calls"] == [{"repeat": 0, "calls": calls, "replayed": calls},
+                                       {"repeat": 1, "calls": calls, "replayed": calls}]
+    assert f"{2 * calls} of their {2 * calls} core calls" in plan_text(timing)
+    # the progress total counts both warm-up rounds and the staged prefill: 1 is reached at its end only
     staged = [u for u in updates if u.message and u.message.startswith("stage times")]
-    assert staged and all(u.stage == "timing" for u in staged)
+    assert staged and all(u.stage == "timing" for u in staged) and staged[0].fraction < 0.999
     fractions = [u.fraction for u in updates]
     assert fractions == sorted(fractions) and fractions[-2] == pytest.approx(1.0), fractions[-4:]
 
@@ -211,6 +227,9 @@ def test_timings_are_repeated_and_summarised_by_their_spread(loaded):
     assert sorted(timings.filter(pl.col("scope") == "prefill")["repeat"].to_list()) == [0, 0, 1, 1, 2, 2]
     assert timings.filter(pl.col("scope") == "core")["layer"].unique().sort().to_list() == loaded.gdn_layers
     assert timing["repeats"] == 3 and timing["threads"] >= 1 and timing["warm_up"]["tokens"] > 0
+    # the torch backend takes no launch plan: the stages come from the timed prefills, after one warm-up round
+    assert timing["stages_apart"] is False and timing["staged"] is None and timing["warm_up"]["rounds"] == 1
+    assert [row["replayed"] for row in timing["planned_calls"]] == [0, 0, 0]
     for name in ("prefill_dense", "prefill_sparse", "core_dense", "core_sparse"):
         spread = timing[name]
         assert spread["n"] == 3 and spread["low"] <= spread["median"] <= spread["high"], (name, spread)

@@ -197,3 +197,19 @@ def test_first_call_notes_name_the_affected_repeat_and_the_clean_median():
     assert "no clean median" in first_call_notes(timing)[1]
     assert first_call_notes({"repeats": 3, "first_calls": [], "clean": {}}) == []
     assert first_call_notes({"repeats": 3}) == []           # a run recorded before repeats were watched
+
+
+def test_the_words_for_the_warm_up_the_stages_source_and_the_plans():
+    from analysis.timing import plan_text, stage_source_text, warm_up_text
+
+    warm = {"tokens": 16761, "pieces": [[0, 8192], [8192, 16384], [16384, 16761]], "dense_ms": 79.5, "sparse_ms": 46.25}
+    once = "dense 79.5 ms, sparse 46.2 ms on the first 16,761 tokens (3 pieces, the state carried)"
+    assert warm_up_text(warm) == once
+    assert warm_up_text({**warm, "rounds": 2}) == once + ", 2 rounds (compiling, then recording the launch plans)"
+    assert stage_source_text({"stages_apart": False}) == "(median over the repeats)."
+    apart = {"stages_apart": True, "staged": {"core_ms": 44.51, "first_calls": []}, "core_sparse": {"median": 21.73}}
+    assert "whose GDN core took 44.5 ms against the timed median 21.7 ms" in stage_source_text(apart)
+    assert "took" not in stage_source_text({"stages_apart": True, "staged": None})
+    assert plan_text({}) is None and plan_text({"planned_calls": [{"repeat": 0, "calls": 8, "replayed": 0}]}) is None
+    rows = [{"repeat": 0, "calls": 40, "replayed": 40}, {"repeat": 1, "calls": 40, "replayed": 39}]
+    assert plan_text({"planned_calls": rows}).startswith("The timed SparseGDN prefills launched 79 of their 80 core")

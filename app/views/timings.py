@@ -3,7 +3,7 @@ Every time is a median of repeats with its range; a change inside the noise is s
 import polars as pl
 import streamlit as st
 
-from analysis.timing import first_call_notes, warm_up_text
+from analysis.timing import first_call_notes, plan_text, stage_source_text, warm_up_text
 from app import figures, session, tables
 from app.views import common
 from sparsegdn import STAGES
@@ -42,6 +42,8 @@ if not has_dense:
 if timing and timing.get("warm_up"):
     st.caption(f"First call (warm-up, not counted above): {warm_up_text(timing['warm_up'])} — compilation and "
                "autotuning on a GPU, first use of memory and libraries on the CPU.")
+if timing and plan_text(timing):
+    st.caption(plan_text(timing))
 first_calls = first_call_notes(timing or {})
 if first_calls:
     st.warning("A figure above includes first-call work: Triton compiled or autotuned inside a timed repeat, "
@@ -67,10 +69,7 @@ if stages:
                "pass over commits), output (every token's output). The Triton path runs the last two as one launch "
                "(outputs computed while the commit chains run), so its state_pass bar holds both and its output "
                "bar is about zero. The torch path runs the last four once per slab of chunks; each bar sums them "
-               "over slabs, layers and segments "
-               + ("(from one more SparseGDN prefill after the timed ones: a call that reports its stages takes no "
-                  "launch plan, so the timed prefills ran without the stage clock)."
-                  if summary.get("timing", {}).get("stages_apart") else "(median over the repeats)."))
+               "over slabs, layers and segments " + stage_source_text(summary.get("timing") or {}))
 else:
     st.caption("No stage breakdown for this run (runs made before stage timing was recorded have none).")
 
