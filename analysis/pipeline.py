@@ -272,7 +272,7 @@ class _TimedPrefill:
     cores: dict = field(default_factory=lambda: defaultdict(list))
     stages: Optional[StageClock] = None
     first_calls: list = field(default_factory=list)     # [timing.FirstCall]: compiles, autotune benchmarks
-    staged: bool = False        # a GPU's extra sparse prefill for the stage times only (not a timed repeat)
+    staged: bool = False        # the extra sparse prefill for the stage times only (not a timed repeat)
     replays: int = 0            # its core calls launched from a recorded plan (call_plans.replays' change)
 
 
@@ -417,9 +417,8 @@ def _check_values(checks: DeferredChecks) -> None:
 def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat: int, timer: Timer,
                    tracker: _LayerProgress, staged: bool = False) -> _TimedPrefill:
     """One whole prefill of `path` with the plain core (nothing recorded), every segment and every core
-    call timed; the sparse core's stages on a StageClock where they are taken from the timed prefills (the
-    CPU) or in the `staged` prefill (a GPU's, after the timed ones). GPU value checks are read once, at the
-    end. Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
+    call timed; the sparse core's stages on a StageClock where they are taken from the timed prefills, or in
+    the `staged` prefill after them (`_stages_apart`). GPU value checks are read once, at the end. Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
     from transformers import DynamicCache
 
     clocked = path == "sparse" and (staged or not _stages_apart(run))
@@ -641,8 +640,8 @@ def _timing_summary(run: _Prefill, timings: pl.DataFrame) -> dict:
         "interleaved": True,
         "threads": torch.get_num_threads(),
         "warm_up": run.warm_up,
-        # Where the stage times come from: a sparse prefill of their own after the timed ones (a GPU: a call
-        # with the stage hook takes no launch plan) or the timed prefills (the CPU).
+        # Where the stage times come from: a sparse prefill of their own after the timed ones (the Triton backend
+        # on a GPU: a call with the stage hook takes no launch plan) or the timed prefills (anywhere else).
         "stages_apart": _stages_apart(run),
         # That prefill's own GDN core (summed over layers; it takes no launch plan) and any first-call work in it.
         "staged": _staged_summary(run),
