@@ -418,7 +418,8 @@ def _timed_prefill(model, input_ids, segments, run: _Prefill, path: str, repeat:
                    tracker: _LayerProgress, staged: bool = False) -> _TimedPrefill:
     """One whole prefill of `path` with the plain core (nothing recorded), every segment and every core
     call timed; the sparse core's stages on a StageClock where they are taken from the timed prefills, or in
-    the `staged` prefill after them (`_stages_apart`). GPU value checks are read once, at the end. Any Triton compiling or autotuning while it runs is kept in `first_calls`."""
+    the `staged` prefill after them (`_stages_apart`). GPU value checks are read once, at the end. Any
+    Triton compiling or autotuning while it runs is kept in `first_calls`."""
     from transformers import DynamicCache
 
     clocked = path == "sparse" and (staged or not _stages_apart(run))
